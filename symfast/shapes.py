@@ -1,0 +1,212 @@
+"""2D shapes with exact signed distance functions and declared symmetry groups.
+
+SDFs are negative inside. Every shape is centred at the origin and fits in
+the unit disk, the default sampling domain. `shape.symmetries(candidates)`
+checks f(g^-1 x) = f(x) numerically, which must agree with `shape.group`.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import torch
+
+from symfast.groups import Group, as_element, dihedral, orthogonal_group, reflection, rotation, union
+
+__all__ = ["Shape", "circle", "square", "rectangle", "ellipse", "regular_polygon", "triangle", "pentagon",
+           "hexagon", "star", "polygon", "by_name", "NAMES"]
+
+
+class Shape:
+    """A named 2D shape: `.sdf(x)` for x: [..., 2] -> [...], and its declared `.group`."""
+
+    def __init__(self, name: str, sdf: Callable[[torch.Tensor], torch.Tensor], group: Group):
+        self.name = name
+        self._sdf = sdf
+        self.group = group
+
+    def sdf(self, x) -> torch.Tensor:
+        """Signed distance (negative inside) at x: [..., 2]; numpy input gives float64."""
+        x = torch.as_tensor(x)
+        if x.shape[-1] != 2:
+            raise ValueError(f"x must be [..., 2], got {list(x.shape)}")
+        if not x.is_floating_point():
+            x = x.to(torch.float64)
+        return self._sdf(x)
+
+    __call__ = sdf
+
+    def symmetries(self, candidates, num_points: int = 4096, tol: float = 1e-6, seed: int = 0) -> Group:
+        """The candidates g with f(g^-1 x) = f(x) (max abs error < tol) on points in the unit disk."""
+        from symfast.samplers import sample_disk
+
+        x = sample_disk(num_points, 1.0, torch.Generator().manual_seed(seed), torch.float64)
+        f = self.sdf(x)
+        keep = [g for g in (as_element(c) for c in candidates)
+                if (self.sdf(g.inverse()(x)) - f).abs().max().item() < tol]
+        return Group(keep, name=f"sym({self.name})")
+
+    def __repr__(self) -> str:
+        return f"<Shape {self.name} group={self.group.name}>"
+
+
+def _box_sdf(x: torch.Tensor, hx: float, hy: float) -> torch.Tensor:
+    q = x.abs() - torch.as_tensor([hx, hy], dtype=x.dtype, device=x.device)
+    outside = q.clamp(min=0).norm(dim=-1)
+    inside = q.max(dim=-1).values.clamp(max=0)
+    return outside + inside
+
+
+def _polygon_sdf(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Exact signed distance to the closed polygon with vertices v: [M, 2] (any orientation)."""
+    v = v.to(dtype=x.dtype, device=x.device)
+    vj = torch.roll(v, 1, dims=0)  # previous vertex
+    e = vj - v  # [M, 2]
+    w = x[..., None, :] - v  # [..., M, 2]
+    t = ((w * e).sum(-1) / (e * e).sum(-1)).clamp(0, 1)
+    b = w - e * t[..., None]
+    d2 = (b * b).sum(-1).min(dim=-1).values
+    c1 = x[..., None, 1] >= v[:, 1]
+    c2 = x[..., None, 1] < vj[:, 1]
+    c3 = e[:, 0] * w[..., 1] > e[:, 1] * w[..., 0]
+    flips = ((c1 & c2 & c3) | (~c1 & ~c2 & ~c3)).sum(-1)
+    sign = 1.0 - 2.0 * (flips % 2).to(x.dtype)
+    return sign * d2.sqrt()
+
+
+def _vertex_symmetries(v: np.ndarray, name: str) -> Group:
+    """Elements of O(2) (among D_k, k <= len(v)) mapping the vertex set onto itself."""
+    cands = union([dihedral(k) for k in range(1, len(v) + 1)])
+    scale = np.abs(v).max()
+    keep = []
+    for g in cands:
+        gv = v @ g.matrix.T
+        dist = np.abs(gv[:, None, :] - v[None, :, :]).max(-1)
+        if (dist.min(1) < 1e-9 * scale).all():
+            keep.append(g)
+    return Group(keep, name=name)
+
+
+def _rotated_dihedral(n: int, rot: float) -> Group:
+    """D_n whose mirror lines sit at rot + pi k / n."""
+    elems = [rotation(2 * math.pi * k / n) for k in range(n)] + [reflection(rot + math.pi * k / n)
+                                                                  for k in range(n)]
+    return Group(elems, name=f"D{n}")
+
+
+def circle(radius: float = 0.5) -> Shape:
+    """Disk of `radius`; group O(2)."""
+    _pos(radius=radius)
+    return Shape("circle", lambda x: x.norm(dim=-1) - radius, orthogonal_group())
+
+
+def square(half_width: float = 0.5) -> Shape:
+    """Axis-aligned square [-h, h]^2; group D4."""
+    _pos(half_width=half_width)
+    return Shape("square", lambda x: _box_sdf(x, half_width, half_width), dihedral(4))
+
+
+def rectangle(half_width: float = 0.6, half_height: float = 0.35) -> Shape:
+    """Axis-aligned rectangle; group D2 = {e, r180, m0, m90}."""
+    _pos(half_width=half_width, half_height=half_height)
+    if abs(half_width - half_height) < 1e-12:
+        raise ValueError("rectangle with equal sides is a square; use square()")
+    return Shape("rectangle", lambda x: _box_sdf(x, half_width, half_height), dihedral(2))
+
+
+def ellipse(a: float = 0.6, b: float = 0.35, iterations: int = 6) -> Shape:
+    """Axis-aligned ellipse with semi-axes a (x) and b (y); group D2.
+
+    Distance by the fixed-point iteration for the closest boundary point (converges to
+    ~1e-12 in a few steps away from the centre), signed by the implicit equation.
+    """
+    _pos(a=a, b=b)
+    if abs(a - b) < 1e-12:
+        raise ValueError("ellipse with a == b is a circle; use circle()")
+
+    def sdf(x):
+        p = x.abs()
+        tx = torch.full_like(p[..., 0], math.sqrt(0.5))
+        ty = tx.clone()
+        for _ in range(iterations):
+            ex = (a * a - b * b) * tx ** 3 / a
+            ey = (b * b - a * a) * ty ** 3 / b
+            rx, ry = a * tx - ex, b * ty - ey
+            qx, qy = p[..., 0] - ex, p[..., 1] - ey
+            r = torch.hypot(rx, ry)
+            q = torch.hypot(qx, qy).clamp(min=1e-300)
+            tx = ((qx * r / q + ex) / a).clamp(0, 1)
+            ty = ((qy * r / q + ey) / b).clamp(0, 1)
+            t = torch.hypot(tx, ty)
+            tx, ty = tx / t, ty / t
+        d = torch.hypot(p[..., 0] - a * tx, p[..., 1] - b * ty)
+        inside = (p[..., 0] / a) ** 2 + (p[..., 1] / b) ** 2 < 1
+        return torch.where(inside, -d, d)
+
+    return Shape("ellipse", sdf, dihedral(2))
+
+
+def polygon(vertices, name: str = "polygon", group: Group | None = None) -> Shape:
+    """Simple polygon with exact signed distance; the group is read off the vertices if not given."""
+    v = np.asarray(vertices, dtype=np.float64)
+    if v.ndim != 2 or v.shape[1] != 2 or len(v) < 3:
+        raise ValueError(f"vertices must be [M, 2] with M >= 3, got {list(v.shape)}")
+    if not np.isfinite(v).all():
+        raise ValueError("vertices must be finite")
+    vt = torch.as_tensor(v)
+    return Shape(name, lambda x: _polygon_sdf(x, vt), group or _vertex_symmetries(v, "sym"))
+
+
+def regular_polygon(n: int, radius: float = 0.6, rotation: float = 0.0, name: str | None = None) -> Shape:
+    """Regular n-gon with circumradius `radius`, a vertex at angle `rotation` (default on the
+    x-axis, so mirror lines sit at multiples of pi / n); group D_n."""
+    if int(n) != n or n < 3:
+        raise ValueError(f"n must be an integer >= 3, got {n}")
+    _pos(radius=radius)
+    t = rotation + 2 * math.pi * np.arange(n) / n
+    v = radius * np.stack([np.cos(t), np.sin(t)], 1)
+    return polygon(v, name or f"{n}-gon", _rotated_dihedral(int(n), rotation))
+
+
+def triangle(radius: float = 0.6) -> Shape:
+    return regular_polygon(3, radius, name="triangle")
+
+
+def pentagon(radius: float = 0.6) -> Shape:
+    return regular_polygon(5, radius, name="pentagon")
+
+
+def hexagon(radius: float = 0.6) -> Shape:
+    return regular_polygon(6, radius, name="hexagon")
+
+
+def star(n: int = 5, outer: float = 0.65, inner: float = 0.3, rotation: float = 0.0) -> Shape:
+    """n-pointed star (2n vertices alternating between radii outer and inner); group D_n."""
+    if int(n) != n or n < 2:
+        raise ValueError(f"n must be an integer >= 2, got {n}")
+    _pos(outer=outer, inner=inner)
+    if inner >= outer:
+        raise ValueError(f"inner radius must be below outer, got {inner} >= {outer}")
+    t = rotation + math.pi * np.arange(2 * n) / n
+    r = np.where(np.arange(2 * n) % 2 == 0, outer, inner)
+    v = np.stack([r * np.cos(t), r * np.sin(t)], 1)
+    return polygon(v, "star" if n == 5 else f"star{n}", _rotated_dihedral(int(n), rotation))
+
+
+def _pos(**kw):
+    for k, val in kw.items():
+        if not (val > 0 and math.isfinite(val)):
+            raise ValueError(f"{k} must be positive and finite, got {val}")
+
+
+_FACTORIES = {"circle": circle, "square": square, "rectangle": rectangle, "ellipse": ellipse,
+              "triangle": triangle, "pentagon": pentagon, "hexagon": hexagon, "star": star}
+NAMES = tuple(_FACTORIES)
+
+
+def by_name(name: str) -> Shape:
+    """A shape with default parameters by name (one of `NAMES`)."""
+    if name not in _FACTORIES:
+        raise ValueError(f"unknown shape {name!r}; choose from {', '.join(NAMES)}")
+    return _FACTORIES[name]()
