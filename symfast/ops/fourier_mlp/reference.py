@@ -1,0 +1,51 @@
+"""PyTorch reference for symfast.ops.fourier_mlp() (batched PE + MLP neural fields).
+
+B independent models share one Fourier encoding; model b computes
+    h_0 = phi(x_b),  h_l = act(h_{l-1} @ W_l[b] + b_l[b])  (hidden layers),
+    y = h_L @ W_out[b] + b_out[b]                            (linear output, width 1)
+with weights stored fan-in first, so a layer is one `torch.baddbmm` for all B.
+"""
+from __future__ import annotations
+
+import torch
+
+ACTIVATIONS = {
+    "relu": torch.relu,
+    "tanh": torch.tanh,
+    "silu": torch.nn.functional.silu,
+    "sine": torch.sin,
+}
+
+
+def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
+                weights: list[torch.Tensor], biases: list[torch.Tensor],
+                activation: str = "relu") -> torch.Tensor:
+    """Forward pass of B PE+MLP models.
+
+    Args:
+        x: [B, N, 2] points per model, or [N, 2] shared by all models.
+        frequencies: [m, 2], phases: [m] of the Fourier PE (d = 2m features).
+        weights: L+1 tensors; weights[0]: [B, d, H_1], weights[l]: [B, H_l, H_{l+1}],
+            weights[-1]: [B, H_L, 1].
+        biases: L+1 tensors; biases[l]: [B, fan_out_l].
+        activation: "relu", "tanh", "silu" or "sine" (hidden layers only).
+
+    Returns:
+        [B, N] outputs.
+    """
+    act = ACTIVATIONS[activation]
+    B = weights[0].shape[0]
+    u = x @ frequencies.to(x).T + phases.to(x)
+    h = torch.stack((torch.sin(u), torch.cos(u)), dim=-1).flatten(-2)  # [(B,) N, d]
+    if h.ndim == 2:
+        h = h.expand(B, *h.shape)
+    for l, (w, b) in enumerate(zip(weights, biases)):
+        h = torch.baddbmm(b[:, None, :], h, w)
+        if l < len(weights) - 1:
+            h = act(h)
+    return h[..., 0]
+
+
+def mse_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-model mean squared error [B] from pred, target: [B, N]; the training loss sums these."""
+    return (pred - target).pow(2).mean(dim=1)
