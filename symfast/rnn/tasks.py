@@ -1,0 +1,202 @@
+"""Task generators for single-layer tanh RNNs (papers/003), one common interface.
+
+Every task is a small dataclass with `n_in`, `n_out`, `T` and
+`sample(batch, seed) -> (inputs [B, T, n_in], targets [B, T, n_out], mask [B, T, n_out])`
+(float32 torch tensors, batch first, 0/1 mask; the same seed gives the same batch).
+FVU and the loss are computed over the masked entries only.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+__all__ = ["Task", "FlipFlop", "SineGeneration", "ContextIntegration", "Copy", "make_task", "TASKS", "fvu"]
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed))
+
+
+class Task:
+    """Common interface; subclasses set n_in, n_out, T and implement sample()."""
+
+    name = "task"
+
+    def sample(self, batch: int, seed: int):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def config(self) -> dict:
+        return {"name": self.name, **asdict(self)}
+
+
+@dataclass
+class FlipFlop(Task):
+    """n-bit flip-flop (Sussillo & Barak 2013).
+
+    Inputs [B, T, n_bits]: at each step each channel independently carries a pulse with
+    probability `p_pulse`, of sign +1 or -1 with equal probability, else 0.
+    Targets [B, T, n_bits]: the sign of the last pulse seen on that channel (0 before the
+    first pulse). Mask: all ones. Defaults: 3 bits, T = 100, p_pulse = 0.05.
+    """
+
+    n_bits: int = 3
+    T: int = 100
+    p_pulse: float = 0.05
+    name = "flipflop"
+
+    @property
+    def n_in(self):
+        return self.n_bits
+
+    @property
+    def n_out(self):
+        return self.n_bits
+
+    def sample(self, batch: int, seed: int):
+        g = _gen(seed)
+        pulse = torch.rand(batch, self.T, self.n_bits, generator=g) < self.p_pulse
+        sign = torch.where(torch.rand(batch, self.T, self.n_bits, generator=g) < 0.5, -1.0, 1.0)
+        x = pulse * sign
+        y = torch.zeros_like(x)
+        state = torch.zeros(batch, self.n_bits)
+        for t in range(self.T):
+            state = torch.where(pulse[:, t], sign[:, t], state)
+            y[:, t] = state
+        return x, y, torch.ones_like(y)
+
+
+@dataclass
+class SineGeneration(Task):
+    """Sine generation with the frequency set by a static input.
+
+    A frequency omega ~ U[omega_min, omega_max] (radians per step) is drawn per sequence;
+    input [B, T, 1] is the constant omega / omega_max; target [B, T, 1] is sin(omega t),
+    t = 1..T. Mask: all ones. Defaults: T = 100, omega in [0.1, 0.6].
+    """
+
+    T: int = 100
+    omega_min: float = 0.1
+    omega_max: float = 0.6
+    name = "sine"
+    n_in = 1
+    n_out = 1
+
+    def sample(self, batch: int, seed: int):
+        g = _gen(seed)
+        om = self.omega_min + (self.omega_max - self.omega_min) * torch.rand(batch, 1, 1, generator=g)
+        t = torch.arange(1, self.T + 1, dtype=torch.float32).view(1, -1, 1)
+        x = (om / self.omega_max).expand(batch, self.T, 1).clone()
+        y = torch.sin(om * t)
+        return x, y, torch.ones_like(y)
+
+
+@dataclass
+class ContextIntegration(Task):
+    """Context-dependent integration (Mante et al. 2013), a regression version.
+
+    Inputs [B, T, 4]: two noisy evidence streams s_k = c_k + noise_std * N(0, 1) during the
+    stimulus window [t_on, t_off) (0 elsewhere) and a one-hot context cue (channels 2, 3)
+    present during the whole trial. Coherences c_k ~ U[-c_max, c_max]. Target [B, T, 1]:
+    during the response window [t_off, T) the mean of the *relevant* stream over the
+    stimulus window divided by c_max (so it lies in about [-1, 1]); mask = response
+    window only. Defaults: T = 60, t_on = 5, t_off = 45, c_max = 0.4, noise_std = 0.5.
+    """
+
+    T: int = 60
+    t_on: int = 5
+    t_off: int = 45
+    c_max: float = 0.4
+    noise_std: float = 0.5
+    name = "context"
+    n_in = 4
+    n_out = 1
+
+    def sample(self, batch: int, seed: int):
+        g = _gen(seed)
+        c = self.c_max * (2 * torch.rand(batch, 1, 2, generator=g) - 1)
+        ctx = (torch.rand(batch, generator=g) < 0.5).long()
+        x = torch.zeros(batch, self.T, 4)
+        win = slice(self.t_on, self.t_off)
+        n = self.t_off - self.t_on
+        x[:, win, :2] = c + self.noise_std * torch.randn(batch, n, 2, generator=g)
+        x[torch.arange(batch), :, 2 + ctx] = 1.0
+        ev = x[:, win, :2].mean(1)  # [B, 2]
+        target = ev[torch.arange(batch), ctx] / self.c_max
+        y = torch.zeros(batch, self.T, 1)
+        m = torch.zeros(batch, self.T, 1)
+        y[:, self.t_off:, 0] = target.unsqueeze(1)
+        m[:, self.t_off:] = 1.0
+        return x, y, m
+
+
+@dataclass
+class Copy(Task):
+    """Copy task: show L symbols, wait, then reproduce them after a go cue.
+
+    Inputs [B, T, K + 1], T = 2 L + delay: one-hot symbols (alphabet K) at steps [0, L),
+    zeros during the delay, a go cue (channel K) at step L + delay - 1; nothing while the
+    network replays. Targets [B, T, K]: the one-hot symbols again at steps [L + delay, T);
+    mask = that replay window. Replay accuracy = fraction of replay steps whose argmax
+    output is the right symbol. Defaults: K = 8, L = 10, delay = 10.
+    """
+
+    n_symbols: int = 8
+    length: int = 10
+    delay: int = 10
+    name = "copy"
+
+    @property
+    def n_in(self):
+        return self.n_symbols + 1
+
+    @property
+    def n_out(self):
+        return self.n_symbols
+
+    @property
+    def T(self):
+        return 2 * self.length + self.delay
+
+    def sample(self, batch: int, seed: int):
+        g = _gen(seed)
+        K, L, D = self.n_symbols, self.length, self.delay
+        sym = torch.randint(0, K, (batch, L), generator=g)
+        oh = torch.nn.functional.one_hot(sym, K).float()
+        x = torch.zeros(batch, self.T, K + 1)
+        x[:, :L, :K] = oh
+        x[:, L + D - 1, K] = 1.0
+        y = torch.zeros(batch, self.T, K)
+        m = torch.zeros(batch, self.T, K)
+        y[:, L + D:] = oh
+        m[:, L + D:] = 1.0
+        return x, y, m
+
+    def replay_accuracy(self, y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Replay accuracy per leading index: y_hat [..., B, T, K], y [B, T, K] -> [...]."""
+        w = slice(self.length + self.delay, self.T)
+        return (y_hat[..., w, :].argmax(-1) == y[:, w].argmax(-1)).float().mean((-1, -2))
+
+
+TASKS = {"flipflop": FlipFlop, "sine": SineGeneration, "context": ContextIntegration, "copy": Copy}
+
+
+def make_task(name: str, **kwargs) -> Task:
+    """Task by name ('flipflop', 'sine', 'context', 'copy') with optional overrides."""
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; expected one of {sorted(TASKS)}")
+    return TASKS[name](**kwargs)
+
+
+def fvu(y_hat: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """FVU = E||y_hat - y||^2 / E||y - mean y||^2 over masked entries; y_hat [..., B, T, O] -> [...].
+
+    The mean is per output channel over masked (batch, time) entries.
+    """
+    m = mask.to(y.dtype)
+    cnt = m.sum((0, 1)).clamp_min(1)
+    mu = (y * m).sum((0, 1)) / cnt
+    den = (((y - mu) ** 2) * m).sum()
+    num = (((y_hat - y) ** 2) * m).sum((-1, -2, -3))
+    return num / den.clamp_min(1e-12)
+
