@@ -3,6 +3,9 @@ from symfast import shapes
 from symfast._ext import cpp_available
 from symfast.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 from symfast.ops.ordered_schur import OrderedSchur, ordered_schur, ordschur
+from symfast import rnn
+from symfast.schur_ablation import schur_ablation
+from symfast.schur_ablation import summarize as schur_ablation_summary
 from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, orthogonal_group, reflection,
                             rotation, rotation_sweep)
 
@@ -13,5 +16,5 @@ __all__ = [
     "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
     "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic", "rotation_sweep",
     "orthogonal_group",
-    "ordered_schur", "ordschur", "OrderedSchur",
+    "ordered_schur", "ordschur", "OrderedSchur", "schur_ablation", "schur_ablation_summary", "rnn",
 ]

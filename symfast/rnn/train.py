@@ -14,7 +14,7 @@ import torch
 from symfast.rnn.model import TanhRNN
 from symfast.rnn.tasks import Task, fvu, make_task
 
-__all__ = ["TrainConfig", "train", "save_checkpoint", "load_checkpoint", "evaluate"]
+__all__ = ["TrainConfig", "train", "train_seeds", "save_checkpoint", "load_checkpoint", "evaluate"]
 
 
 @dataclass
@@ -27,6 +27,7 @@ class TrainConfig:
     lr: float = 1e-3
     clip: float | None = 1.0
     seed: int = 0
+    threads: int | None = 1  # torch threads while training (small per-step ops: 1 is fastest); None: keep
 
 
 def evaluate(model: TanhRNN, task: Task, batch: int = 256, seed: int = 10**6) -> float:
@@ -36,46 +37,114 @@ def evaluate(model: TanhRNN, task: Task, batch: int = 256, seed: int = 10**6) ->
         return float(fvu(model(x), y, m))
 
 
+def _batch_seed(seed: int, ep: int, b: int) -> int:
+    return (seed * 1_000_003 + ep * 10_007 + b) % (2**62)
+
+
 def train(task: Task, n_hidden: int = 64, recurrent: str = "orthogonal", cfg: TrainConfig | None = None,
           checkpoint: str | None = None, progress: bool = True) -> TanhRNN:
-    """Train a TanhRNN on `task`; saves a checkpoint at the end of every epoch if a path is given.
+    """Train one TanhRNN on `task` (seed cfg.seed); see `train_seeds`.
 
     Args:
-        task: a Task instance.
-        n_hidden: H. recurrent: construction (see TanhRNN).
-        cfg: TrainConfig (default: the paper's budget).
-        checkpoint: path of a .pt file (model, task and training config).
+        task: a Task instance. n_hidden: H. recurrent: construction (see TanhRNN).
+        cfg: TrainConfig (default: the paper's budget, 30 x 128 batches).
+        checkpoint: path of a .pt file rewritten at the end of every epoch.
         progress: show a tqdm bar.
     """
     cfg = cfg or TrainConfig()
-    if cfg.epochs < 0 or cfg.batches_per_epoch < 1 or cfg.batch < 1:
-        raise ValueError(f"bad training budget {cfg}")
-    g = torch.Generator().manual_seed(cfg.seed)
-    model = TanhRNN(task.n_in, n_hidden, task.n_out, recurrent=recurrent, generator=g)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    return train_seeds(task, [cfg.seed], n_hidden, recurrent, cfg,
+                       checkpoints=None if checkpoint is None else [checkpoint], progress=progress)[0]
+
+
+def train_seeds(task: Task, seeds, n_hidden: int = 64, recurrent: str = "orthogonal",
+                cfg: TrainConfig | None = None, checkpoints=None, progress: bool = True) -> list[TanhRNN]:
+    """Train one model per seed, all at once (stacked weights, batched matmuls).
+
+    Each model gets exactly what `train` with that seed would give it (its own init, its own
+    batches, its own gradient-norm clipping; Adam is elementwise, so stacking changes
+    nothing but float rounding), at a fraction of the cost of a Python loop over seeds.
+
+    Args:
+        seeds: list of ints (cfg.seed is ignored).
+        checkpoints: optional list of paths, one per seed, rewritten every epoch.
+    """
+    cfg = cfg or TrainConfig()
+    seeds = [int(s) for s in seeds]
+    if cfg.epochs < 0 or cfg.batches_per_epoch < 1 or cfg.batch < 1 or not seeds:
+        raise ValueError(f"bad training budget {cfg} or empty seeds {seeds}")
+    if checkpoints is not None and len(checkpoints) != len(seeds):
+        raise ValueError(f"need one checkpoint path per seed, got {len(checkpoints)} for {len(seeds)}")
+    prev_threads = torch.get_num_threads()
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    try:
+        return _train_seeds(task, seeds, n_hidden, recurrent, cfg, checkpoints, progress)
+    finally:
+        torch.set_num_threads(prev_threads)
+
+
+def _train_seeds(task, seeds, n_hidden, recurrent, cfg, checkpoints, progress):
+    models = [TanhRNN(task.n_in, n_hidden, task.n_out, recurrent=recurrent,
+                      generator=torch.Generator().manual_seed(s)) for s in seeds]
+    S = len(seeds)
+    rec = "P" if recurrent == "cayley" else "W"
+    U = torch.stack([m.input_weight.detach() for m in models]).requires_grad_()
+    V = torch.stack([m.readout.detach() for m in models]).requires_grad_()
+    R = torch.stack([getattr(m, rec).detach() for m in models]).requires_grad_()
+    params = [U, V, R]
+    opt = torch.optim.Adam(params, lr=cfg.lr)
+    eye = torch.eye(n_hidden)
     total = cfg.epochs * cfg.batches_per_epoch
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=total, desc=f"{task.name} {recurrent} H={n_hidden} seed={cfg.seed}", leave=False)
+        bar = tqdm(total=total, desc=f"{task.name} {recurrent} H={n_hidden} seeds={seeds}", leave=False)
+
+    def sync():
+        with torch.no_grad():
+            for k, m in enumerate(models):
+                m.input_weight.copy_(U[k])
+                m.readout.copy_(V[k])
+                getattr(m, rec).copy_(R[k])
+
     for ep in range(cfg.epochs):
         for b in range(cfg.batches_per_epoch):
-            x, y, m = task.sample(cfg.batch, seed=(cfg.seed * 1_000_003 + ep * 10_007 + b) % (2**62))
-            yh = model(x)
-            loss = (((yh - y) ** 2) * m).sum() / m.sum().clamp_min(1)
+            data = [task.sample(cfg.batch, seed=_batch_seed(s, ep, b)) for s in seeds]
+            x, y, msk = (torch.stack(d) for d in zip(*data))  # [S, B, T, *]
+            if recurrent == "cayley":
+                A = R - R.transpose(1, 2)
+                W = torch.linalg.solve(eye + A, eye - A)
+            else:
+                W = R
+            ux = x @ U.transpose(1, 2).unsqueeze(1)  # [S, B, T, H]
+            h = torch.zeros(S, cfg.batch, n_hidden)
+            hs = []
+            Wt = W.transpose(1, 2)
+            for t in range(x.shape[2]):
+                h = torch.tanh(torch.bmm(h, Wt) + ux[:, :, t])
+                hs.append(h)
+            yh = torch.stack(hs, 2) @ V.transpose(1, 2).unsqueeze(1)
+            per = (((yh - y) ** 2) * msk).sum((1, 2, 3)) / msk.sum((1, 2, 3)).clamp_min(1)  # [S]
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            per.sum().backward()
             if cfg.clip:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+                with torch.no_grad():
+                    norms = torch.sqrt(sum(p.grad.pow(2).flatten(1).sum(1) for p in params))  # [S]
+                    scale = (cfg.clip / (norms + 1e-6)).clamp(max=1.0)
+                    for p in params:
+                        p.grad.mul_(scale.view(-1, *([1] * (p.ndim - 1))))
             opt.step()
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
-        if checkpoint:
-            save_checkpoint(checkpoint, model, task, cfg, epoch=ep + 1)
+                bar.set_postfix(loss=f"{per.mean().item():.4f}", refresh=False)
+        if checkpoints:
+            sync()
+            for k, m in enumerate(models):
+                save_checkpoint(checkpoints[k], m, task, TrainConfig(**{**vars(cfg), "seed": seeds[k]}), epoch=ep + 1)
     if bar is not None:
         bar.close()
-    return model
+    sync()
+    return models
 
 
 def save_checkpoint(path: str, model: TanhRNN, task: Task, cfg: TrainConfig, epoch: int) -> None:

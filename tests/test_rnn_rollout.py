@@ -1,0 +1,80 @@
+"""Fused rollout kernel vs the PyTorch reference (every output by name), and bad input."""
+import pytest
+import torch
+
+from symfast import _ext
+from symfast.ops.rnn_rollout import rnn_rollout
+from symfast.testing import assert_close
+
+
+def _data(A, B, T, H, I, O, dtype, seed=0, scale=0.9):
+    g = torch.Generator().manual_seed(seed)
+    W = scale * torch.randn(A, H, H, generator=g, dtype=torch.float64) / H ** 0.5
+    U = torch.randn(H, I, generator=g, dtype=torch.float64)
+    V = torch.randn(O, H, generator=g, dtype=torch.float64)
+    x = torch.randn(B, T, I, generator=g, dtype=torch.float64)
+    h0 = 0.5 * torch.randn(B, H, generator=g, dtype=torch.float64)
+    return [t.to(dtype) for t in (W, U, V, x, h0)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("A,B,T,H", [(1, 1, 1, 1), (3, 5, 7, 17), (2, 33, 12, 64), (8, 3, 4, 70)],
+                         ids=["tiny", "odd", "H64", "H70"])
+def test_rollout_matches_reference(A, B, T, H, dtype):
+    W, U, V, x, h0 = _data(A, B, T, H, 3, 2, dtype)
+    y, hs = rnn_rollout(W, U, V, x, h0, return_hidden=True, backend="cpu")
+    y_ref, hs_ref = rnn_rollout(W, U, V, x, h0, return_hidden=True, backend="reference")
+    assert_close("y", y_ref, y, rms=dtype == torch.float32)
+    assert_close("hs", hs_ref, hs, rms=dtype == torch.float32)
+    y2 = rnn_rollout(W, U, V, x, backend="cpu")  # zero h0, no hidden
+    assert_close("y_h0zero", rnn_rollout(W, U, V, x, backend="reference"), y2, rms=dtype == torch.float32)
+
+
+def test_rollout_f32_tanh_accuracy_elementwise():
+    """One step from h0 = 0 is tanh(U x): the rational tanh is accurate to a few ulp."""
+    W, U, V, x, _ = _data(2, 4, 1, 40, 40, 3, torch.float32, scale=0.0)
+    x = x * 4  # pre-activations far into saturation as well
+    _, hs = rnn_rollout(W, U, V, x, return_hidden=True, backend="cpu")
+    ref = torch.tanh((x @ U.T).double())  # same float32 pre-activation
+    assert (hs[0].double() - ref).abs().max() < 4e-7
+
+
+def test_rollout_single_matrix_and_torch_rnn():
+    W, U, V, x, _ = _data(1, 4, 9, 16, 3, 2, torch.float32)
+    y = rnn_rollout(W[0], U, V, x)
+    rnn = torch.nn.RNN(3, 16, batch_first=True, bias=False)
+    with torch.no_grad():
+        rnn.weight_hh_l0.copy_(W[0])
+        rnn.weight_ih_l0.copy_(U)
+        out, _ = rnn(x)
+    assert_close("y_vs_nn_RNN", out @ V.T, y, rms=True)
+
+
+def test_rollout_deterministic_across_threads():
+    W, U, V, x, h0 = _data(3, 37, 20, 24, 2, 2, torch.float32)
+    C = _ext.require_cpp()
+    ux = (x @ U.T).contiguous().numpy()
+    a = C.rnn_rollout_f32(W.numpy(), ux, V.numpy(), h0.numpy(), False, 1)[0]
+    b = C.rnn_rollout_f32(W.numpy(), ux, V.numpy(), h0.numpy(), False, 2)[0]
+    assert (a == b).all()
+
+
+def test_rollout_grad_falls_back_to_reference():
+    W, U, V, x, _ = _data(2, 2, 3, 5, 2, 1, torch.float64)
+    W.requires_grad_()
+    rnn_rollout(W, U, V, x).sum().backward()
+    assert W.grad is not None and torch.isfinite(W.grad).all()
+
+
+@pytest.mark.parametrize("kw, match", [
+    (dict(W=torch.zeros(2, 3, 4)), "W must be"),
+    (dict(U=torch.zeros(5, 2)), "U must be"),
+    (dict(V=torch.zeros(2, 5)), "V must be"),
+    (dict(x=torch.zeros(2, 3)), "x must be"),
+    (dict(W=torch.full((1, 4, 4), float("nan"))), "NaN"),
+])
+def test_rollout_bad_input(kw, match):
+    args = dict(W=torch.zeros(1, 4, 4), U=torch.zeros(4, 2), V=torch.zeros(1, 4), x=torch.zeros(2, 3, 2))
+    args.update(kw)
+    with pytest.raises(ValueError, match=match):
+        rnn_rollout(args["W"], args["U"], args["V"], args["x"])

@@ -1,0 +1,101 @@
+"""Task generators (shapes, determinism, definitions), TanhRNN constructions, training, checkpoints."""
+import pytest
+import torch
+
+from symfast import rnn
+from symfast.rnn import TrainConfig
+
+
+@pytest.mark.parametrize("name", sorted(rnn.TASKS))
+def test_task_shapes_and_determinism(name):
+    task = rnn.make_task(name)
+    x, y, m = task.sample(5, seed=3)
+    assert x.shape == (5, task.T, task.n_in) and y.shape == (5, task.T, task.n_out) and m.shape == y.shape
+    assert x.dtype == y.dtype == m.dtype == torch.float32
+    assert set(m.unique().tolist()) <= {0.0, 1.0} and m.sum() > 0
+    x2, y2, m2 = task.sample(5, seed=3)
+    assert torch.equal(x, x2) and torch.equal(y, y2) and torch.equal(m, m2)
+    x3, _, _ = task.sample(5, seed=4)
+    assert not torch.equal(x, x3)
+    assert task.config()["name"] == name
+
+
+def test_flipflop_target_is_last_pulse():
+    task = rnn.FlipFlop(n_bits=2, T=50, p_pulse=0.2)
+    x, y, _ = task.sample(3, 0)
+    for b in range(3):
+        for c in range(2):
+            last = 0.0
+            for t in range(50):
+                if x[b, t, c] != 0:
+                    last = float(x[b, t, c])
+                assert y[b, t, c] == last
+
+
+def test_sine_and_context_definitions():
+    s = rnn.SineGeneration(T=20)
+    x, y, _ = s.sample(4, 1)
+    om = x[:, 0, 0] * s.omega_max
+    assert torch.allclose(y[:, :, 0], torch.sin(om[:, None] * torch.arange(1, 21)), atol=1e-6)
+    c = rnn.ContextIntegration(T=30, t_on=2, t_off=20)
+    x, y, m = c.sample(6, 2)
+    assert (m[:, :20] == 0).all() and (m[:, 20:] == 1).all()
+    ctx = x[:, 0, 2:].argmax(-1)
+    rel = x[torch.arange(6), 2:20, ctx].mean(1) / c.c_max
+    assert torch.allclose(y[:, 25, 0], rel, atol=1e-6)
+
+
+def test_copy_replay_accuracy():
+    task = rnn.Copy(n_symbols=5, length=4, delay=3)
+    x, y, m = task.sample(7, 0)
+    assert x.shape[1] == 11 and (x[:, 6, 5] == 1).all()
+    assert torch.equal(y[:, 7:].argmax(-1), x[:, :4, :5].argmax(-1))
+    assert task.replay_accuracy(y, y) == 1.0
+    assert task.replay_accuracy(torch.stack([y, -y]), y).tolist()[1] < 0.5
+
+
+def test_fvu():
+    y = torch.randn(4, 6, 2)
+    m = torch.ones_like(y)
+    assert float(rnn.fvu(y, y, m)) == 0.0
+    mean = y.mean((0, 1)).expand_as(y)
+    assert abs(float(rnn.fvu(mean, y, m)) - 1.0) < 1e-6
+
+
+@pytest.mark.parametrize("construction", rnn.CONSTRUCTIONS)
+def test_model_constructions(construction):
+    model = rnn.TanhRNN(3, 12, 2, recurrent=construction, generator=torch.Generator().manual_seed(0))
+    W = model.recurrent_weight(torch.float64)
+    assert W.shape == (12, 12) and W.dtype == torch.float64
+    if construction in ("orthogonal", "cayley"):
+        assert torch.allclose(W.T @ W, torch.eye(12, dtype=torch.float64), atol=1e-6 if construction == "orthogonal" else 1e-13)
+    y, h = model(torch.randn(2, 5, 3), return_hidden=True)
+    assert y.shape == (2, 5, 2) and h.shape == (2, 5, 12)
+
+
+def test_model_bad_args():
+    with pytest.raises(ValueError, match="recurrent"):
+        rnn.TanhRNN(1, 4, 1, recurrent="lstm")
+    with pytest.raises(ValueError, match="n_hidden"):
+        rnn.TanhRNN(1, 0, 1)
+    with pytest.raises(ValueError, match=r"\[B, T, 1\]"):
+        rnn.TanhRNN(1, 4, 1)(torch.zeros(2, 3, 2))
+    with pytest.raises(ValueError, match="unknown task"):
+        rnn.make_task("xor")
+
+
+def test_train_seeds_equals_single_runs_and_checkpoint(tmp_path):
+    task = rnn.FlipFlop(T=15)
+    cfg = TrainConfig(epochs=2, batches_per_epoch=3, batch=8)
+    paths = [str(tmp_path / f"s{s}.pt") for s in (0, 1)]
+    both = rnn.train_seeds(task, [0, 1], n_hidden=10, recurrent="cayley", cfg=cfg, checkpoints=paths, progress=False)
+    one = rnn.train(task, n_hidden=10, recurrent="cayley", cfg=TrainConfig(epochs=2, batches_per_epoch=3, batch=8, seed=1),
+                    progress=True)
+    for name, p in one.named_parameters():
+        assert torch.allclose(p, dict(both[1].named_parameters())[name], atol=1e-5), name
+    init = rnn.TanhRNN(task.n_in, 10, task.n_out, recurrent="cayley", generator=torch.Generator().manual_seed(1))
+    assert not torch.allclose(init.P, one.P)  # training moved the weights
+    model, task2, info = rnn.load_checkpoint(paths[1])
+    assert info["epoch"] == 2 and info["train"]["seed"] == 1 and task2 == task
+    x, _, _ = task.sample(2, 0)
+    assert torch.equal(model(x), both[1](x))
