@@ -31,10 +31,10 @@ def test_blocks_partition_and_identities(alpha):
     assert torch.allclose(W_ab[0], W, atol=1e-13)
     assert torch.allclose(W_ab[-1], sb.Q @ sb.B @ sb.Q.T, atol=1e-13)
     assert math.isclose(rows[-1]["removed_rel_N"], 1.0, rel_tol=1e-12)
-    single = {r["subset"]: r["removed_mass"] ** 2 for r in rows if r["subset"].count("-") == 1}
+    single = {sub[0]: r["removed_mass"] ** 2 for sub, r in zip(SUBSETS, rows) if len(sub) == 1}
     for k, sub in enumerate(SUBSETS):
         # disjoint blocks: squared masses add; the mass equals ||W - W~||_F (Q orthogonal)
-        assert math.isclose(rows[k]["removed_mass"] ** 2, sum(single["-" + b] for b in sub), rel_tol=1e-10, abs_tol=1e-20)
+        assert math.isclose(rows[k]["removed_mass"] ** 2, sum(single[b] for b in sub), rel_tol=1e-10, abs_tol=1e-20)
         assert math.isclose(float((W - W_ab[k]).norm()), rows[k]["removed_mass"], rel_tol=1e-9, abs_tol=1e-12)
         Tt = sb.Q.T @ W_ab[k] @ sb.Q
         for b in sub:
