@@ -2,8 +2,11 @@
 from symfast import shapes
 from symfast._ext import cpp_available
 from symfast.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
+from symfast.ensemble import Ensemble
 from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, orthogonal_group, reflection,
                             rotation, rotation_sweep)
+from symfast.readout import Readout, readout
+from symfast.training import fit_sdf
 
 __version__ = "0.1.0"
 
@@ -12,4 +15,5 @@ __all__ = [
     "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
     "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic", "rotation_sweep",
     "orthogonal_group",
+    "Ensemble", "fit_sdf", "readout", "Readout",
 ]
