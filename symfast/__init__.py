@@ -2,12 +2,16 @@
 from symfast import shapes
 from symfast._ext import cpp_available
 from symfast.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
-from symfast.ops.ordered_schur import OrderedSchur, ordered_schur, ordschur
-from symfast import rnn
-from symfast.schur_ablation import schur_ablation
-from symfast.schur_ablation import summarize as schur_ablation_summary
+from symfast.ensemble import Ensemble
 from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, orthogonal_group, reflection,
                             rotation, rotation_sweep)
+from symfast.readout import Readout, readout
+from symfast.training import fit_sdf
+# recurrent Schur ablations (papers/003)
+from symfast import rnn
+from symfast.ops.ordered_schur import OrderedSchur, ordered_schur, ordschur
+from symfast.schur_ablation import schur_ablation
+from symfast.schur_ablation import summarize as schur_ablation_summary
 
 __version__ = "0.1.0"
 
@@ -16,5 +20,6 @@ __all__ = [
     "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
     "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic", "rotation_sweep",
     "orthogonal_group",
+    "Ensemble", "fit_sdf", "readout", "Readout",
     "ordered_schur", "ordschur", "OrderedSchur", "schur_ablation", "schur_ablation_summary", "rnn",
 ]
