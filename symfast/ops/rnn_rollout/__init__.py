@@ -2,8 +2,10 @@
 
 CPU float32/float64 without autograd -> C++ kernel (`csrc/rnn_rollout.cpp`: the
 whole time loop in one call, OpenMP over variants x batch tiles, vectorised
-register-blocked matvec and tanh); otherwise the PyTorch reference. The input
-projection `U x_t` is shared by all variants and computed once with torch.
+register-blocked matvec and tanh); CUDA float32 without autograd -> Triton kernel
+(`triton.py`, W kept on chip for all steps; also on CPU under TRITON_INTERPRET=1 with
+backend="triton"); otherwise the PyTorch reference. The input projection `U x_t` is
+shared by all variants and computed once with torch.
 """
 from __future__ import annotations
 
@@ -24,14 +26,15 @@ def rnn_rollout(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.Tens
         U: [H, I] input weights; V: [O, H] readout (shared by all variants).
         x: [B, T, I] inputs (batch first); h0: [B, H] initial state (default zeros).
         return_hidden: also return the hidden states.
-        backend: "auto" (C++ on CPU when no gradient is needed), "cpu" or "reference".
+        backend: "auto" (C++ on CPU / Triton on CUDA when no gradient is needed), "cpu",
+            "triton" (float32; return_hidden not supported) or "reference".
 
     Returns:
         y: [A, B, T, O] (or [B, T, O] for a single [H, H] W), and hs: [A, B, T, H] when
         return_hidden. Float32 uses a rational tanh accurate to a few ulp.
     """
-    if backend not in ("auto", "cpu", "reference"):
-        raise ValueError(f"backend must be 'auto', 'cpu' or 'reference', got {backend!r}")
+    if backend not in ("auto", "cpu", "triton", "reference"):
+        raise ValueError(f"backend must be 'auto', 'cpu', 'triton' or 'reference', got {backend!r}")
     single = W.ndim == 2
     if single:
         W = W.unsqueeze(0)
@@ -51,6 +54,18 @@ def rnn_rollout(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.Tens
     h0 = None if h0 is None else h0.to(dt)
     needs_grad = torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (W, U, V, x, h0))
+    use_triton = (backend == "triton" or (backend == "auto" and x.device.type == "cuda" and not needs_grad
+                                           and not return_hidden and _ext.triton_usable(x.device)))
+    if use_triton:
+        if not _ext.triton_usable(x.device) or dt != torch.float32 or return_hidden:
+            raise ValueError("backend='triton' needs float32 tensors on CUDA (or CPU under TRITON_INTERPRET=1) "
+                             f"and return_hidden=False; got {dt} on {x.device}")
+        from symfast.ops.rnn_rollout.triton import rnn_rollout_fwd
+        with torch.no_grad():
+            ux = x @ U.T
+            hz = torch.zeros(x.shape[0], H, dtype=dt, device=x.device) if h0 is None else h0
+            y = rnn_rollout_fwd(W.detach(), ux, V.detach(), hz.detach())
+        return y[0] if single else y
     use_cpp = (backend == "cpu" or (backend == "auto" and x.device.type == "cpu" and not needs_grad
                                     and _ext.cpp_available())) and dt in (torch.float32, torch.float64)
     if not use_cpp:
