@@ -99,3 +99,12 @@ def test_train_seeds_equals_single_runs_and_checkpoint(tmp_path):
     assert info["epoch"] == 2 and info["train"]["seed"] == 1 and task2 == task
     x, _, _ = task.sample(2, 0)
     assert torch.equal(model(x), both[1](x))
+
+
+def test_evaluate_matches_model_forward():
+    task = rnn.SineGeneration(T=12)
+    model = rnn.TanhRNN(1, 9, 1, recurrent="normal", generator=torch.Generator().manual_seed(2))
+    x, y, m = task.sample(16, 5)
+    with torch.no_grad():
+        ref = float(rnn.fvu(model(x).double(), y.double(), m))
+    assert abs(rnn.evaluate(model, task, batch=16, seed=5) - ref) < 1e-5 * max(1.0, ref)
