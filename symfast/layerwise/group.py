@@ -1,0 +1,147 @@
+"""Latent actions of several group elements and the homomorphism check.
+
+Relations are read off the given input/output representations: whenever
+rho_in(a) rho_in(b) = rho_in(c) (and the same for rho_out) the recovered
+hidden actions must satisfy rho_l(a) rho_l(b) = rho_l(c); whenever rho(a)^k = I
+(the order of a), rho_l(a)^k must be the identity too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["GroupActions", "HomomorphismReport", "as_named", "homomorphism_check"]
+
+
+def as_named(rhos, name: str) -> dict:
+    """dict / list / [K, d, d] array -> dict name -> [d, d] float64."""
+    if isinstance(rhos, dict):
+        items = list(rhos.items())
+    else:
+        if isinstance(rhos, torch.Tensor):
+            rhos = rhos.detach().cpu().numpy()
+        items = [(f"g{i}", r) for i, r in enumerate(rhos)]
+    if not items:
+        raise ValueError(f"{name} is empty")
+    out = {}
+    for k, r in items:
+        if r is None:
+            out[str(k)] = None
+            continue
+        out[str(k)] = np.asarray(r.detach().cpu() if isinstance(r, torch.Tensor) else r, dtype=np.float64)
+    return out
+
+
+@dataclass
+class HomomorphismReport:
+    """Checked relations: each a dict(relation, layer, error, ok). `ok` is True when all hold."""
+
+    relations: list
+    tol: float
+
+    @property
+    def ok(self) -> bool:
+        return all(r["ok"] for r in self.relations)
+
+    @property
+    def failures(self) -> list:
+        return [r for r in self.relations if not r["ok"]]
+
+    def __repr__(self) -> str:
+        return (f"<HomomorphismReport {'ok' if self.ok else 'FAILED'}: {len(self.relations)} relation checks, "
+                f"{len(self.failures)} failures>")
+
+
+def _close(a: np.ndarray, b: np.ndarray, tol: float = 1e-8) -> bool:
+    return a.shape == b.shape and np.abs(a - b).max() <= tol
+
+
+def homomorphism_check(elements: dict, tol: float = 1e-6, max_order: int = 24) -> HomomorphismReport:
+    """Check that recovered hidden actions compose like the input/output representations.
+
+    Args:
+        elements: name -> LatentActions (as in `GroupActions.elements`).
+        tol: tolerance on ||R_a R_b - R_c||_F / sqrt(H) per hidden layer.
+        max_order: largest element order searched for the relation a^k = e.
+    """
+    names = list(elements)
+    rel = []
+    chains = {k: elements[k].chain() for k in names}
+    for a in names:  # orders
+        ca = chains[a]
+        P = [np.eye(m.shape[0]) for m in ca]
+        for k in range(1, max_order + 1):
+            P = [p @ m for p, m in zip(P, ca)]
+            if _close(P[0], np.eye(P[0].shape[0])) and _close(P[-1], np.eye(P[-1].shape[0])):
+                for l, p in enumerate(P[1:-1]):
+                    err = float(np.linalg.norm(p - np.eye(p.shape[0])) / np.sqrt(p.shape[0]))
+                    rel.append({"relation": f"{a}^{k}=e", "layer": l + 1, "error": err, "ok": err <= tol})
+                break
+    for a in names:  # products among the given elements
+        for b in names:
+            ca, cb = chains[a], chains[b]
+            pin, pout = ca[0] @ cb[0], ca[-1] @ cb[-1]
+            target = next((c for c in names if _close(chains[c][0], pin) and _close(chains[c][-1], pout)), None)
+            if target is None:
+                if _close(pin, np.eye(pin.shape[0])) and _close(pout, np.eye(pout.shape[0])):
+                    tc = [np.eye(m.shape[0]) for m in ca]
+                    label = f"{a}*{b}=e"
+                else:
+                    continue
+            else:
+                tc = chains[target]
+                label = f"{a}*{b}={target}"
+            for l in range(1, len(ca) - 1):
+                err = float(np.linalg.norm(ca[l] @ cb[l] - tc[l]) / np.sqrt(ca[l].shape[0]))
+                rel.append({"relation": label, "layer": l, "error": err, "ok": err <= tol})
+    return HomomorphismReport(rel, tol)
+
+
+@dataclass
+class GroupActions:
+    """Recovered actions for several elements.
+
+    Attributes:
+        elements: name -> LatentActions.
+        homomorphism: HomomorphismReport (relations found among the given elements).
+    """
+
+    elements: dict
+    homomorphism: HomomorphismReport = None
+
+    def __post_init__(self):
+        if self.homomorphism is None:
+            self.homomorphism = homomorphism_check(self.elements)
+
+    @property
+    def names(self) -> list:
+        return list(self.elements)
+
+    @property
+    def actions(self) -> dict:
+        """name -> list of LayerAction (one per hidden layer)."""
+        return {k: v.actions for k, v in self.elements.items()}
+
+    @property
+    def errors(self) -> np.ndarray:
+        """[K, L] per-element, per-layer relative equivariance errors."""
+        return np.stack([v.errors for v in self.elements.values()])
+
+    @property
+    def baseline(self) -> np.ndarray:
+        return np.stack([v.baseline for v in self.elements.values()])
+
+    def counts(self, threshold: float | None = None) -> dict:
+        return {k: v.counts(threshold) for k, v in self.elements.items()}
+
+    def __getitem__(self, name) -> "object":
+        return self.elements[name]
+
+    def table(self) -> str:
+        parts = [v.table() for v in self.elements.values()]
+        parts.append(repr(self.homomorphism))
+        for f in self.homomorphism.failures[:10]:
+            parts.append(f"  fails: {f['relation']} at layer {f['layer']} (error {f['error']:.3g})")
+        return "\n".join(parts)

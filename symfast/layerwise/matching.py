@@ -1,0 +1,236 @@
+"""Batched neuron matching: min over signed/scaled permutations P of ||A - P B||.
+
+The core of latent-action recovery (DESIGN.md section 2) and of the readout's
+"matching" observable (section 1): for each of M problems, rows a_i of A and
+b_j of B ([M, H, k]) are paired by a linear assignment on the cost
+
+    perm : ||a_i - b_j||^2                   = |a|^2 + |b|^2 - 2<a, b>
+    sign : min_s ||a_i - s b_j||^2, s = +-1  = |a|^2 + |b|^2 - 2|<a, b>|
+    scale: min_c ||a_i - c b_j||^2, c > 0    = |a|^2 - max(<a, b>, 0)^2 / |b|^2
+
+All M cost matrices come from one batched matmul (no Python loop over
+neurons); the assignment itself is SciPy's `linear_sum_assignment` per problem.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.optimize import linear_sum_assignment
+
+__all__ = ["MODES", "mode_for_activation", "cost_matrices", "match_rows", "matching_scores", "MatchingScores"]
+
+MODES = ("perm", "sign", "scale")
+_ODD = {"tanh", "sine", "sin", "identity", "linear", "odd"}
+_HOMOGENEOUS = {"relu", "leaky_relu", "leakyrelu"}
+
+
+def mode_for_activation(activation: str) -> str:
+    """The hidden-action family an activation commutes with.
+
+    Odd activations (tanh, sine) commute with signed permutations ("sign"),
+    positively homogeneous ones (ReLU, leaky ReLU) with positively scaled
+    permutations ("scale"); anything else only with permutations ("perm").
+    """
+    if activation in MODES:
+        return activation
+    a = str(activation).lower()
+    if a in _ODD:
+        return "sign"
+    if a in _HOMOGENEOUS:
+        return "scale"
+    return "perm"
+
+
+def cost_matrices(A: torch.Tensor, B: torch.Tensor, mode: str):
+    """Batched assignment costs.
+
+    Args:
+        A, B: [M, H, k] rows to pair (row i of A with row pi(i) of B).
+        mode: "perm", "sign" or "scale".
+
+    Returns:
+        (cost [M, H, H] with cost[m, i, j] the squared residual of pairing a_i with b_j,
+         gram [M, H, H] = <a_i, b_j>, a2 [M, H] = |a_i|^2, b2 [M, H] = |b_j|^2).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    gram = torch.matmul(A, B.transpose(-1, -2))
+    a2 = A.pow(2).sum(-1)
+    b2 = B.pow(2).sum(-1)
+    if mode == "perm":
+        cost = a2[..., :, None] + b2[..., None, :] - 2 * gram
+    elif mode == "sign":
+        cost = a2[..., :, None] + b2[..., None, :] - 2 * gram.abs()
+    else:
+        safe = torch.where(b2 > 0, b2, torch.ones_like(b2))
+        cost = a2[..., :, None] - gram.clamp(min=0).pow(2) / safe[..., None, :]
+    return cost.clamp(min=0), gram, a2, b2
+
+
+def _assign(cost: np.ndarray) -> np.ndarray:
+    """[M, H, H] costs -> [M, H] column index per row (SciPy per problem)."""
+    out = np.empty(cost.shape[:2], dtype=np.int64)
+    for m in range(cost.shape[0]):
+        _, col = linear_sum_assignment(cost[m])
+        out[m] = col
+    return out
+
+
+def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str):
+    """Pair the rows of A with those of B up to a signed / scaled permutation, for M problems at once.
+
+    Args:
+        A, B: [M, H, k] (or [H, k] for one problem).
+        mode: "perm", "sign" or "scale" (see `mode_for_activation`).
+
+    Returns:
+        (index [M, H] int64, scale [M, H], row_residual [M, H], total [M]):
+        P B has rows scale_i * b_{index_i}; row_residual_i = ||a_i - scale_i b_{index_i}|| / ||a_i||
+        (0 for a zero row); total = ||A - P B||_F (unnormalised).
+    """
+    single = A.ndim == 2
+    if single:
+        A, B = A[None], B[None]
+    cost, gram, a2, b2 = cost_matrices(A, B, mode)
+    cost_np = cost.detach().cpu().numpy()
+    index = torch.as_tensor(_assign(cost_np), device=A.device)
+    g = torch.gather(gram, 2, index[..., None])[..., 0]
+    bsel = torch.gather(b2, 1, index)
+    if mode == "perm":
+        scale = torch.ones_like(g)
+    elif mode == "sign":
+        scale = torch.where(g < 0, -torch.ones_like(g), torch.ones_like(g))
+    else:  # a non-positive overlap leaves c = 0 optimal; keep 1 so the action stays invertible
+        ok = (g > 0) & (bsel > 0)
+        scale = torch.where(ok, g / torch.where(bsel > 0, bsel, torch.ones_like(bsel)), torch.ones_like(g))
+    rc = torch.gather(cost, 2, index[..., None])[..., 0]
+    if mode == "scale":  # rows whose fallback scale 1 is not the optimum: report the actual residual
+        rc = torch.where(ok, rc, (a2 + bsel - 2 * g).clamp(min=0))
+    row_res = rc.sqrt() / torch.where(a2 > 0, a2, torch.ones_like(a2)).sqrt()
+    total = rc.sum(-1).sqrt()
+    if single:
+        return index[0], scale[0], row_res[0], total[0]
+    return index, scale, row_res, total
+
+
+@dataclass
+class MatchingScores:
+    """Result of `matching_scores`.
+
+    Attributes:
+        names: element names, one per lift.
+        per_model: [M, G] normalised residual min_P ||W1 rho(g) - P W1||_F / ||W1||_F.
+        mean: [G] mean over the ensemble; std: [G] standard deviation over it.
+        index, scale: [M, G, H] the matching permutation and signs.
+    """
+
+    names: list
+    per_model: np.ndarray
+    mean: np.ndarray
+    std: np.ndarray
+    index: np.ndarray
+    scale: np.ndarray
+
+    def as_dict(self) -> dict:
+        return {n: float(v) for n, v in zip(self.names, self.mean)}
+
+    def table(self) -> str:
+        rows = [f"{'element':>10}  {'mean':>8}  {'std':>8}"]
+        rows += [f"{n:>10}  {m:8.4f}  {s:8.4f}" for n, m, s in zip(self.names, self.mean, self.std)]
+        return "\n".join(rows)
+
+
+def _lifts_to_tensor(lifts, d: int, dtype):
+    if isinstance(lifts, dict):
+        names, mats = [str(k) for k in lifts], list(lifts.values())
+    elif isinstance(lifts, (list, tuple)):
+        names, mats = [f"g{i}" for i in range(len(lifts))], list(lifts)
+    else:
+        arr = np.asarray(lifts.detach().cpu() if isinstance(lifts, torch.Tensor) else lifts)
+        arr = arr[None] if arr.ndim == 2 else arr
+        names, mats = [f"g{i}" for i in range(arr.shape[0])], list(arr)
+    if not mats:
+        raise ValueError("lifts is empty")
+    out = []
+    for name, m in zip(names, mats):
+        if m is None:
+            raise ValueError(f"lift {name!r} is None (element not liftable); drop it before calling")
+        t = torch.as_tensor(np.asarray(m.detach().cpu() if isinstance(m, torch.Tensor) else m), dtype=dtype)
+        if t.shape != (d, d):
+            raise ValueError(f"lift {name!r} must be [{d}, {d}], got {list(t.shape)}")
+        if not torch.isfinite(t).all():
+            raise ValueError(f"lift {name!r} has NaN or inf entries")
+        out.append(t)
+    return names, torch.stack(out)
+
+
+def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=None,
+                    mode: str = "sign") -> MatchingScores:
+    """Matching observable: does W1 rho(g) = P W1 for a signed permutation P?
+
+    For each model m and lift rho(g), the normalised residual
+        r_m(g) = min_P ||W1 rho(g) - P W1||_F / ||W1||_F
+    over signed permutations P of the hidden neurons (0 = exactly symmetric first layer).
+    W1 is [H, d] (paper convention, row = neuron filter). Cost matrices for all M x G
+    problems come from one batched matmul.
+
+    Args:
+        weights_first_layer: [M, H, d] (paper) or [M, d, H] (fan-in first, symfast's batched
+            MLP `weights[0]`), or a single [H, d] / [d, H] matrix; numpy or torch.
+        lifts: dict name -> [d, d], a list of [d, d], or a [G, d, d] array of exact lifts.
+        layout: "auto" (the axis equal to d is the input axis), "HD" ([M, H, d]) or "DH" ([M, d, H]).
+            "auto" raises when H == d.
+        biases: optional [M, H] first-layer biases; appended as a column (rho extended by 1).
+        mode: "sign" (signed permutations, default), "perm" or "scale".
+
+    Returns:
+        MatchingScores with per_model [M, G], mean [G], std [G].
+    """
+    W = weights_first_layer
+    W = W.detach() if isinstance(W, torch.Tensor) else torch.as_tensor(np.asarray(W))
+    if not W.is_floating_point():
+        W = W.double()
+    if W.ndim == 2:
+        W = W[None]
+    if W.ndim != 3:
+        raise ValueError(f"weights_first_layer must be [M, H, d] or [M, d, H], got {list(W.shape)}")
+    if not torch.isfinite(W).all():
+        raise ValueError("weights_first_layer has NaN or inf entries")
+    first = lifts[next(iter(lifts))] if isinstance(lifts, dict) else (
+        lifts[0] if isinstance(lifts, (list, tuple)) or np.ndim(lifts) == 3 else lifts)
+    d = int(np.shape(first)[-1])
+    if layout == "auto":
+        if W.shape[1] == W.shape[2] == d:
+            raise ValueError(f"weights_first_layer is [M, {d}, {d}] with H == d: pass layout='HD' or 'DH'")
+        if W.shape[2] == d:
+            layout = "HD"
+        elif W.shape[1] == d:
+            layout = "DH"
+        else:
+            raise ValueError(f"weights_first_layer {list(W.shape)} has no axis of size d = {d} (the lifts' size)")
+    if layout == "DH":
+        W = W.transpose(1, 2)
+    elif layout != "HD":
+        raise ValueError(f"layout must be 'auto', 'HD' or 'DH', got {layout!r}")
+    if W.shape[2] != d:
+        raise ValueError(f"first-layer input size {W.shape[2]} != lift size {d}")
+    names, R = _lifts_to_tensor(lifts, d, W.dtype)
+    R = R.to(W.device)
+    M, H, _ = W.shape
+    G = R.shape[0]
+    A = torch.matmul(W[:, None], R[None])  # [M, G, H, d] = W1 rho(g)
+    B = W[:, None].expand(M, G, H, d)
+    if biases is not None:
+        b = biases.detach() if isinstance(biases, torch.Tensor) else torch.as_tensor(np.asarray(biases))
+        b = b.to(W)
+        if b.shape != (M, H):
+            raise ValueError(f"biases must be [{M}, {H}], got {list(b.shape)}")
+        col = b[:, None, :, None].expand(M, G, H, 1)
+        A, B = torch.cat([A, col], -1), torch.cat([B, col], -1)
+    index, scale, _, total = match_rows(A.reshape(M * G, H, -1), B.reshape(M * G, H, -1), mode)
+    norm = B.reshape(M * G, H, -1).pow(2).sum((-1, -2)).sqrt()
+    per_model = (total / torch.where(norm > 0, norm, torch.ones_like(norm))).reshape(M, G).cpu().numpy()
+    return MatchingScores(names, per_model.astype(np.float64), per_model.mean(0), per_model.std(0),
+                          index.reshape(M, G, H).cpu().numpy(), scale.reshape(M, G, H).cpu().numpy())
