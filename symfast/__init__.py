@@ -2,6 +2,8 @@
 from symfast import shapes
 from symfast._ext import cpp_available
 from symfast.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
+from symfast.layerwise import (GroupActions, LatentActions, LayerAction, MatchingScores, identifiable_submodel,
+                               matching_scores, project_equivariant, recover_latent_actions)
 from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, orthogonal_group, reflection,
                             rotation, rotation_sweep)
 
@@ -12,4 +14,6 @@ __all__ = [
     "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
     "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic", "rotation_sweep",
     "orthogonal_group",
+    "recover_latent_actions", "matching_scores", "identifiable_submodel", "project_equivariant",
+    "LatentActions", "LayerAction", "GroupActions", "MatchingScores",
 ]

@@ -17,7 +17,11 @@ import torch
 from symfast.layerwise.matching import match_rows, mode_for_activation
 from symfast.layerwise.network import MLP, as_mlp, check_rho
 
-__all__ = ["LayerAction", "LatentActions", "recover_latent_actions", "data_errors"]
+__all__ = ["LayerAction", "LatentActions", "recover_latent_actions", "data_errors", "DEFAULT_THRESHOLD"]
+
+# A neuron counts as matched when ||a_i - s_i b_pi(i)|| < 0.5 ||a_i||; pairing unrelated rows
+# gives ~1.1-1.4 (the random baseline), a filter fixed at 0.5 has antisymmetric/symmetric parts ~1:4.
+DEFAULT_THRESHOLD = 0.5
 
 
 @dataclass
@@ -77,7 +81,7 @@ class LayerAction:
             out.append(cyc)
         return out
 
-    def counts(self, threshold: float = 0.3) -> dict:
+    def counts(self, threshold: float = DEFAULT_THRESHOLD) -> dict:
         """Neurons fixed (+), fixed with sign -1, in longer cycles, and unmatched.
 
         A neuron counts only if its matching residual (and that of every neuron of its cycle)
@@ -95,7 +99,7 @@ class LayerAction:
                 c["cycles"] += 1
         return c
 
-    def orbit_labels(self, threshold: float = 0.3) -> np.ndarray:
+    def orbit_labels(self, threshold: float = DEFAULT_THRESHOLD) -> np.ndarray:
         """[H] labels "symmetric" / "antisymmetric" / "paired" (cycle) / "unmatched"."""
         res = np.nan_to_num(self.residual, nan=0.0)
         lab = np.empty(self.size, dtype=object)
@@ -136,7 +140,7 @@ class LatentActions:
     bias_errors: np.ndarray
     baseline: np.ndarray
     mode: str
-    threshold: float = 0.3
+    threshold: float = DEFAULT_THRESHOLD
     data_errors: np.ndarray | None = field(default=None)
 
     @property
@@ -147,6 +151,13 @@ class LatentActions:
     def chain(self) -> list:
         """[rho_in, rho_1, ..., rho_{L-1}, rho_out]."""
         return [self.rho_in] + self.matrices + [self.rho_out]
+
+    @property
+    def homomorphism(self):
+        """HomomorphismReport for this element alone: if rho_in^k = I and rho_out^k = I, so must rho_l^k."""
+        from symfast.layerwise.group import homomorphism_check
+
+        return homomorphism_check({self.name: self})
 
     def counts(self, threshold: float | None = None) -> list:
         t = self.threshold if threshold is None else threshold
@@ -237,7 +248,7 @@ def data_errors(net, result: LatentActions, x) -> np.ndarray:
 
 
 def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None = None, data=None,
-                           threshold: float = 0.3, random_draws: int = 8, seed: int = 0):
+                           threshold: float = DEFAULT_THRESHOLD, random_draws: int = 8, seed: int = 0):
     """Find, layer by layer, the hidden action making each layer of an MLP equivariant.
 
     Args:

@@ -85,6 +85,8 @@ def homomorphism_check(elements: dict, tol: float = 1e-6, max_order: int = 24) -
             pin, pout = ca[0] @ cb[0], ca[-1] @ cb[-1]
             target = next((c for c in names if _close(chains[c][0], pin) and _close(chains[c][-1], pout)), None)
             if target is None:
+                if a == b:  # a^2 = e is already an order relation
+                    continue
                 if _close(pin, np.eye(pin.shape[0])) and _close(pout, np.eye(pout.shape[0])):
                     tc = [np.eye(m.shape[0]) for m in ca]
                     label = f"{a}*{b}=e"

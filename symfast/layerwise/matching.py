@@ -88,7 +88,7 @@ def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str):
     Returns:
         (index [M, H] int64, scale [M, H], row_residual [M, H], total [M]):
         P B has rows scale_i * b_{index_i}; row_residual_i = ||a_i - scale_i b_{index_i}|| / ||a_i||
-        (0 for a zero row); total = ||A - P B||_F (unnormalised).
+        (0 for a zero row); total = min_P ||A - P B||_F (unnormalised).
     """
     single = A.ndim == 2
     if single:
@@ -105,11 +105,15 @@ def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str):
     else:  # a non-positive overlap leaves c = 0 optimal; keep 1 so the action stays invertible
         ok = (g > 0) & (bsel > 0)
         scale = torch.where(ok, g / torch.where(bsel > 0, bsel, torch.ones_like(bsel)), torch.ones_like(g))
-    rc = torch.gather(cost, 2, index[..., None])[..., 0]
-    if mode == "scale":  # rows whose fallback scale 1 is not the optimum: report the actual residual
-        rc = torch.where(ok, rc, (a2 + bsel - 2 * g).clamp(min=0))
-    row_res = rc.sqrt() / torch.where(a2 > 0, a2, torch.ones_like(a2)).sqrt()
-    total = rc.sum(-1).sqrt()
+    # residuals from the rows themselves (no |a|^2 + |b|^2 - 2<a, b> cancellation): exact zeros stay ~1e-16
+    bsel_rows = torch.gather(B, 1, index[..., None].expand(-1, -1, B.shape[-1]))
+    diff = A - scale[..., None] * bsel_rows
+    row = diff.pow(2).sum(-1)
+    if mode == "scale":  # the optimum allows c = 0 for non-overlapping rows; the action keeps c = 1
+        total = torch.where(ok, row, a2).sum(-1).sqrt()
+    else:
+        total = row.sum(-1).sqrt()
+    row_res = row.sqrt() / torch.where(a2 > 0, a2, torch.ones_like(a2)).sqrt()
     if single:
         return index[0], scale[0], row_res[0], total[0]
     return index, scale, row_res, total
