@@ -81,13 +81,14 @@ class LayerAction:
             out.append(cyc)
         return out
 
-    def counts(self, threshold: float = DEFAULT_THRESHOLD) -> dict:
+    def counts(self, threshold: float = DEFAULT_THRESHOLD, residual=None) -> dict:
         """Neurons fixed (+), fixed with sign -1, in longer cycles, and unmatched.
 
         A neuron counts only if its matching residual (and that of every neuron of its cycle)
-        is below `threshold`; the rest are "unmatched".
+        is below `threshold`; the rest are "unmatched". `residual` ([H]) overrides the weight-level
+        residual (e.g. the data-level one).
         """
-        res = np.nan_to_num(self.residual, nan=0.0)
+        res = np.nan_to_num(self.residual if residual is None else residual, nan=0.0)
         c = {"fixed": 0, "antisymmetric": 0, "cycled": 0, "cycles": 0, "unmatched": 0}
         for cyc in self.cycles():
             if (res[cyc] >= threshold).any():
@@ -99,9 +100,9 @@ class LayerAction:
                 c["cycles"] += 1
         return c
 
-    def orbit_labels(self, threshold: float = DEFAULT_THRESHOLD) -> np.ndarray:
+    def orbit_labels(self, threshold: float = DEFAULT_THRESHOLD, residual=None) -> np.ndarray:
         """[H] labels "symmetric" / "antisymmetric" / "paired" (cycle) / "unmatched"."""
-        res = np.nan_to_num(self.residual, nan=0.0)
+        res = np.nan_to_num(self.residual if residual is None else residual, nan=0.0)
         lab = np.empty(self.size, dtype=object)
         for cyc in self.cycles():
             if (res[cyc] >= threshold).any():
@@ -130,6 +131,9 @@ class LatentActions:
         baseline: [L] the same error with a random permutation (best signs/scales) in place of the
             recovered action at that layer (for the output layer: at its input), mean over draws.
         mode: "sign", "scale" or "perm"; threshold: residual threshold used by `counts`.
+        data_errors: [L] data-level errors (when data was given, see `data_errors`).
+        data_residuals: per hidden layer [H] data-level neuron residuals
+            ||h_i(gx) - s_i h_{pi(i)}(x)|| / ||h_i(gx)|| over the data.
     """
 
     name: str
@@ -142,6 +146,7 @@ class LatentActions:
     mode: str
     threshold: float = DEFAULT_THRESHOLD
     data_errors: np.ndarray | None = field(default=None)
+    data_residuals: list | None = field(default=None)
 
     @property
     def matrices(self) -> list:
@@ -159,8 +164,18 @@ class LatentActions:
 
         return homomorphism_check({self.name: self})
 
-    def counts(self, threshold: float | None = None) -> list:
+    def counts(self, threshold: float | None = None, level: str = "weight") -> list:
+        """Per hidden layer: fixed / antisymmetric / cycled / unmatched neurons (see LayerAction.counts).
+
+        level="data" uses the data-level neuron residuals (needs data at recovery).
+        """
         t = self.threshold if threshold is None else threshold
+        if level == "data":
+            if self.data_residuals is None:
+                raise ValueError("no data-level residuals: pass data= to recover_latent_actions")
+            return [a.counts(t, r) for a, r in zip(self.actions, self.data_residuals)]
+        if level != "weight":
+            raise ValueError(f"level must be 'weight' or 'data', got {level!r}")
         return [a.counts(t) for a in self.actions]
 
     def table(self) -> str:
@@ -233,18 +248,32 @@ def _recover_one(net: MLP, rho_in, rho_out, name, mode, threshold, draws, seed) 
                          mode, threshold)
 
 
-def data_errors(net, result: LatentActions, x) -> np.ndarray:
+def data_errors(net, result: LatentActions, x, neuron_residuals: bool = False):
     """Data-level error per layer: ||h_l(g x) - rho_l h_l(x)||_F / ||h_l(x)||_F on data x: [N, d0].
 
     The last entry is the output (||f(gx) - rho_out f(x)|| / ||f(x)||). It can be much smaller than
     the weight-level error when the data never excites many weight directions.
+
+    Returns:
+        [L] errors; with neuron_residuals also the per-hidden-layer [H] residuals
+        ||h_i(gx) - (rho_l h(x))_i|| / ||h_i(gx)||.
     """
     net = as_mlp(net)
     x = np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != net.sizes[0]:
+        raise ValueError(f"data must be [N, {net.sizes[0]}], got shape {list(x.shape)}")
+    if not np.isfinite(x).all():
+        raise ValueError("data has NaN or inf entries")
     hx, hgx = net.hidden(x), net.hidden(x @ result.rho_in.T)
     out = [_rel(hg - h @ R.T, h) for h, hg, R in zip(hx, hgx, result.matrices)]
     out.append(_rel(net(x @ result.rho_in.T) - net(x) @ result.rho_out.T, net(x)))
-    return np.array(out)
+    if not neuron_residuals:
+        return np.array(out)
+    res = []
+    for h, hg, R in zip(hx, hgx, result.matrices):
+        n = np.linalg.norm(hg, axis=0)
+        res.append(np.linalg.norm(hg - h @ R.T, axis=0) / np.where(n > 0, n, 1.0))
+    return np.array(out), res
 
 
 def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None = None, data=None,
@@ -276,7 +305,7 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
         ro = np.eye(dL) if rho_out is None else check_rho(rho_out, dL, "rho_out")
         res = _recover_one(net, ri, ro, "g", mode, threshold, random_draws, seed)
         if data is not None:
-            res.data_errors = data_errors(net, res, data)
+            res.data_errors, res.data_residuals = data_errors(net, res, data, True)
         return res
     from symfast.layerwise.group import GroupActions, as_named
 
@@ -290,5 +319,5 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
         ro = np.eye(dL) if outs[k] is None else check_rho(outs[k], dL, f"rho_out[{k}]")
         elems[k] = _recover_one(net, ri, ro, k, mode, threshold, random_draws, seed)
         if data is not None:
-            elems[k].data_errors = data_errors(net, elems[k], data)
+            elems[k].data_errors, elems[k].data_residuals = data_errors(net, elems[k], data, True)
     return GroupActions(elems)

@@ -123,7 +123,8 @@ class ExperimentResult:
 
     def row(self) -> dict:
         c = self.actions.counts()[0]
-        return {"label": self.label, "errors": self.actions.errors.tolist(),
+        cd = self.actions.counts(level="data")[0]
+        return {"layer1_counts_data": cd, "label": self.label, "errors": self.actions.errors.tolist(),
                 "random": self.actions.baseline.tolist(), "data_errors": self.data_errors.tolist(),
                 "near_linear": self.near_linear.tolist(), self.metric_name: self.metric,
                 "equivariance": self.equivariance, "layer1_counts": c, "reduction": self.reduction,
@@ -193,12 +194,19 @@ def format_results(res: dict) -> str:
         m = np.mean([r.metric for r in rs])
         q = np.mean([r.equivariance for r in rs])
         lines.append(f"{name}: {rs[0].metric_name} {m:.4f}, end-to-end equivariance error {q:.4f}")
-        lines.append(f"  {'layer':>5} {'weight':>8} {'random':>8} {'data':>8} {'linear':>7}  fixed/anti/cycled/unmatched")
+        lines.append(f"  {'layer':>5} {'weight':>8} {'random':>8} {'data':>8} {'linear':>7}  "
+                     "fixed/anti/cycled/unmatched (weights | data)")
+        fmt = lambda c: f"{c['fixed']}/{c['antisymmetric']}/{c['cycled']}/{c['unmatched']}"  # noqa: E731
         for l in range(len(e)):
-            cnt = rs[0].actions.counts()[l] if l < len(rs[0].actions.actions) else None
-            c = "output" if cnt is None else f"{cnt['fixed']}/{cnt['antisymmetric']}/{cnt['cycled']}/{cnt['unmatched']}"
+            if l < len(rs[0].actions.actions):
+                c = fmt(rs[0].actions.counts()[l]) + " | " + fmt(rs[0].actions.counts(level="data")[l])
+            else:
+                c = "output"
             nls = "" if np.isnan(nl[l]) else f"{nl[l]:.2f}"
             lines.append(f"  {l + 1:>5} {e[l]:8.4f} {b[l]:8.4f} {dz[l]:8.4f} {nls:>7}  {c}")
+        if len(rs) > 1:
+            sd = np.std([r.actions.errors for r in rs], 0)
+            lines.append(f"  seed spread (std of weight errors over {len(rs)} seeds): {np.round(sd, 4).tolist()}")
         p = rs[0].projection
         if "skipped" in p:
             lines.append(f"  projection skipped: {p['skipped']}")

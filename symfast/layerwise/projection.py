@@ -100,6 +100,25 @@ def equivariance_error(layers, x, rho_in, rho_out=None, activation: str | None =
     return float(np.linalg.norm(net(x @ np.asarray(rho_in).T) - y @ ro.T) / max(np.linalg.norm(y), 1e-300))
 
 
+def _random_chains(chains: list, rng) -> list:
+    """Random hidden actions forming a representation of the same group as `chains`."""
+    eye = [np.eye(m.shape[0]) for m in chains[0]]
+    involution = len(chains) == 1 and all(np.abs(a @ a - e).max() < 1e-8 for a, e in
+                                          zip([chains[0][0], chains[0][-1]], [eye[0], eye[-1]]))
+    if involution:  # a random fixed-point-free pairing on every hidden layer
+        c = [chains[0][0]]
+        for m in chains[0][1:-1]:
+            H = m.shape[0]
+            p = rng.permutation(H)
+            R = np.eye(H)
+            for i, j in zip(p[0:H - 1:2], p[1:H:2]):
+                R[[i, j]] = R[[j, i]]
+            c.append(R)
+        return [c + [chains[0][-1]]]
+    perms = [rng.permutation(m.shape[0]) for m in chains[0][1:-1]]  # shared: keeps the group structure
+    return [[c[0]] + [m[np.ix_(p, p)] for m, p in zip(c[1:-1], perms)] + [c[-1]] for c in chains]
+
+
 def projection_report(layers, actions, x, rho_in, rho_out=None, loss_fn=None, activation: str | None = None,
                       random_control: bool = True, seed: int = 0) -> dict:
     """Project onto the recovered actions and report what changed.
@@ -108,8 +127,9 @@ def projection_report(layers, actions, x, rho_in, rho_out=None, loss_fn=None, ac
         layers: the trained network; actions: as for `project_equivariant`.
         x: [N, d0] data; rho_in/rho_out: the end-to-end representation to check.
         loss_fn: optional callable(outputs [N, d_out] numpy) -> float (task loss / accuracy).
-        random_control: also project onto random relabellings of the actions (same cycle type),
-            the control that shows the recovered ones are not arbitrary.
+        random_control: also project onto random hidden actions of the same group (for one involution:
+            random pairings of the neurons; otherwise random relabellings of the recovered actions), the
+            control that shows the recovered ones are not arbitrary.
 
     Returns:
         dict with equivariance_before/after (and _random), loss_before/after (and _random),
@@ -128,13 +148,7 @@ def projection_report(layers, actions, x, rho_in, rho_out=None, loss_fn=None, ac
         out["loss_after"] = float(loss_fn(proj(x)))
     if random_control:
         rng = np.random.default_rng(seed)
-        rand, chains = [], _chains(actions)
-        perms = [rng.permutation(m.shape[0]) for m in chains[0][1:-1]]  # shared: keeps the group structure
-        for c in chains:
-            c2 = [c[0]]
-            for m, p in zip(c[1:-1], perms):  # conjugate by a random permutation: same cycle type
-                c2.append(m[np.ix_(p, p)])
-            rand.append(c2 + [c[-1]])
+        rand = _random_chains(_chains(actions), rng)
         rproj = project_equivariant(net, rand)
         out["equivariance_random"] = equivariance_error(rproj, x, rho_in, rho_out)
         if loss_fn is not None:
