@@ -63,6 +63,30 @@ class LayerAction:
         inv[self.index] = np.arange(self.size)
         return LayerAction(inv, 1.0 / self.scale[inv])
 
+    @classmethod
+    def from_matrix(cls, R) -> "LayerAction":
+        """Inverse of `.matrix` for a matrix with one non-zero per row and column."""
+        R = np.asarray(R, dtype=np.float64)
+        idx = np.abs(R).argmax(1)
+        if sorted(idx.tolist()) != list(range(R.shape[0])) or (np.abs(R) > 0).sum() != R.shape[0]:
+            raise ValueError("matrix is not a scaled permutation")
+        return cls(idx, R[np.arange(R.shape[0]), idx])
+
+    def restricted_to_order(self, k: int) -> "LayerAction":
+        """The nearest action with R^k = I: cycles whose length does not divide k (or whose sign
+        product makes R^k = -I there) become fixed neurons with scale 1; positive scales on the other
+        cycles are divided by the cycle's geometric-mean scale (R^k = I exactly, conjugate to a permutation).
+        """
+        idx, sc = np.arange(self.size), np.ones(self.size)
+        for cyc in self.cycles():
+            m = len(cyc)
+            p = float(np.prod(self.scale[cyc]))
+            if k % m or (p < 0 and (k // m) % 2):
+                continue
+            idx[cyc] = self.index[cyc]
+            sc[cyc] = self.scale[cyc] / (abs(p) ** (1.0 / m))
+        return LayerAction(idx, sc, self.residual)
+
     def distance(self, other: "LayerAction") -> float:
         """||R_self - R_other||_F / sqrt(H): 0 iff equal."""
         return float(np.linalg.norm(self.matrix - other.matrix) / np.sqrt(max(self.size, 1)))

@@ -15,7 +15,7 @@ import torch
 
 from symfast.layerwise.network import MLP, as_mlp
 
-__all__ = ["closure", "project_equivariant", "equivariance_error", "projection_report"]
+__all__ = ["closure", "project_equivariant", "equivariance_error", "projection_report", "repair_chain"]
 
 
 def _same(a: list, b: list, tol: float = 1e-8) -> bool:
@@ -64,7 +64,32 @@ def _chains(actions) -> list:
     raise ValueError("actions must be LatentActions, GroupActions, or a list of chains [rho_in, ..., rho_out]")
 
 
-def project_equivariant(layers, actions, activation: str | None = None, max_group: int = 512) -> MLP:
+def _order(a: np.ndarray, b: np.ndarray, max_order: int = 64) -> int | None:
+    Pa, Pb = a.copy(), b.copy()
+    for k in range(1, max_order + 1):
+        if np.abs(Pa - np.eye(len(a))).max() < 1e-8 and np.abs(Pb - np.eye(len(b))).max() < 1e-8:
+            return k
+        Pa, Pb = Pa @ a, Pb @ b
+    return None
+
+
+def repair_chain(chain: list) -> list:
+    """Make one element's hidden actions satisfy rho_l^k = I, k the order of (rho_in, rho_out).
+
+    Uses `LayerAction.restricted_to_order` (unmatched cycles of the wrong length become fixed neurons,
+    ReLU scales are normalised per cycle), so the chain generates a cyclic group of order k.
+    """
+    from symfast.layerwise.actions import LayerAction
+
+    k = _order(chain[0], chain[-1])
+    if k is None:
+        raise ValueError("rho_in / rho_out have no finite order <= 64; cannot repair the hidden actions")
+    hidden = [LayerAction.from_matrix(m).restricted_to_order(k).matrix for m in chain[1:-1]]
+    return [chain[0]] + hidden + [chain[-1]]
+
+
+def project_equivariant(layers, actions, activation: str | None = None, max_group: int = 512,
+                        repair: bool = True) -> MLP:
     """Project an MLP's weights onto the subspace equivariant under the given layer actions.
 
     Args:
@@ -72,6 +97,9 @@ def project_equivariant(layers, actions, activation: str | None = None, max_grou
         actions: LatentActions (one element; its powers are used), GroupActions, or a list of
             chains [rho_in, rho_1, ..., rho_{L-1}, rho_out].
         activation: hidden activation for a list of layers.
+        repair: for a single element, first make its hidden actions have the order of the input
+            action (`repair_chain`): recovered ReLU scales and unmatched cycles otherwise generate
+            a huge (or infinite) group.
 
     Returns:
         The projected MLP (float64). Exactly layerwise equivariant under the generated group.
@@ -81,6 +109,8 @@ def project_equivariant(layers, actions, activation: str | None = None, max_grou
     for c in chains:
         if len(c) != net.num_layers + 1 or any(m.shape[0] != n for m, n in zip(c, net.sizes)):
             raise ValueError(f"action sizes {[m.shape[0] for m in c]} do not match the layer sizes {net.sizes}")
+    if repair and len(chains) == 1:
+        chains = [repair_chain(chains[0])]
     group = closure(chains, max_group)
     inv = [[np.linalg.inv(m) for m in g] for g in group]
     out = []
