@@ -211,3 +211,24 @@ def test_data_adapters(tmp_path):
         load_local("cifar10", str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="unknown local dataset"):
         load_local("imagenet", str(tmp_path))
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 33])
+def test_batched_assignment_cpp_matches_scipy(n):
+    from symfast.layerwise.matching import assign
+
+    if not sf.cpp_available():
+        pytest.skip("symfast._C not built")
+    rng = np.random.default_rng(n)
+    cost = rng.random((60, n, n))
+    cost[::3] = np.round(cost[::3] * 3)  # ties
+    cost[1::3] = -rng.integers(0, 50, (20, n, n))  # negative integers
+    cost[2] = np.eye(n)[::-1] * -1  # row minima distinct: the fast path
+    ref = assign(cost, "scipy")
+    fast = assign(cost, "cpp")
+    rows = np.arange(n)
+    for p in range(len(cost)):
+        assert sorted(fast[p]) == list(range(n))
+        assert abs(cost[p][rows, fast[p]].sum() - cost[p][rows, ref[p]].sum()) < 1e-9, p
+    with pytest.raises(ValueError, match="NaN"):
+        assign(np.full((1, 3, 3), np.nan), "cpp")

@@ -9,7 +9,8 @@ b_j of B ([M, H, k]) are paired by a linear assignment on the cost
     scale: min_c ||a_i - c b_j||^2, c > 0    = |a|^2 - max(<a, b>, 0)^2 / |b|^2
 
 All M cost matrices come from one batched matmul (no Python loop over
-neurons); the assignment itself is SciPy's `linear_sum_assignment` per problem.
+neurons); the assignments run in one C++ call over all problems (symfast._C.lsa_batched,
+OpenMP), or SciPy's `linear_sum_assignment` per problem when the extension is not built.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-__all__ = ["MODES", "mode_for_activation", "cost_matrices", "match_rows", "matching_scores", "MatchingScores"]
+__all__ = ["MODES", "mode_for_activation", "cost_matrices", "assign", "match_rows", "matching_scores", "MatchingScores"]
 
 MODES = ("perm", "sign", "scale")
 _ODD = {"tanh", "sine", "sin", "identity", "linear", "odd"}
@@ -69,8 +70,25 @@ def cost_matrices(A: torch.Tensor, B: torch.Tensor, mode: str):
     return cost.clamp(min=0), gram, a2, b2
 
 
-def _assign(cost: np.ndarray) -> np.ndarray:
-    """[M, H, H] costs -> [M, H] column index per row (SciPy per problem)."""
+def assign(cost, backend: str = "auto") -> np.ndarray:
+    """Batched linear sum assignment: [P, n, n] costs -> [P, n] column index per row.
+
+    backend: "cpp" (symfast._C.lsa_batched: shortest augmenting path from a row reduction, OpenMP
+    over problems, torch's thread count), "scipy" (linear_sum_assignment per problem) or "auto"
+    (cpp when built). Both return an optimal assignment; with ties they may pick different ones.
+    """
+    cost = np.ascontiguousarray(cost, dtype=np.float64)
+    if cost.ndim != 3 or cost.shape[1] != cost.shape[2]:
+        raise ValueError(f"cost must be [P, n, n], got {list(cost.shape)}")
+    if not np.isfinite(cost).all():
+        raise ValueError("cost has NaN or inf entries")
+    if backend not in ("auto", "cpp", "scipy"):
+        raise ValueError(f"backend must be 'auto', 'cpp' or 'scipy', got {backend!r}")
+    from symfast import _ext
+
+    has = _ext.cpp_available() and hasattr(_ext.require_cpp(), "lsa_batched")
+    if backend == "cpp" or (backend == "auto" and has):
+        return _ext.require_cpp().lsa_batched(cost, _ext.num_threads())
     out = np.empty(cost.shape[:2], dtype=np.int64)
     for m in range(cost.shape[0]):
         _, col = linear_sum_assignment(cost[m])
@@ -78,12 +96,13 @@ def _assign(cost: np.ndarray) -> np.ndarray:
     return out
 
 
-def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str):
+def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str, backend: str = "auto"):
     """Pair the rows of A with those of B up to a signed / scaled permutation, for M problems at once.
 
     Args:
         A, B: [M, H, k] (or [H, k] for one problem).
         mode: "perm", "sign" or "scale" (see `mode_for_activation`).
+        backend: assignment backend (see `assign`).
 
     Returns:
         (index [M, H] int64, scale [M, H], row_residual [M, H], total [M]):
@@ -95,7 +114,7 @@ def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str):
         A, B = A[None], B[None]
     cost, gram, a2, b2 = cost_matrices(A, B, mode)
     cost_np = cost.detach().cpu().numpy()
-    index = torch.as_tensor(_assign(cost_np), device=A.device)
+    index = torch.as_tensor(assign(cost_np, backend), device=A.device)
     g = torch.gather(gram, 2, index[..., None])[..., 0]
     bsel = torch.gather(b2, 1, index)
     if mode == "perm":
@@ -171,7 +190,7 @@ def _lifts_to_tensor(lifts, d: int, dtype):
 
 
 def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=None,
-                    mode: str = "sign") -> MatchingScores:
+                    mode: str = "sign", backend: str = "auto") -> MatchingScores:
     """Matching observable: does W1 rho(g) = P W1 for a signed permutation P?
 
     For each model m and lift rho(g), the normalised residual
@@ -188,6 +207,7 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
             "auto" raises when H == d.
         biases: optional [M, H] first-layer biases; appended as a column (rho extended by 1).
         mode: "sign" (signed permutations, default), "perm" or "scale".
+        backend: assignment backend, "auto" (C++ when built), "cpp" or "scipy".
 
     Returns:
         MatchingScores with per_model [M, G], mean [G], std [G].
@@ -233,7 +253,7 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
             raise ValueError(f"biases must be [{M}, {H}], got {list(b.shape)}")
         col = b[:, None, :, None].expand(M, G, H, 1)
         A, B = torch.cat([A, col], -1), torch.cat([B, col], -1)
-    index, scale, _, total = match_rows(A.reshape(M * G, H, -1), B.reshape(M * G, H, -1), mode)
+    index, scale, _, total = match_rows(A.reshape(M * G, H, -1), B.reshape(M * G, H, -1), mode, backend)
     norm = B.reshape(M * G, H, -1).pow(2).sum((-1, -2)).sqrt()
     per_model = (total / torch.where(norm > 0, norm, torch.ones_like(norm))).reshape(M, G).cpu().numpy()
     return MatchingScores(names, per_model.astype(np.float64), per_model.mean(0), per_model.std(0),
