@@ -2,10 +2,13 @@
 from symfast import shapes
 from symfast._ext import cpp_available
 from symfast.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
-from symfast.layerwise import (GroupActions, LatentActions, LayerAction, MatchingScores, identifiable_submodel,
-                               matching_scores, project_equivariant, recover_latent_actions)
+from symfast.ensemble import Ensemble
 from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, orthogonal_group, reflection,
                             rotation, rotation_sweep)
+from symfast.readout import Readout, readout
+from symfast.training import fit_sdf
+from symfast.layerwise import (GroupActions, LatentActions, LayerAction, MatchingScores, identifiable_submodel,
+                               matching_scores, project_equivariant, recover_latent_actions)
 
 __version__ = "0.1.0"
 
@@ -14,6 +17,7 @@ __all__ = [
     "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
     "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic", "rotation_sweep",
     "orthogonal_group",
+    "Ensemble", "fit_sdf", "readout", "Readout",
     "recover_latent_actions", "matching_scores", "identifiable_submodel", "project_equivariant",
     "LatentActions", "LayerAction", "GroupActions", "MatchingScores",
 ]

@@ -103,11 +103,14 @@ class FourierPE(torch.nn.Module):
     def is_liftable(self, g) -> bool:
         return self.lift(g) is not None
 
-    def lift_lstsq(self, g, num_samples: int = 4096, radius: float = 1.0, seed: int = 0):
+    def lift_lstsq(self, g, num_samples: int = 4096, radius: float = 1.0, seed: int = 0,
+                   orthogonal: bool = False):
         """Least-squares lift on samples, for any g (exact when g is liftable).
 
         rho_hat = argmin_rho ||phi(g X) - rho phi(X)||_F over X uniform in the disk of
-        `radius` (the training domain, invariant under O(2)).
+        `radius` (the training domain, invariant under O(2)). With `orthogonal=True` the
+        minimiser is taken over orthogonal matrices (orthogonal Procrustes), like the exact
+        lifts, so scores rho^T Phi rho stay on the scale of exact ones.
 
         Returns:
             (rho_hat [d, d] float64 numpy, relative residual ||phi(gX) - rho_hat phi(X)|| / ||phi(gX)||).
@@ -115,11 +118,18 @@ class FourierPE(torch.nn.Module):
         from symfast.samplers import sample_disk
 
         g = as_element(g)
-        x = sample_disk(num_samples, radius=radius, generator=torch.Generator().manual_seed(seed),
-                        dtype=torch.float64)
-        a = self(x).numpy()
+        key = (num_samples, radius, seed)
+        if getattr(self, "_lstsq_cache", (None,))[0] != key:  # samples and phi(X) reused across a sweep
+            x = sample_disk(num_samples, radius=radius, generator=torch.Generator().manual_seed(seed),
+                            dtype=torch.float64)
+            self._lstsq_cache = (key, x, self(x).numpy())
+        _, x, a = self._lstsq_cache
         target = self(g(x)).numpy()
-        sol, *_ = np.linalg.lstsq(a, target, rcond=None)  # a @ sol ~ target, sol = rho^T
+        if orthogonal:  # Procrustes: sol = U V^T from the SVD of a^T target
+            u, _, vt = np.linalg.svd(a.T @ target)
+            sol = u @ vt
+        else:
+            sol, *_ = np.linalg.lstsq(a, target, rcond=None)  # a @ sol ~ target, sol = rho^T
         resid = np.linalg.norm(a @ sol - target) / np.linalg.norm(target)
         return sol.T.copy(), float(resid)
 

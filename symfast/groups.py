@@ -107,7 +107,7 @@ class O2Element:
     def __eq__(self, other) -> bool:
         if not isinstance(other, O2Element):
             return NotImplemented
-        return self.kind == other.kind and np.allclose(self.matrix, other.matrix, atol=_TOL)
+        return self.kind == other.kind and np.allclose(self.matrix, other.matrix, rtol=0.0, atol=_TOL)
 
     def __hash__(self) -> int:
         # consistent with __eq__ away from rounding boundaries (angles kept to 1e-7 rad)

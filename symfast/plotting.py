@@ -1,0 +1,63 @@
+"""Figures for readouts: score heatmaps and rotation-sweep curves (matplotlib, Agg)."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+
+def heatmap(table: pd.DataFrame, path=None):
+    """One panel per (pe, observable): shapes x elements coloured by score."""
+    keys = list(dict.fromkeys(zip(table["pe"], table["observable"])))
+    fig, axes = plt.subplots(len(keys), 1, figsize=(1.0 + 0.55 * table["element"].nunique(),
+                                                    1.2 + 0.9 * table["shape"].nunique() * len(keys)),
+                             squeeze=False)
+    vmax = max(1e-12, float(np.nanmax(table["score"])))
+    for ax, (pe, obs) in zip(axes[:, 0], keys):
+        t = table[(table["pe"] == pe) & (table["observable"] == obs)]
+        shapes = list(dict.fromkeys(t["shape"]))
+        elems = list(dict.fromkeys(t["element"]))
+        grid = t.pivot(index="shape", columns="element", values="score").loc[shapes, elems]
+        im = ax.imshow(grid.values, cmap="viridis_r", vmin=0, vmax=vmax, aspect="auto")
+        for _, r in t.iterrows():
+            y, x = shapes.index(r["shape"]), elems.index(r["element"])
+            mark = "o" if r["observed"] else ("x" if not r["liftable"] else "")
+            if r["true_symmetry"] is True and r["liftable"]:
+                ax.add_patch(plt.Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, ec="red", lw=1.2))
+            if mark:
+                ax.text(x, y, mark, ha="center", va="center", color="white" if mark == "o" else "grey")
+        ax.set_xticks(range(len(elems)), elems, rotation=90)
+        ax.set_yticks(range(len(shapes)), shapes)
+        ax.set_title(f"{pe} / {obs}: o observed, x not liftable, red box = liftable true symmetry")
+        fig.colorbar(im, ax=ax, label="score s(g)")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+    return fig
+
+
+def sweep_curves(sweep: pd.DataFrame, path=None):
+    """Score vs rotation angle per encoding (solid, one line per shape) and lift residual (dashed)."""
+    pes = list(dict.fromkeys(sweep["pe"]))
+    fig, axes = plt.subplots(1, max(1, len(pes)), figsize=(5 * max(1, len(pes)), 3.6), squeeze=False)
+    for ax, pe in zip(axes[0], pes):
+        t = sweep[sweep["pe"] == pe]
+        for shape, ts in t.groupby("shape", sort=False):
+            ax.plot(ts["angle_deg"], ts["score"], label=shape)
+        first = t[t["shape"] == t["shape"].iloc[0]]
+        ax2 = ax.twinx()
+        ax2.plot(first["angle_deg"], first["lift_residual"], "k--", lw=0.8, label="lift residual")
+        ax2.set_ylabel("lift residual (dashed)")
+        ax.set_xlabel("rotation angle (deg)")
+        ax.set_ylabel("score s(g)")
+        ax.set_title(pe)
+        ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+    return fig
