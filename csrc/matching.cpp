@@ -7,6 +7,7 @@
 // Each problem is solved sequentially in a fixed order: results do not depend on threads.
 // Reference: scipy.optimize.linear_sum_assignment (symfast/layerwise/matching.py::_assign).
 #include <cmath>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -140,7 +141,80 @@ carray<int64_t> lsa_batched(carray<double> cost, int num_threads) {
   return out;
 }
 
+// Neuron matching from precomputed inner products, for P problems at once:
+//   gram: [P, n, n] <a_i, b_j>, a2: [P, n] |a_i|^2, b2: [P, n] |b_j|^2, mode 0 perm / 1 sign / 2 scale
+//   -> (index [P, n] int64, scale [P, n] float64): P B has rows scale_i * b_{index_i}.
+// The cost matrix (see symfast/layerwise/matching.py::cost_matrices) is built per problem in a
+// thread-local buffer, so only the Gram matrices cross memory.
+py::tuple match_gram(carray<double> gram, carray<double> a2, carray<double> b2, int mode, int num_threads) {
+  check_ndim(gram, 3, "gram");
+  check_ndim(a2, 2, "a2");
+  check_ndim(b2, 2, "b2");
+  const int64_t P = gram.shape(0), n = gram.shape(1);
+  if (gram.shape(2) != n) throw std::invalid_argument("gram must be [P, n, n]");
+  if (a2.shape(0) != P || a2.shape(1) != n || b2.shape(0) != P || b2.shape(1) != n)
+    throw std::invalid_argument("a2 and b2 must be [P, n]");
+  if (mode < 0 || mode > 2) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
+  carray<int64_t> index({P, n});
+  carray<double> scale({P, n});
+  const double* gp = gram.data();
+  const double* ap = a2.data();
+  const double* bp = b2.data();
+  int64_t* ip = index.mutable_data();
+  double* sp = scale.mutable_data();
+  int64_t bad = -1;
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel num_threads(clamp_threads(num_threads))
+    {
+      LsaWork w(n);
+      std::vector<double> cost(n * n);
+#pragma omp for schedule(dynamic, 8)
+      for (int64_t p = 0; p < P; ++p) {
+        const double* g = gp + p * n * n;
+        const double* a = ap + p * n;
+        const double* b = bp + p * n;
+        for (int64_t i = 0; i < n; ++i) {
+          double* c = cost.data() + i * n;
+          const double* gi = g + i * n;
+          if (mode == 0) {
+            for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * gi[j], 0.0);
+          } else if (mode == 1) {
+            for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * std::abs(gi[j]), 0.0);
+          } else {
+            for (int64_t j = 0; j < n; ++j) {
+              const double o = std::max(gi[j], 0.0);
+              c[j] = std::max(a[i] - (b[j] > 0 ? o * o / b[j] : 0.0), 0.0);
+            }
+          }
+        }
+        int64_t* out = ip + p * n;
+        if (!solve_one(n, cost.data(), out, w)) {
+#pragma omp critical
+          bad = p;
+          continue;
+        }
+        double* s = sp + p * n;
+        for (int64_t i = 0; i < n; ++i) {
+          const double gij = g[i * n + out[i]];
+          if (mode == 0)
+            s[i] = 1.0;
+          else if (mode == 1)
+            s[i] = gij < 0 ? -1.0 : 1.0;
+          else
+            s[i] = (gij > 0 && b[out[i]] > 0) ? gij / b[out[i]] : 1.0;
+        }
+      }
+    }
+  }
+  if (bad >= 0) throw std::invalid_argument("problem " + std::to_string(bad) + " has NaN/inf inner products");
+  return py::make_tuple(index, scale);
+}
+
 Registrar reg("matching", [](py::module_& m) {
+  m.def("match_gram", &match_gram, py::arg("gram"), py::arg("a2"), py::arg("b2"), py::arg("mode"),
+        py::arg("num_threads") = 1,
+        "Batched neuron matching from Gram matrices: -> (index [P, n] int64, scale [P, n] float64)");
   m.def("lsa_batched", &lsa_batched, py::arg("cost"), py::arg("num_threads") = 1,
         "Batched linear sum assignment: cost [P, n, n] float64 -> [P, n] int64 column per row");
 });

@@ -70,6 +70,20 @@ def cost_matrices(A: torch.Tensor, B: torch.Tensor, mode: str):
     return cost.clamp(min=0), gram, a2, b2
 
 
+def _use_cpp(backend: str) -> bool:
+    if backend not in ("auto", "cpp", "scipy"):
+        raise ValueError(f"backend must be 'auto', 'cpp' or 'scipy', got {backend!r}")
+    if backend == "scipy":
+        return False
+    from symfast import _ext
+
+    has = _ext.cpp_available() and hasattr(_ext.require_cpp(), "match_gram")
+    if backend == "cpp" and not has:
+        _ext.require_cpp()
+        raise RuntimeError("symfast._C is built without the matching kernels; rebuild it")
+    return has
+
+
 def assign(cost, backend: str = "auto") -> np.ndarray:
     """Batched linear sum assignment: [P, n, n] costs -> [P, n] column index per row.
 
@@ -82,18 +96,53 @@ def assign(cost, backend: str = "auto") -> np.ndarray:
         raise ValueError(f"cost must be [P, n, n], got {list(cost.shape)}")
     if not np.isfinite(cost).all():
         raise ValueError("cost has NaN or inf entries")
-    if backend not in ("auto", "cpp", "scipy"):
-        raise ValueError(f"backend must be 'auto', 'cpp' or 'scipy', got {backend!r}")
-    from symfast import _ext
+    if _use_cpp(backend):
+        from symfast import _ext
 
-    has = _ext.cpp_available() and hasattr(_ext.require_cpp(), "lsa_batched")
-    if backend == "cpp" or (backend == "auto" and has):
         return _ext.require_cpp().lsa_batched(cost, _ext.num_threads())
     out = np.empty(cost.shape[:2], dtype=np.int64)
     for m in range(cost.shape[0]):
         _, col = linear_sum_assignment(cost[m])
         out[m] = col
     return out
+
+
+def _match_gram(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: str, backend: str):
+    """Assignments from inner products gram [P, n, n], a2 [P, n], b2 [P, n] -> (index, scale, ok).
+
+    ok [P, n]: the matched pair overlaps positively (for "scale": otherwise c = 0 would be optimal
+    and the action keeps c = 1).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if _use_cpp(backend):  # cost built per problem inside the kernel: only the Gram crosses memory
+        from symfast import _ext
+
+        g64, a64, b64 = gram.detach().double().cpu().contiguous(), a2.double().cpu(), b2.double().cpu()
+        idx_np, sc_np = _ext.require_cpp().match_gram(g64.numpy(), a64.numpy(), b64.numpy(),
+                                                      MODES.index(mode), _ext.num_threads())
+        index = torch.as_tensor(idx_np, device=gram.device)
+        scale = torch.as_tensor(sc_np, device=gram.device).to(gram.dtype)
+        g = torch.gather(gram, 2, index[..., None])[..., 0]
+        return index, scale, (g > 0) & (torch.gather(b2, 1, index) > 0)
+    safe = torch.where(b2 > 0, b2, torch.ones_like(b2))
+    if mode == "perm":
+        cost = a2[..., :, None] + b2[..., None, :] - 2 * gram
+    elif mode == "sign":
+        cost = a2[..., :, None] + b2[..., None, :] - 2 * gram.abs()
+    else:
+        cost = a2[..., :, None] - gram.clamp(min=0).pow(2) / safe[..., None, :]
+    index = torch.as_tensor(assign(cost.clamp(min=0).detach().cpu().numpy(), "scipy"), device=gram.device)
+    g = torch.gather(gram, 2, index[..., None])[..., 0]
+    bsel = torch.gather(b2, 1, index)
+    ok = (g > 0) & (bsel > 0)
+    if mode == "perm":
+        scale = torch.ones_like(g)
+    elif mode == "sign":
+        scale = torch.where(g < 0, -torch.ones_like(g), torch.ones_like(g))
+    else:  # a non-positive overlap leaves c = 0 optimal; keep 1 so the action stays invertible
+        scale = torch.where(ok, g / torch.where(bsel > 0, bsel, torch.ones_like(bsel)), torch.ones_like(g))
+    return index, scale, ok
 
 
 def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str, backend: str = "auto"):
@@ -112,18 +161,9 @@ def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str, backend: str = "auto
     single = A.ndim == 2
     if single:
         A, B = A[None], B[None]
-    cost, gram, a2, b2 = cost_matrices(A, B, mode)
-    cost_np = cost.detach().cpu().numpy()
-    index = torch.as_tensor(assign(cost_np, backend), device=A.device)
-    g = torch.gather(gram, 2, index[..., None])[..., 0]
-    bsel = torch.gather(b2, 1, index)
-    if mode == "perm":
-        scale = torch.ones_like(g)
-    elif mode == "sign":
-        scale = torch.where(g < 0, -torch.ones_like(g), torch.ones_like(g))
-    else:  # a non-positive overlap leaves c = 0 optimal; keep 1 so the action stays invertible
-        ok = (g > 0) & (bsel > 0)
-        scale = torch.where(ok, g / torch.where(bsel > 0, bsel, torch.ones_like(bsel)), torch.ones_like(g))
+    gram = torch.matmul(A, B.transpose(-1, -2))
+    index, scale, ok = _match_gram(gram, A.pow(2).sum(-1), B.pow(2).sum(-1), mode, backend)
+    a2 = A.pow(2).sum(-1)
     # residuals from the rows themselves (no |a|^2 + |b|^2 - 2<a, b> cancellation): exact zeros stay ~1e-16
     bsel_rows = torch.gather(B, 1, index[..., None].expand(-1, -1, B.shape[-1]))
     diff = A - scale[..., None] * bsel_rows
@@ -244,17 +284,46 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
     R = R.to(W.device)
     M, H, _ = W.shape
     G = R.shape[0]
-    A = torch.matmul(W[:, None], R[None])  # [M, G, H, d] = W1 rho(g)
-    B = W[:, None].expand(M, G, H, d)
+    Wm = W
     if biases is not None:
         b = biases.detach() if isinstance(biases, torch.Tensor) else torch.as_tensor(np.asarray(biases))
         b = b.to(W)
         if b.shape != (M, H):
             raise ValueError(f"biases must be [{M}, {H}], got {list(b.shape)}")
-        col = b[:, None, :, None].expand(M, G, H, 1)
-        A, B = torch.cat([A, col], -1), torch.cat([B, col], -1)
-    index, scale, _, total = match_rows(A.reshape(M * G, H, -1), B.reshape(M * G, H, -1), mode, backend)
-    norm = B.reshape(M * G, H, -1).pow(2).sum((-1, -2)).sqrt()
-    per_model = (total / torch.where(norm > 0, norm, torch.ones_like(norm))).reshape(M, G).cpu().numpy()
-    return MatchingScores(names, per_model.astype(np.float64), per_model.mean(0), per_model.std(0),
-                          index.reshape(M, G, H).cpu().numpy(), scale.reshape(M, G, H).cpu().numpy())
+        Wm = torch.cat([W, b[..., None]], -1)  # [M, H, d+1]; rho extended by 1 on the constant
+        R = torch.stack([torch.block_diag(r, torch.ones(1, 1, dtype=r.dtype, device=r.device)) for r in R])
+    k = Wm.shape[-1]
+    # A = W1 rho(g) for all models and lifts in one GEMM: [M*H, k] @ [k, G*k]
+    A = (Wm.reshape(M * H, k) @ R.permute(1, 0, 2).reshape(k, G * k)).reshape(M, H, G, k).permute(0, 2, 1, 3)
+    A = A.reshape(M, G * H, k)
+    gram = torch.bmm(A, Wm.transpose(1, 2)).reshape(M * G, H, H)  # <a_i, b_j> per (model, lift)
+    b2 = Wm.pow(2).sum(-1)  # [M, H]
+    eye = torch.eye(k, dtype=R.dtype, device=R.device)
+    if (R @ R.transpose(1, 2) - eye).abs().max() < 1e-12:  # orthogonal lifts (all exact lifts): |a_i| = |w_i|
+        a2 = b2.repeat_interleave(G, 0)
+    else:
+        a2 = A.pow(2).sum(-1).reshape(M * G, H)
+    index, scale, ok = _match_gram(gram, a2, b2.repeat_interleave(G, 0), mode, backend)
+    # residual |a_i - s_i b_pi(i)|^2 = |a|^2 + s^2 |b|^2 - 2 s <a, b> from the Gram (no pass over A) ...
+    g = torch.gather(gram, 2, index[..., None])[..., 0]
+    bsel = torch.gather(b2.repeat_interleave(G, 0), 1, index)
+    row = (a2 + scale.pow(2) * bsel - 2 * scale * g).clamp(min=0)
+    if mode == "scale":
+        row = torch.where(ok, row, a2)
+    norm2 = b2.sum(-1).repeat_interleave(G, 0)
+    rel2 = row.sum(-1) / torch.where(norm2 > 0, norm2, torch.ones_like(norm2))
+    # ... except where it cancels to round-off (near-exact symmetries): recompute those from the rows
+    tiny = torch.nonzero(rel2 < 1e-6).flatten()
+    if tiny.numel():
+        mi, gi = tiny // G, tiny % G
+        At = A.reshape(M, G, H, k)[mi, gi]
+        Bt = torch.gather(Wm[mi], 1, index[tiny][..., None].expand(-1, H, k))
+        rt = (At - scale[tiny][..., None] * Bt).pow(2).sum(-1)
+        if mode == "scale":
+            rt = torch.where(ok[tiny], rt, a2[tiny])
+        rel2[tiny] = rt.sum(-1) / torch.where(norm2[tiny] > 0, norm2[tiny], torch.ones_like(norm2[tiny]))
+    per_model = rel2.sqrt().reshape(M, G).cpu().numpy()
+    index, scale = index.reshape(M, G, H), scale.reshape(M, G, H)
+    per_model = per_model.astype(np.float64)
+    return MatchingScores(names, per_model, per_model.mean(0), per_model.std(0),
+                          index.cpu().numpy(), scale.cpu().numpy())
