@@ -66,7 +66,8 @@ def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"),
     gm, ge = _gram_scores(W1, rho)
     names = list(lifts)
     df = pd.DataFrame({"element": names, "true_symmetry": [n in group for n in names],
-                       "gram_model": gm.mean(0).numpy(), "gram_ensemble": ge.numpy()})
+                       "gram_model": gm.mean(0).numpy(), "gram_model_std": gm.std(0).numpy(),
+                       "gram_ensemble": ge.numpy()})
     for mode in modes:
         s = matching_scores(W1, lifts, layout="HD", mode=mode)
         df[f"match_{mode}"] = s.mean
@@ -76,13 +77,19 @@ def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"),
     return df
 
 
-def separation(df: pd.DataFrame, column: str) -> float:
-    """(min over false symmetries - max over true ones) / max over false: > 0 separates, larger is better.
+def separation(df: pd.DataFrame, column: str, spread: str | None = None, n_models: int | None = None) -> float:
+    """How well a score column separates true from false symmetries (identity excluded).
 
-    The identity is excluded (it scores 0 under every observable).
+    Without `spread`: (min over false - max over true) / max over false (> 0 separates; scale-free).
+    With `spread` (a per-model std column) and n_models: the same gap in units of the standard error
+    of the mean score, (min false - max true) / (max std / sqrt(n_models)).
     """
     d = df[df["element"] != "r0"]
     t, f = d.loc[d["true_symmetry"], column], d.loc[~d["true_symmetry"], column]
     if t.empty or f.empty:
         return float("nan")
-    return float((f.min() - t.max()) / f.max())
+    gap = float(f.min() - t.max())
+    if spread is None:
+        return gap / float(f.max())
+    se = float(d[spread].max()) / max(n_models or 1, 1) ** 0.5
+    return gap / se if se > 0 else float("inf")
