@@ -232,3 +232,21 @@ def test_batched_assignment_cpp_matches_scipy(n):
         assert abs(cost[p][rows, fast[p]].sum() - cost[p][rows, ref[p]].sum()) < 1e-9, p
     with pytest.raises(ValueError, match="NaN"):
         assign(np.full((1, 3, 3), np.nan), "cpp")
+
+
+def test_group_projection_makes_all_elements_exact():
+    flip, rot = grid_reps()
+    net, _ = planted_mlp([16, 24, 3], [flip, rot], activation="relu", seed=4)
+    rng = np.random.default_rng(1)
+    noisy = net.with_layers([(W * (1 + 0.03 * rng.normal(size=W.shape)), b) for W, b in net.layers])
+    elems = d4_elements()
+    res = sf.recover_latent_actions(noisy, elems)
+    assert res.homomorphism.ok and 0 < res.errors[:, 0].max() < 0.2
+    proj = project_equivariant(noisy, res)
+    x = rng.normal(size=(32, 16))
+    for k, R in elems.items():
+        if not np.array_equal(R, np.eye(16)):
+            assert equivariance_error(noisy, x, R) > 1e-4
+        assert equivariance_error(proj, x, R) < 1e-12, k
+    with pytest.raises(ValueError, match="data must be"):
+        data_errors(noisy, res["e1"], np.zeros((3, 5)))

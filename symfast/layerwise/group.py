@@ -36,7 +36,7 @@ def as_named(rhos, name: str) -> dict:
 
 @dataclass
 class HomomorphismReport:
-    """Checked relations: each a dict(relation, layer, error, ok). `ok` is True when all hold."""
+    """Checked relations: each a dict(relation, layer, error, scale_error, ok); `ok` when all hold."""
 
     relations: list
     tol: float
@@ -58,13 +58,30 @@ def _close(a: np.ndarray, b: np.ndarray, tol: float = 1e-8) -> bool:
     return a.shape == b.shape and np.abs(a - b).max() <= tol
 
 
-def homomorphism_check(elements: dict, tol: float = 1e-6, max_order: int = 24) -> HomomorphismReport:
+def _compare(P: np.ndarray, T: np.ndarray):
+    """(fraction of neurons whose index or sign differ, max |log|scale_P| - log|scale_T||)."""
+    from symfast.layerwise.actions import LayerAction
+
+    a, b = LayerAction.from_matrix(P), LayerAction.from_matrix(T)
+    struct = float(np.mean((a.index != b.index) | (np.sign(a.scale) != np.sign(b.scale))))
+    same = a.index == b.index
+    scale = float(np.abs(np.log(np.abs(a.scale[same])) - np.log(np.abs(b.scale[same]))).max()) if same.any() else 0.0
+    return struct, scale
+
+
+def homomorphism_check(elements: dict, tol: float = 1e-6, max_order: int = 24,
+                       scale_tol: float = 0.5) -> HomomorphismReport:
     """Check that recovered hidden actions compose like the input/output representations.
+
+    Permutations and signs must compose exactly (`error`: fraction of neurons where they do not);
+    positive (ReLU) scales, estimated from noisy weights, only up to `scale_tol` in log scale
+    (`scale_error`).
 
     Args:
         elements: name -> LatentActions (as in `GroupActions.elements`).
-        tol: tolerance on ||R_a R_b - R_c||_F / sqrt(H) per hidden layer.
+        tol: tolerance on the structural mismatch fraction (0 = exact).
         max_order: largest element order searched for the relation a^k = e.
+        scale_tol: tolerance on max |log scale_(ab) - log scale_c|.
     """
     names = list(elements)
     rel = []
@@ -76,8 +93,9 @@ def homomorphism_check(elements: dict, tol: float = 1e-6, max_order: int = 24) -
             P = [p @ m for p, m in zip(P, ca)]
             if _close(P[0], np.eye(P[0].shape[0])) and _close(P[-1], np.eye(P[-1].shape[0])):
                 for l, p in enumerate(P[1:-1]):
-                    err = float(np.linalg.norm(p - np.eye(p.shape[0])) / np.sqrt(p.shape[0]))
-                    rel.append({"relation": f"{a}^{k}=e", "layer": l + 1, "error": err, "ok": err <= tol})
+                    err, se = _compare(p, np.eye(p.shape[0]))
+                    rel.append({"relation": f"{a}^{k}=e", "layer": l + 1, "error": err, "scale_error": se,
+                                "ok": err <= tol and se <= scale_tol})
                 break
     for a in names:  # products among the given elements
         for b in names:
@@ -96,8 +114,9 @@ def homomorphism_check(elements: dict, tol: float = 1e-6, max_order: int = 24) -
                 tc = chains[target]
                 label = f"{a}*{b}={target}"
             for l in range(1, len(ca) - 1):
-                err = float(np.linalg.norm(ca[l] @ cb[l] - tc[l]) / np.sqrt(ca[l].shape[0]))
-                rel.append({"relation": label, "layer": l, "error": err, "ok": err <= tol})
+                err, se = _compare(ca[l] @ cb[l], tc[l])
+                rel.append({"relation": label, "layer": l, "error": err, "scale_error": se,
+                            "ok": err <= tol and se <= scale_tol})
     return HomomorphismReport(rel, tol)
 
 

@@ -15,7 +15,8 @@ import torch
 
 from symfast.layerwise.network import MLP, as_mlp
 
-__all__ = ["closure", "project_equivariant", "equivariance_error", "projection_report", "repair_chain"]
+__all__ = ["closure", "project_equivariant", "equivariance_error", "projection_report", "repair_chain",
+           "normalise_scales"]
 
 
 def _same(a: list, b: list, tol: float = 1e-8) -> bool:
@@ -88,6 +89,46 @@ def repair_chain(chain: list) -> list:
     return [chain[0]] + hidden + [chain[-1]]
 
 
+def normalise_scales(chains: list) -> list:
+    """Replace positive scales by a common conjugation: R_g -> D sign(R_g) D^{-1} on every hidden layer.
+
+    Recovered ReLU scales are estimates; products of them do not close exactly, so the group they
+    generate is infinite. Picking one positive diagonal D per layer (d_i = |s_i| d_{pi(i)} along a
+    spanning forest of the orbits of all given elements) and conjugating the bare signed permutations
+    by it keeps the structure and makes the actions a representation when the permutations are one.
+    """
+    from symfast.layerwise.actions import LayerAction
+
+    out = [[c[0]] for c in chains]
+    for l in range(1, len(chains[0]) - 1):
+        acts = [LayerAction.from_matrix(c[l]) for c in chains]
+        H = acts[0].size
+        d = np.full(H, np.nan)
+        for root in range(H):
+            if not np.isnan(d[root]):
+                continue
+            d[root] = 1.0
+            stack = [root]
+            while stack:
+                j = stack.pop()
+                for a in acts:  # edges i -> pi(i) with (R h)_i = s_i h_pi(i): d_i = |s_i| d_pi(i)
+                    for i in np.flatnonzero(a.index == j):
+                        if np.isnan(d[i]):
+                            d[i] = abs(a.scale[i]) * d[j]
+                            stack.append(int(i))
+                    i = a.index[j]
+                    if np.isnan(d[i]):
+                        d[i] = d[j] / abs(a.scale[j])
+                        stack.append(int(i))
+        for c, a in zip(out, acts):
+            R = np.zeros((H, H))
+            R[np.arange(H), a.index] = np.sign(a.scale) * d / d[a.index]
+            c.append(R)
+    for c, full in zip(out, chains):
+        c.append(full[-1])
+    return out
+
+
 def project_equivariant(layers, actions, activation: str | None = None, max_group: int = 512,
                         repair: bool = True) -> MLP:
     """Project an MLP's weights onto the subspace equivariant under the given layer actions.
@@ -99,7 +140,8 @@ def project_equivariant(layers, actions, activation: str | None = None, max_grou
         activation: hidden activation for a list of layers.
         repair: for a single element, first make its hidden actions have the order of the input
             action (`repair_chain`): recovered ReLU scales and unmatched cycles otherwise generate
-            a huge (or infinite) group.
+            a huge (or infinite) group; for several elements, replace the estimated scales by one
+            common conjugation (`normalise_scales`).
 
     Returns:
         The projected MLP (float64). Exactly layerwise equivariant under the generated group.
@@ -111,6 +153,8 @@ def project_equivariant(layers, actions, activation: str | None = None, max_grou
             raise ValueError(f"action sizes {[m.shape[0] for m in c]} do not match the layer sizes {net.sizes}")
     if repair and len(chains) == 1:
         chains = [repair_chain(chains[0])]
+    elif repair:
+        chains = normalise_scales(chains)
     group = closure(chains, max_group)
     inv = [[np.linalg.inv(m) for m in g] for g in group]
     out = []
