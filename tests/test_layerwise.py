@@ -211,6 +211,12 @@ def test_data_adapters(tmp_path):
         load_local("cifar10", str(tmp_path / "missing"))
     with pytest.raises(ValueError, match="unknown local dataset"):
         load_local("imagenet", str(tmp_path))
+    from symfast.layerwise.data import load_npz
+
+    np.savez(tmp_path / "d.npz", images=np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4), labels=[3, 4])
+    d = load_npz(str(tmp_path / "d.npz"))
+    assert d.shape == (1, 3, 4) and d.x.shape == (2, 12) and list(d.y) == [3, 4]
+    np.testing.assert_allclose(d.x[:, flip_permutation(d.shape)].reshape(2, 3, 4), d.x.reshape(2, 3, 4)[:, :, ::-1])
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 33])
