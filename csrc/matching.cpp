@@ -1,9 +1,9 @@
 // Batched linear sum assignment on the CPU (neuron matching for many models at once).
 //   cost: [P, n, n] float64 -> col: [P, n] int64, the column assigned to each row, minimising
 //   sum_i cost[p, i, col[p, i]] for every problem p independently.
-// Algorithm: shortest augmenting path with dual variables (Crouse 2016, the one SciPy's
-// linear_sum_assignment uses) started from a row reduction (see solve_one), one problem per
-// OpenMP task.
+// Algorithm: Jonker-Volgenant initialisation (column reduction + augmenting row reduction),
+// then shortest augmenting paths with dual variables (Crouse 2016, as in SciPy's
+// linear_sum_assignment) for the remaining rows; one problem per OpenMP task.
 // Each problem is solved sequentially in a fixed order: results do not depend on threads.
 // Reference: scipy.optimize.linear_sum_assignment (symfast/layerwise/matching.py::_assign).
 #include <cmath>
@@ -67,48 +67,115 @@ int64_t augmenting_path(int64_t n, const double* cost, LsaWork& w, int64_t i, do
   return sink;
 }
 
-// Returns false when the problem is infeasible.
-// Start: row reduction u_i = min_j cost[i, j], v = 0 (dual feasible) and every row takes its
-// minimum column if still free (a tight edge). When all rows got their minimum this is optimal
-// (the lower bound sum_i min_j cost[i, j] is attained) -- the common case for near-exact
-// symmetries; otherwise only the remaining rows are augmented.
+// Jonker-Volgenant initialisation: column reduction, then two passes of augmenting row
+// reduction (JV 1987), which assign most rows cheaply while keeping the duals feasible
+// (c_ij - u_i - v_j >= 0, tight on assigned pairs); leaves the rest free (col4row = -1).
+void jv_init(int64_t n, const double* cost, LsaWork& w) {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (int64_t j = n - 1; j >= 0; --j) {  // column reduction
+    int64_t imin = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (cost[i * n + j] < cost[imin * n + j]) imin = i;
+    w.v[j] = cost[imin * n + j];
+    if (w.col4row[imin] == -1) {
+      w.col4row[imin] = j;
+      w.row4col[j] = imin;
+    }
+  }
+  std::vector<int64_t>& free_rows = w.remaining;  // reused as scratch (augmenting_path refills it)
+  std::vector<int64_t> next;
+  int64_t nfree = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (w.col4row[i] == -1) free_rows[nfree++] = i;
+  for (int pass = 0; pass < 2 && nfree > 0; ++pass) {
+    next.clear();
+    int64_t k = 0, budget = 8 * n;
+    while (k < nfree) {
+      if (--budget < 0) {  // floating-point ping-pong guard: leave the rest to the augmentation
+        for (; k < nfree; ++k) next.push_back(free_rows[k]);
+        break;
+      }
+      const int64_t i = free_rows[k++];
+      const double* row = cost + i * n;
+      double u1 = row[0] - w.v[0], u2 = inf;
+      int64_t j1 = 0, j2 = -1;
+      for (int64_t j = 1; j < n; ++j) {
+        const double h = row[j] - w.v[j];
+        if (h < u2) {
+          if (h >= u1) {
+            u2 = h;
+            j2 = j;
+          } else {
+            u2 = u1;
+            u1 = h;
+            j2 = j1;
+            j1 = j;
+          }
+        }
+      }
+      int64_t i0 = w.row4col[j1];
+      const bool strict = j2 >= 0 && u1 < u2;
+      if (strict)
+        w.v[j1] -= u2 - u1;
+      else if (i0 >= 0 && j2 >= 0) {
+        j1 = j2;
+        i0 = w.row4col[j1];
+      }
+      if (i0 >= 0) {
+        w.col4row[i0] = -1;
+        if (strict)
+          free_rows[--k] = i0;
+        else
+          next.push_back(i0);
+      }
+      w.col4row[i] = j1;
+      w.row4col[j1] = i;
+    }
+    nfree = static_cast<int64_t>(next.size());
+    std::copy(next.begin(), next.end(), free_rows.begin());
+  }
+}
+
+// Returns false when the problem is infeasible. Fast path: when every row's minimum lies in a
+// different column that assignment is optimal (it attains the lower bound sum_i min_j c_ij) --
+// the common case for near-exact symmetries. Otherwise JV initialisation, then shortest
+// augmenting paths for the rows it left free.
 bool solve_one(int64_t n, const double* cost, int64_t* out, LsaWork& w) {
-  std::fill(w.v.begin(), w.v.end(), 0.0);
   std::fill(w.path.begin(), w.path.end(), -1);
   std::fill(w.col4row.begin(), w.col4row.end(), -1);
   std::fill(w.row4col.begin(), w.row4col.end(), -1);
-  int64_t assigned = 0;
+  bool distinct = true;
   for (int64_t i = 0; i < n; ++i) {
     const double* row = cost + i * n;
     int64_t best = 0;
     for (int64_t j = 1; j < n; ++j)
       if (row[j] < row[best]) best = j;
     if (!std::isfinite(row[best])) return false;
-    w.u[i] = row[best];
-    if (w.row4col[best] == -1) {
-      w.row4col[best] = i;
-      w.col4row[i] = best;
-      ++assigned;
-    }
+    if (w.row4col[best] != -1) distinct = false;
+    w.row4col[best] = i;
+    out[i] = best;
   }
-  if (assigned < n) {
-    for (int64_t cur = 0; cur < n; ++cur) {
-      if (w.col4row[cur] != -1) continue;
-      double min_val = 0;
-      const int64_t sink = augmenting_path(n, cost, w, cur, &min_val);
-      if (sink < 0) return false;
-      w.u[cur] += min_val;
-      for (int64_t i = 0; i < n; ++i)
-        if (w.SR[i] && i != cur) w.u[i] += min_val - w.spc[w.col4row[i]];
-      for (int64_t j = 0; j < n; ++j)
-        if (w.SC[j]) w.v[j] -= min_val - w.spc[j];
-      int64_t j = sink;
-      while (true) {
-        const int64_t i = w.path[j];
-        w.row4col[j] = i;
-        std::swap(w.col4row[i], j);
-        if (i == cur) break;
-      }
+  if (distinct) return true;
+  std::fill(w.row4col.begin(), w.row4col.end(), -1);
+  jv_init(n, cost, w);
+  for (int64_t i = 0; i < n; ++i)
+    w.u[i] = w.col4row[i] >= 0 ? cost[i * n + w.col4row[i]] - w.v[w.col4row[i]] : 0.0;
+  for (int64_t cur = 0; cur < n; ++cur) {
+    if (w.col4row[cur] != -1) continue;
+    double min_val = 0;
+    const int64_t sink = augmenting_path(n, cost, w, cur, &min_val);
+    if (sink < 0) return false;
+    w.u[cur] += min_val;
+    for (int64_t i = 0; i < n; ++i)
+      if (w.SR[i] && i != cur) w.u[i] += min_val - w.spc[w.col4row[i]];
+    for (int64_t j = 0; j < n; ++j)
+      if (w.SC[j]) w.v[j] -= min_val - w.spc[j];
+    int64_t j = sink;
+    while (true) {
+      const int64_t i = w.path[j];
+      w.row4col[j] = i;
+      std::swap(w.col4row[i], j);
+      if (i == cur) break;
     }
   }
   for (int64_t i = 0; i < n; ++i) out[i] = w.col4row[i];
