@@ -209,11 +209,12 @@ carray<int64_t> lsa_batched(carray<double> cost, int num_threads) {
 }
 
 // Neuron matching from precomputed inner products, for P problems at once:
-//   gram: [P, n, n] <a_i, b_j>, a2: [P, n] |a_i|^2, b2: [P, n] |b_j|^2, mode 0 perm / 1 sign / 2 scale
+//   gram: [P, n, n] <a_i, b_j> (float32 or float64), a2: [P, n] |a_i|^2, b2: [P, n] |b_j|^2, mode 0 perm / 1 sign / 2 scale
 //   -> (index [P, n] int64, scale [P, n] float64): P B has rows scale_i * b_{index_i}.
 // The cost matrix (see symfast/layerwise/matching.py::cost_matrices) is built per problem in a
 // thread-local buffer, so only the Gram matrices cross memory.
-py::tuple match_gram(carray<double> gram, carray<double> a2, carray<double> b2, int mode, int num_threads) {
+template <typename T>
+py::tuple match_gram(carray<T> gram, carray<double> a2, carray<double> b2, int mode, int num_threads) {
   check_ndim(gram, 3, "gram");
   check_ndim(a2, 2, "a2");
   check_ndim(b2, 2, "b2");
@@ -224,7 +225,7 @@ py::tuple match_gram(carray<double> gram, carray<double> a2, carray<double> b2, 
   if (mode < 0 || mode > 2) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
   carray<int64_t> index({P, n});
   carray<double> scale({P, n});
-  const double* gp = gram.data();
+  const T* gp = gram.data();
   const double* ap = a2.data();
   const double* bp = b2.data();
   int64_t* ip = index.mutable_data();
@@ -238,19 +239,19 @@ py::tuple match_gram(carray<double> gram, carray<double> a2, carray<double> b2, 
       std::vector<double> cost(n * n);
 #pragma omp for schedule(dynamic, 8)
       for (int64_t p = 0; p < P; ++p) {
-        const double* g = gp + p * n * n;
+        const T* g = gp + p * n * n;
         const double* a = ap + p * n;
         const double* b = bp + p * n;
         for (int64_t i = 0; i < n; ++i) {
           double* c = cost.data() + i * n;
-          const double* gi = g + i * n;
+          const T* gi = g + i * n;
           if (mode == 0) {
-            for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * gi[j], 0.0);
+            for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * double(gi[j]), 0.0);
           } else if (mode == 1) {
-            for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * std::abs(gi[j]), 0.0);
+            for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * std::abs(double(gi[j])), 0.0);
           } else {
             for (int64_t j = 0; j < n; ++j) {
-              const double o = std::max(gi[j], 0.0);
+              const double o = std::max(double(gi[j]), 0.0);
               c[j] = std::max(a[i] - (b[j] > 0 ? o * o / b[j] : 0.0), 0.0);
             }
           }
@@ -263,7 +264,7 @@ py::tuple match_gram(carray<double> gram, carray<double> a2, carray<double> b2, 
         }
         double* s = sp + p * n;
         for (int64_t i = 0; i < n; ++i) {
-          const double gij = g[i * n + out[i]];
+          const double gij = g[i * n + out[i]];  // promoted
           if (mode == 0)
             s[i] = 1.0;
           else if (mode == 1)
@@ -279,9 +280,12 @@ py::tuple match_gram(carray<double> gram, carray<double> a2, carray<double> b2, 
 }
 
 Registrar reg("matching", [](py::module_& m) {
-  m.def("match_gram", &match_gram, py::arg("gram"), py::arg("a2"), py::arg("b2"), py::arg("mode"),
+  m.def("match_gram_f64", &match_gram<double>, py::arg("gram"), py::arg("a2"), py::arg("b2"), py::arg("mode"),
         py::arg("num_threads") = 1,
-        "Batched neuron matching from Gram matrices: -> (index [P, n] int64, scale [P, n] float64)");
+        "Batched neuron matching from float64 Gram matrices: -> (index [P, n] int64, scale [P, n] float64)");
+  m.def("match_gram_f32", &match_gram<float>, py::arg("gram"), py::arg("a2"), py::arg("b2"), py::arg("mode"),
+        py::arg("num_threads") = 1,
+        "Batched neuron matching from float32 Gram matrices (costs in float64)");
   m.def("lsa_batched", &lsa_batched, py::arg("cost"), py::arg("num_threads") = 1,
         "Batched linear sum assignment: cost [P, n, n] float64 -> [P, n] int64 column per row");
 });

@@ -176,6 +176,7 @@ def test_matching_scores_match_reference(mode):
     rng = np.random.default_rng(0)
     pe = sf.DyadicAxisPE(K=3)
     lifts = {g.name: pe.lift(g) for g in sf.dihedral(4)}
+    lifts["random_orthogonal"] = np.linalg.qr(rng.normal(size=(pe.dim, pe.dim)))[0]  # the GEMM path
     W = rng.normal(size=(5, 7, pe.dim))  # [M, H, d]
     b = rng.normal(size=(5, 7))
     ref = matching_scores_reference(W, list(lifts.values()), biases=b, mode=mode)
@@ -186,6 +187,9 @@ def test_matching_scores_match_reference(mode):
     hd = sf.matching_scores(W, lifts, mode=mode)
     np.testing.assert_allclose(dh.per_model, hd.per_model, atol=1e-12)
     assert fast.per_model[:, 0].max() < 1e-7  # identity element
+    f32 = sf.matching_scores(torch.as_tensor(W, dtype=torch.float32), lifts, biases=b, mode=mode)
+    assert_close("per_model_f32", torch.as_tensor(ref, dtype=torch.float32), torch.as_tensor(f32.per_model,
+                 dtype=torch.float32), rtol=1e-4, atol=1e-5)
 
 
 def test_matching_scores_planted_first_layer():

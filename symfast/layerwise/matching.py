@@ -77,7 +77,7 @@ def _use_cpp(backend: str) -> bool:
         return False
     from symfast import _ext
 
-    has = _ext.cpp_available() and hasattr(_ext.require_cpp(), "match_gram")
+    has = _ext.cpp_available() and hasattr(_ext.require_cpp(), "match_gram_f32")
     if backend == "cpp" and not has:
         _ext.require_cpp()
         raise RuntimeError("symfast._C is built without the matching kernels; rebuild it")
@@ -118,9 +118,12 @@ def _match_gram(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: st
     if _use_cpp(backend):  # cost built per problem inside the kernel: only the Gram crosses memory
         from symfast import _ext
 
-        g64, a64, b64 = gram.detach().double().cpu().contiguous(), a2.double().cpu(), b2.double().cpu()
-        idx_np, sc_np = _ext.require_cpp().match_gram(g64.numpy(), a64.numpy(), b64.numpy(),
-                                                      MODES.index(mode), _ext.num_threads())
+        gc = gram.detach().cpu()
+        if gc.dtype not in (torch.float32, torch.float64):
+            gc = gc.double()
+        fn = getattr(_ext.require_cpp(), "match_gram_f32" if gc.dtype == torch.float32 else "match_gram_f64")
+        idx_np, sc_np = fn(gc.contiguous().numpy(), a2.detach().double().cpu().numpy(),
+                           b2.detach().double().cpu().numpy(), MODES.index(mode), _ext.num_threads())
         index = torch.as_tensor(idx_np, device=gram.device)
         scale = torch.as_tensor(sc_np, device=gram.device).to(gram.dtype)
         g = torch.gather(gram, 2, index[..., None])[..., 0]
@@ -178,6 +181,59 @@ def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str, backend: str = "auto
     return index, scale, row_res, total
 
 
+def _scores_chunk(Wm: torch.Tensor, R: torch.Tensor, orthogonal: bool, mode: str, backend: str):
+    """Squared relative residuals [M, G], index and scale [M*G, H] for one chunk of models."""
+    M, H, _ = Wm.shape
+    G = R.shape[0]
+    k = Wm.shape[-1]
+    A = _apply_lifts(Wm, R).reshape(M, G * H, k)  # [M, G, H, k] = W1 rho(g)
+    gram = torch.bmm(A, Wm.transpose(1, 2)).reshape(M * G, H, H)  # <a_i, b_j> per (model, lift)
+    b2 = Wm.pow(2).sum(-1)  # [M, H]
+    if orthogonal:  # all exact lifts: |a_i| = |w_i|
+        a2 = b2.repeat_interleave(G, 0)
+    else:
+        a2 = A.pow(2).sum(-1).reshape(M * G, H)
+    index, scale, ok = _match_gram(gram, a2, b2.repeat_interleave(G, 0), mode, backend)
+    # residual |a_i - s_i b_pi(i)|^2 = |a|^2 + s^2 |b|^2 - 2 s <a, b> from the Gram (no pass over A) ...
+    g = torch.gather(gram, 2, index[..., None])[..., 0]
+    bsel = torch.gather(b2.repeat_interleave(G, 0), 1, index)
+    row = (a2 + scale.pow(2) * bsel - 2 * scale * g).clamp(min=0)
+    if mode == "scale":
+        row = torch.where(ok, row, a2)
+    norm2 = b2.sum(-1).repeat_interleave(G, 0)
+    rel2 = row.sum(-1) / torch.where(norm2 > 0, norm2, torch.ones_like(norm2))
+    # ... except where it cancels to round-off (near-exact symmetries): recompute those from the rows
+    tiny = torch.nonzero(rel2 < 1e-6).flatten()
+    if tiny.numel():
+        mi, gi = tiny // G, tiny % G
+        At = A.reshape(M, G, H, k)[mi, gi]
+        Bt = torch.gather(Wm[mi], 1, index[tiny][..., None].expand(-1, H, k))
+        rt = (At - scale[tiny][..., None] * Bt).pow(2).sum(-1)
+        if mode == "scale":
+            rt = torch.where(ok[tiny], rt, a2[tiny])
+        rel2[tiny] = rt.sum(-1) / torch.where(norm2[tiny] > 0, norm2[tiny], torch.ones_like(norm2[tiny]))
+    return rel2.reshape(M, G), index, scale
+
+
+def _apply_lifts(W: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
+    """W [M, H, k], R [G, k, k] -> W R_g for all g: [M, G, H, k].
+
+    Signed-permutation lifts (every exact lift of a zero-phase PE) are a column gather with signs;
+    general lifts one GEMM [M*H, k] @ [k, G*k].
+    """
+    M, H, k = W.shape
+    G = R.shape[0]
+    nz = R != 0
+    if bool((nz.sum(1) == 1).all()) and bool((R.abs()[nz] == 1).all()):
+        src = nz.to(torch.int64).argmax(1)  # [G, k]: (W R)[:, j] = R[src_j, j] W[:, src_j]
+        sign = torch.gather(R, 1, src[:, None, :])[:, 0, :]  # [G, k]
+        A = torch.gather(W.transpose(1, 2).contiguous(), 1, src.reshape(1, G * k, 1).expand(M, G * k, H))
+        A = A.reshape(M, G, k, H) * sign.to(W.dtype)[None, :, :, None]  # [M, G, k, H] = (W R_g)^T
+        return A.transpose(2, 3).contiguous()
+    A = (W.reshape(M * H, k) @ R.permute(1, 0, 2).reshape(k, G * k)).reshape(M, H, G, k)
+    return A.permute(0, 2, 1, 3).contiguous()
+
+
 @dataclass
 class MatchingScores:
     """Result of `matching_scores`.
@@ -230,7 +286,7 @@ def _lifts_to_tensor(lifts, d: int, dtype):
 
 
 def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=None,
-                    mode: str = "sign", backend: str = "auto") -> MatchingScores:
+                    mode: str = "sign", backend: str = "auto", chunk: int = 32) -> MatchingScores:
     """Matching observable: does W1 rho(g) = P W1 for a signed permutation P?
 
     For each model m and lift rho(g), the normalised residual
@@ -248,6 +304,7 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
         biases: optional [M, H] first-layer biases; appended as a column (rho extended by 1).
         mode: "sign" (signed permutations, default), "perm" or "scale".
         backend: assignment backend, "auto" (C++ when built), "cpp" or "scipy".
+        chunk: models per batched step (bounds memory: chunk x G Gram matrices of [H, H]).
 
     Returns:
         MatchingScores with per_model [M, G], mean [G], std [G].
@@ -260,6 +317,8 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
         W = W[None]
     if W.ndim != 3:
         raise ValueError(f"weights_first_layer must be [M, H, d] or [M, d, H], got {list(W.shape)}")
+    if int(chunk) != chunk or chunk < 1:
+        raise ValueError(f"chunk must be a positive integer, got {chunk}")
     if not torch.isfinite(W).all():
         raise ValueError("weights_first_layer has NaN or inf entries")
     first = lifts[next(iter(lifts))] if isinstance(lifts, dict) else (
@@ -280,7 +339,7 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
         raise ValueError(f"layout must be 'auto', 'HD' or 'DH', got {layout!r}")
     if W.shape[2] != d:
         raise ValueError(f"first-layer input size {W.shape[2]} != lift size {d}")
-    names, R = _lifts_to_tensor(lifts, d, W.dtype)
+    names, R = _lifts_to_tensor(lifts, d, torch.float64)
     R = R.to(W.device)
     M, H, _ = W.shape
     G = R.shape[0]
@@ -292,36 +351,16 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
             raise ValueError(f"biases must be [{M}, {H}], got {list(b.shape)}")
         Wm = torch.cat([W, b[..., None]], -1)  # [M, H, d+1]; rho extended by 1 on the constant
         R = torch.stack([torch.block_diag(r, torch.ones(1, 1, dtype=r.dtype, device=r.device)) for r in R])
-    k = Wm.shape[-1]
-    # A = W1 rho(g) for all models and lifts in one GEMM: [M*H, k] @ [k, G*k]
-    A = (Wm.reshape(M * H, k) @ R.permute(1, 0, 2).reshape(k, G * k)).reshape(M, H, G, k).permute(0, 2, 1, 3)
-    A = A.reshape(M, G * H, k)
-    gram = torch.bmm(A, Wm.transpose(1, 2)).reshape(M * G, H, H)  # <a_i, b_j> per (model, lift)
-    b2 = Wm.pow(2).sum(-1)  # [M, H]
-    eye = torch.eye(k, dtype=R.dtype, device=R.device)
-    if (R @ R.transpose(1, 2) - eye).abs().max() < 1e-12:  # orthogonal lifts (all exact lifts): |a_i| = |w_i|
-        a2 = b2.repeat_interleave(G, 0)
-    else:
-        a2 = A.pow(2).sum(-1).reshape(M * G, H)
-    index, scale, ok = _match_gram(gram, a2, b2.repeat_interleave(G, 0), mode, backend)
-    # residual |a_i - s_i b_pi(i)|^2 = |a|^2 + s^2 |b|^2 - 2 s <a, b> from the Gram (no pass over A) ...
-    g = torch.gather(gram, 2, index[..., None])[..., 0]
-    bsel = torch.gather(b2.repeat_interleave(G, 0), 1, index)
-    row = (a2 + scale.pow(2) * bsel - 2 * scale * g).clamp(min=0)
-    if mode == "scale":
-        row = torch.where(ok, row, a2)
-    norm2 = b2.sum(-1).repeat_interleave(G, 0)
-    rel2 = row.sum(-1) / torch.where(norm2 > 0, norm2, torch.ones_like(norm2))
-    # ... except where it cancels to round-off (near-exact symmetries): recompute those from the rows
-    tiny = torch.nonzero(rel2 < 1e-6).flatten()
-    if tiny.numel():
-        mi, gi = tiny // G, tiny % G
-        At = A.reshape(M, G, H, k)[mi, gi]
-        Bt = torch.gather(Wm[mi], 1, index[tiny][..., None].expand(-1, H, k))
-        rt = (At - scale[tiny][..., None] * Bt).pow(2).sum(-1)
-        if mode == "scale":
-            rt = torch.where(ok[tiny], rt, a2[tiny])
-        rel2[tiny] = rt.sum(-1) / torch.where(norm2[tiny] > 0, norm2[tiny], torch.ones_like(norm2[tiny]))
+    eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
+    orthogonal = bool((R @ R.transpose(1, 2) - eye).abs().max() < 1e-12)
+    R = R.to(W.dtype)
+    rel2, index, scale = [], [], []
+    for c0 in range(0, M, chunk):  # chunks of models keep the Gram matrices in cache
+        r, i, sc = _scores_chunk(Wm[c0:c0 + chunk], R, orthogonal, mode, backend)
+        rel2.append(r)
+        index.append(i)
+        scale.append(sc)
+    rel2, index, scale = torch.cat(rel2), torch.cat(index), torch.cat(scale)
     per_model = rel2.sqrt().reshape(M, G).cpu().numpy()
     index, scale = index.reshape(M, G, H), scale.reshape(M, G, H)
     per_model = per_model.astype(np.float64)
