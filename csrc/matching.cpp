@@ -279,7 +279,144 @@ py::tuple match_gram(carray<T> gram, carray<double> a2, carray<double> b2, int m
   return py::make_tuple(index, scale);
 }
 
+// gram[i, j] = sum_t a[i, t] wt[t, j] for a: [H, k], wt: [k, H] (rows contiguous over j).
+// Compiled for AVX2 and a portable baseline, picked at run time.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+void gram_rows(const double* a, const double* wt, double* gram, int64_t H, int64_t k) {
+  for (int64_t i = 0; i < H; ++i) {
+    double* gi = gram + i * H;
+    for (int64_t j = 0; j < H; ++j) gi[j] = 0.0;
+    for (int64_t t = 0; t < k; ++t) {
+      const double x = a[i * k + t];
+      const double* wrow = wt + t * H;
+      for (int64_t j = 0; j < H; ++j) gi[j] += x * wrow[j];
+    }
+  }
+}
+
+// The whole matching observable for signed-permutation lifts, in cache, per (model, lift):
+//   W: [M, H, k] (first layers, rows = neurons), src/sign: [G, k] with (W R_g)[:, t] = sign[g, t] W[:, src[g, t]]
+//   -> (index [M, G, H] int64, scale [M, G, H] float64, rel2 [M, G] float64), where
+//   rel2 = min_P ||W R_g - P W||_F^2 / ||W||_F^2 with residuals summed from the rows (exact zeros stay 0).
+// Reference: symfast/layerwise/matching_reference.py (per model, SciPy).
+template <typename T>
+py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> sign, int mode, int num_threads) {
+  check_ndim(W, 3, "W");
+  check_ndim(src, 2, "src");
+  check_ndim(sign, 2, "sign");
+  const int64_t M = W.shape(0), H = W.shape(1), k = W.shape(2), G = src.shape(0);
+  if (src.shape(1) != k || sign.shape(0) != G || sign.shape(1) != k)
+    throw std::invalid_argument("src and sign must be [G, k] with k = W.shape[2]");
+  if (mode < 0 || mode > 2) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
+  const int64_t* srcp = src.data();
+  for (int64_t i = 0; i < G * k; ++i)
+    if (srcp[i] < 0 || srcp[i] >= k) throw std::invalid_argument("src index out of range");
+  carray<int64_t> index({M, G, H});
+  carray<double> scale({M, G, H});
+  carray<double> rel2({M, G});
+  const T* wp = W.data();
+  const double* sgp = sign.data();
+  int64_t* ip = index.mutable_data();
+  double* sp = scale.mutable_data();
+  double* rp = rel2.mutable_data();
+  int64_t bad = -1;
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel num_threads(clamp_threads(num_threads))
+    {
+      LsaWork w(H);
+      std::vector<double> wt(k * H), a(H * k), gram(H * H), cost(H * H), b2(H), a2(H);
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t m = 0; m < M; ++m) {
+        const T* Wm = wp + m * H * k;
+        double norm2 = 0;
+        for (int64_t j = 0; j < H; ++j) {  // W^T and row norms once per model, reused for all lifts
+          double acc = 0;
+          for (int64_t t = 0; t < k; ++t) {
+            const double x = Wm[j * k + t];
+            wt[t * H + j] = x;
+            acc += x * x;
+          }
+          b2[j] = acc;
+          norm2 += acc;
+        }
+        for (int64_t g = 0; g < G; ++g) {
+        const int64_t pg = m * G + g;
+        const int64_t* sg = srcp + g * k;
+        const double* sv = sgp + g * k;
+        for (int64_t i = 0; i < H; ++i) {
+          double acc = 0;
+          for (int64_t t = 0; t < k; ++t) {
+            const double x = sv[t] * wt[sg[t] * H + i];
+            a[i * k + t] = x;
+            acc += x * x;
+          }
+          a2[i] = acc;
+        }
+        gram_rows(a.data(), wt.data(), gram.data(), H, k);
+        for (int64_t i = 0; i < H; ++i) {
+          const double* gi = gram.data() + i * H;
+          double* c = cost.data() + i * H;
+          for (int64_t j = 0; j < H; ++j) {
+            if (mode == 0)
+              c[j] = std::max(a2[i] + b2[j] - 2 * gi[j], 0.0);
+            else if (mode == 1)
+              c[j] = std::max(a2[i] + b2[j] - 2 * std::abs(gi[j]), 0.0);
+            else {
+              const double o = std::max(gi[j], 0.0);
+              c[j] = std::max(a2[i] - (b2[j] > 0 ? o * o / b2[j] : 0.0), 0.0);
+            }
+          }
+        }
+        int64_t* out = ip + pg * H;
+        if (!solve_one(H, cost.data(), out, w)) {
+#pragma omp critical
+          bad = pg;
+          continue;
+        }
+        double* s = sp + pg * H;
+        double total = 0;
+        for (int64_t i = 0; i < H; ++i) {
+          const int64_t j = out[i];
+          const double gij = gram[i * H + j];
+          bool ok = true;
+          if (mode == 0)
+            s[i] = 1.0;
+          else if (mode == 1)
+            s[i] = gij < 0 ? -1.0 : 1.0;
+          else {
+            ok = gij > 0 && b2[j] > 0;
+            s[i] = ok ? gij / b2[j] : 1.0;
+          }
+          if (!ok) {  // c = 0 is the optimum for a non-overlapping pair
+            total += a2[i];
+            continue;
+          }
+          double r = 0;
+          for (int64_t t = 0; t < k; ++t) {
+            const double d = a[i * k + t] - s[i] * wt[t * H + j];
+            r += d * d;
+          }
+          total += r;
+        }
+        rp[pg] = norm2 > 0 ? total / norm2 : total;
+        }
+      }
+    }
+  }
+  if (bad >= 0) throw std::invalid_argument("problem " + std::to_string(bad) + " is infeasible (NaN/inf)");
+  return py::make_tuple(index, scale, rel2);
+}
+
 Registrar reg("matching", [](py::module_& m) {
+  m.def("match_signed_lifts_f32", &match_signed_lifts<float>, py::arg("W"), py::arg("src"), py::arg("sign"),
+        py::arg("mode"), py::arg("num_threads") = 1,
+        "Matching observable for signed-permutation lifts, float32 W [M, H, k]");
+  m.def("match_signed_lifts_f64", &match_signed_lifts<double>, py::arg("W"), py::arg("src"), py::arg("sign"),
+        py::arg("mode"), py::arg("num_threads") = 1,
+        "Matching observable for signed-permutation lifts, float64 W [M, H, k]");
   m.def("match_gram_f64", &match_gram<double>, py::arg("gram"), py::arg("a2"), py::arg("b2"), py::arg("mode"),
         py::arg("num_threads") = 1,
         "Batched neuron matching from float64 Gram matrices: -> (index [P, n] int64, scale [P, n] float64)");

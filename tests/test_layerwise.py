@@ -171,12 +171,14 @@ def test_bad_inputs():
         sf.matching_scores(np.full((2, 8, 6), np.nan), [np.eye(6)])
 
 
+@pytest.mark.parametrize("general", [False, True], ids=["signed-perm-lifts", "general-lifts"])
 @pytest.mark.parametrize("mode", ["sign", "perm", "scale"])
-def test_matching_scores_match_reference(mode):
+def test_matching_scores_match_reference(mode, general):
     rng = np.random.default_rng(0)
     pe = sf.DyadicAxisPE(K=3)
-    lifts = {g.name: pe.lift(g) for g in sf.dihedral(4)}
-    lifts["random_orthogonal"] = np.linalg.qr(rng.normal(size=(pe.dim, pe.dim)))[0]  # the GEMM path
+    lifts = {g.name: pe.lift(g) for g in sf.dihedral(4)}  # signed permutations: the fused C++ kernel
+    if general:  # a non-permutation orthogonal lift: the chunked GEMM path
+        lifts["random_orthogonal"] = np.linalg.qr(rng.normal(size=(pe.dim, pe.dim)))[0]
     W = rng.normal(size=(5, 7, pe.dim))  # [M, H, d]
     b = rng.normal(size=(5, 7))
     ref = matching_scores_reference(W, list(lifts.values()), biases=b, mode=mode)
@@ -187,6 +189,8 @@ def test_matching_scores_match_reference(mode):
     hd = sf.matching_scores(W, lifts, mode=mode)
     np.testing.assert_allclose(dh.per_model, hd.per_model, atol=1e-12)
     assert fast.per_model[:, 0].max() < 1e-7  # identity element
+    sci = sf.matching_scores(W, lifts, biases=b, mode=mode, backend="scipy")
+    assert_close("per_model_scipy", torch.as_tensor(ref), torch.as_tensor(sci.per_model))
     f32 = sf.matching_scores(torch.as_tensor(W, dtype=torch.float32), lifts, biases=b, mode=mode)
     assert_close("per_model_f32", torch.as_tensor(ref, dtype=torch.float32), torch.as_tensor(f32.per_model,
                  dtype=torch.float32), rtol=1e-4, atol=1e-5)

@@ -215,6 +215,15 @@ def _scores_chunk(Wm: torch.Tensor, R: torch.Tensor, orthogonal: bool, mode: str
     return rel2.reshape(M, G), index, scale
 
 
+def _signed_permutation(R: torch.Tensor):
+    """(src [G, k] int64, sign [G, k]) with (W R_g)[:, t] = sign[g, t] W[:, src[g, t]], or None."""
+    nz = R != 0
+    if not (bool((nz.sum(1) == 1).all()) and bool((R.abs()[nz] == 1).all())):
+        return None
+    src = nz.to(torch.int64).argmax(1)
+    return src, torch.gather(R, 1, src[:, None, :])[:, 0, :]
+
+
 def _apply_lifts(W: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
     """W [M, H, k], R [G, k, k] -> W R_g for all g: [M, G, H, k].
 
@@ -223,10 +232,9 @@ def _apply_lifts(W: torch.Tensor, R: torch.Tensor) -> torch.Tensor:
     """
     M, H, k = W.shape
     G = R.shape[0]
-    nz = R != 0
-    if bool((nz.sum(1) == 1).all()) and bool((R.abs()[nz] == 1).all()):
-        src = nz.to(torch.int64).argmax(1)  # [G, k]: (W R)[:, j] = R[src_j, j] W[:, src_j]
-        sign = torch.gather(R, 1, src[:, None, :])[:, 0, :]  # [G, k]
+    sp = _signed_permutation(R)
+    if sp is not None:
+        src, sign = sp
         A = torch.gather(W.transpose(1, 2).contiguous(), 1, src.reshape(1, G * k, 1).expand(M, G * k, H))
         A = A.reshape(M, G, k, H) * sign.to(W.dtype)[None, :, :, None]  # [M, G, k, H] = (W R_g)^T
         return A.transpose(2, 3).contiguous()
@@ -354,6 +362,15 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
     eye = torch.eye(R.shape[-1], dtype=R.dtype, device=R.device)
     orthogonal = bool((R @ R.transpose(1, 2) - eye).abs().max() < 1e-12)
     R = R.to(W.dtype)
+    sp = _signed_permutation(R)
+    if sp is not None and _use_cpp(backend) and Wm.dtype in (torch.float32, torch.float64):
+        from symfast import _ext  # the whole observable in one kernel call, each problem in cache
+
+        fn = getattr(_ext.require_cpp(), "match_signed_lifts_" + ("f32" if Wm.dtype == torch.float32 else "f64"))
+        idx_np, sc_np, rel_np = fn(Wm.cpu().contiguous().numpy(), sp[0].numpy(), sp[1].double().numpy(),
+                                   MODES.index(mode), _ext.num_threads())
+        per_model = np.sqrt(rel_np)
+        return MatchingScores(names, per_model, per_model.mean(0), per_model.std(0), idx_np, sc_np)
     rel2, index, scale = [], [], []
     for c0 in range(0, M, chunk):  # chunks of models keep the Gram matrices in cache
         r, i, sc = _scores_chunk(Wm[c0:c0 + chunk], R, orthogonal, mode, backend)
