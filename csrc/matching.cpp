@@ -343,65 +343,65 @@ py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> si
           norm2 += acc;
         }
         for (int64_t g = 0; g < G; ++g) {
-        const int64_t pg = m * G + g;
-        const int64_t* sg = srcp + g * k;
-        const double* sv = sgp + g * k;
-        for (int64_t i = 0; i < H; ++i) {
-          double acc = 0;
-          for (int64_t t = 0; t < k; ++t) {
-            const double x = sv[t] * wt[sg[t] * H + i];
-            a[i * k + t] = x;
-            acc += x * x;
+          const int64_t pg = m * G + g;
+          const int64_t* sg = srcp + g * k;
+          const double* sv = sgp + g * k;
+          for (int64_t i = 0; i < H; ++i) {
+            double acc = 0;
+            for (int64_t t = 0; t < k; ++t) {
+              const double x = sv[t] * wt[sg[t] * H + i];
+              a[i * k + t] = x;
+              acc += x * x;
+            }
+            a2[i] = acc;
           }
-          a2[i] = acc;
-        }
-        gram_rows(a.data(), wt.data(), gram.data(), H, k);
-        for (int64_t i = 0; i < H; ++i) {
-          const double* gi = gram.data() + i * H;
-          double* c = cost.data() + i * H;
-          for (int64_t j = 0; j < H; ++j) {
-            if (mode == 0)
-              c[j] = std::max(a2[i] + b2[j] - 2 * gi[j], 0.0);
-            else if (mode == 1)
-              c[j] = std::max(a2[i] + b2[j] - 2 * std::abs(gi[j]), 0.0);
-            else {
-              const double o = std::max(gi[j], 0.0);
-              c[j] = std::max(a2[i] - (b2[j] > 0 ? o * o / b2[j] : 0.0), 0.0);
+          gram_rows(a.data(), wt.data(), gram.data(), H, k);
+          for (int64_t i = 0; i < H; ++i) {
+            const double* gi = gram.data() + i * H;
+            double* c = cost.data() + i * H;
+            for (int64_t j = 0; j < H; ++j) {
+              if (mode == 0)
+                c[j] = std::max(a2[i] + b2[j] - 2 * gi[j], 0.0);
+              else if (mode == 1)
+                c[j] = std::max(a2[i] + b2[j] - 2 * std::abs(gi[j]), 0.0);
+              else {
+                const double o = std::max(gi[j], 0.0);
+                c[j] = std::max(a2[i] - (b2[j] > 0 ? o * o / b2[j] : 0.0), 0.0);
+              }
             }
           }
-        }
-        int64_t* out = ip + pg * H;
-        if (!solve_one(H, cost.data(), out, w)) {
+          int64_t* out = ip + pg * H;
+          if (!solve_one(H, cost.data(), out, w)) {
 #pragma omp critical
-          bad = pg;
-          continue;
-        }
-        double* s = sp + pg * H;
-        double total = 0;
-        for (int64_t i = 0; i < H; ++i) {
-          const int64_t j = out[i];
-          const double gij = gram[i * H + j];
-          bool ok = true;
-          if (mode == 0)
-            s[i] = 1.0;
-          else if (mode == 1)
-            s[i] = gij < 0 ? -1.0 : 1.0;
-          else {
-            ok = gij > 0 && b2[j] > 0;
-            s[i] = ok ? gij / b2[j] : 1.0;
-          }
-          if (!ok) {  // c = 0 is the optimum for a non-overlapping pair
-            total += a2[i];
+            bad = pg;
             continue;
           }
-          double r = 0;
-          for (int64_t t = 0; t < k; ++t) {
-            const double d = a[i * k + t] - s[i] * wt[t * H + j];
-            r += d * d;
+          double* s = sp + pg * H;
+          double total = 0;
+          for (int64_t i = 0; i < H; ++i) {
+            const int64_t j = out[i];
+            const double gij = gram[i * H + j];
+            bool ok = true;
+            if (mode == 0)
+              s[i] = 1.0;
+            else if (mode == 1)
+              s[i] = gij < 0 ? -1.0 : 1.0;
+            else {
+              ok = gij > 0 && b2[j] > 0;
+              s[i] = ok ? gij / b2[j] : 1.0;
+            }
+            if (!ok) {  // c = 0 is the optimum for a non-overlapping pair
+              total += a2[i];
+              continue;
+            }
+            double r = 0;
+            for (int64_t t = 0; t < k; ++t) {
+              const double d = a[i * k + t] - s[i] * wt[t * H + j];
+              r += d * d;
+            }
+            total += r;
           }
-          total += r;
-        }
-        rp[pg] = norm2 > 0 ? total / norm2 : total;
+          rp[pg] = norm2 > 0 ? total / norm2 : total;
         }
       }
     }
