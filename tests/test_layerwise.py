@@ -264,3 +264,30 @@ def test_group_projection_makes_all_elements_exact():
         assert equivariance_error(proj, x, R) < 1e-12, k
     with pytest.raises(ValueError, match="data must be"):
         data_errors(noisy, res["e1"], np.zeros((3, 5)))
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu"])
+def test_bridge_compare_observables_on_planted_ensemble(activation):
+    """Planted D2 (rectangle) first layers: matching is exactly 0 on D2 and > 0 off it. With ReLU the
+    planted hidden action is a *scaled* permutation D P D^-1: matching ("scale") still sees it,
+    the Gram W1^T W1 does not (P^T P != I), which is what matching adds to the readout."""
+    from symfast.layerwise.bridge import compare_observables, separation
+
+    pe = sf.DyadicAxisPE(K=2)
+    gens = [pe.lift(sf.rotation(np.pi)), pe.lift(sf.reflection(0.0))]
+    W1s = [planted_mlp([pe.dim, 16, 1], gens, activation=activation, seed=s)[0].layers[0] for s in range(3)]
+    weights = [torch.stack([torch.as_tensor(W.T) for W, _ in W1s]), torch.randn(3, 16, 1, dtype=torch.float64)]
+    biases = [torch.stack([torch.as_tensor(b) for _, b in W1s]), torch.zeros(3, 1, dtype=torch.float64)]
+    ens = sf.Ensemble(pe, weights, biases, "relu", ["rectangle"] * 3, [0, 1, 2])
+    mode = "sign" if activation == "tanh" else "scale"
+    df = compare_observables(ens, "rectangle", sf.dihedral(4), modes=(mode,))
+    true = df[df["true_symmetry"]]
+    assert set(true["element"]) == {"r0", "r180", "m0", "m90"}
+    assert true[f"match_{mode}"].max() < 1e-12 and true[f"match_{mode}_bias"].max() < 1e-12
+    assert df.loc[~df["true_symmetry"], f"match_{mode}"].min() > 0.05
+    assert separation(df, f"match_{mode}") > 0
+    assert (df[f"match_{mode}_init"][df["element"] != "r0"] > 0.3).all()
+    if activation == "tanh":  # orthogonal hidden action: the Gram is exactly invariant too
+        assert true["gram_model"].max() < 1e-12
+    else:  # ReLU rescaling: the Gram misses the planted symmetry
+        assert true.loc[true["element"] != "r0", "gram_model"].min() > 0.05

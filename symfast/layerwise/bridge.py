@@ -51,7 +51,9 @@ def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"),
     Returns:
         DataFrame with element, true_symmetry, gram_model (mean per-model Gram score),
         gram_ensemble (score of the ensemble-mean Gram), match_<mode> (mean per-model matching
-        residual) and its std, and match_<mode>_bias.
+        residual) and its std, match_<mode>_bias, and match_<mode>_init: the same score for freshly
+        initialised first layers (an element-specific null: lifts with fixed points score lower
+        even at init).
     """
     from symfast.shapes import by_name
 
@@ -68,8 +70,12 @@ def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"),
     df = pd.DataFrame({"element": names, "true_symmetry": [n in group for n in names],
                        "gram_model": gm.mean(0).numpy(), "gram_model_std": gm.std(0).numpy(),
                        "gram_ensemble": ge.numpy()})
+    from symfast.training import init_weights
+
+    w0, _ = init_weights([1000 + i for i in range(len(idx))], [ensemble.pe.dim, W1.shape[1], 1], torch.float64)
     for mode in modes:
         s = matching_scores(W1, lifts, layout="HD", mode=mode)
+        df[f"match_{mode}_init"] = matching_scores(w0[0], lifts, layout="DH", mode=mode).mean
         df[f"match_{mode}"] = s.mean
         df[f"match_{mode}_std"] = s.std
         if with_bias:
