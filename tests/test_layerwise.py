@@ -169,6 +169,8 @@ def test_bad_inputs():
         sf.matching_scores(rng.normal(size=(3, 6, 6)), [np.eye(6)])
     with pytest.raises(ValueError, match="NaN"):
         sf.matching_scores(np.full((2, 8, 6), np.nan), [np.eye(6)])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        sf.matching_scores(rng.normal(size=(3, 8, 6)), [np.eye(6)], mode="orthogonal")
 
 
 @pytest.mark.parametrize("general", [False, True], ids=["signed-perm-lifts", "general-lifts"])

@@ -327,6 +327,8 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
         raise ValueError(f"weights_first_layer must be [M, H, d] or [M, d, H], got {list(W.shape)}")
     if int(chunk) != chunk or chunk < 1:
         raise ValueError(f"chunk must be a positive integer, got {chunk}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not torch.isfinite(W).all():
         raise ValueError("weights_first_layer has NaN or inf entries")
     first = lifts[next(iter(lifts))] if isinstance(lifts, dict) else (
@@ -366,7 +368,11 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
     if sp is not None and _use_cpp(backend) and Wm.dtype in (torch.float32, torch.float64):
         from symfast import _ext  # the whole observable in one kernel call, each problem in cache
 
-        fn = getattr(_ext.require_cpp(), "match_signed_lifts_" + ("f32" if Wm.dtype == torch.float32 else "f64"))
+        fn = getattr(_ext.require_cpp(), "match_signed_lifts_" + ("f32" if Wm.dtype == torch.float32 else "f64"),
+                     None)  # None: an older build of the extension
+    else:
+        fn = None
+    if fn is not None:
         idx_np, sc_np, rel_np = fn(Wm.cpu().contiguous().numpy(), sp[0].numpy(), sp[1].double().numpy(),
                                    MODES.index(mode), _ext.num_threads())
         per_model = np.sqrt(rel_np)
