@@ -209,7 +209,8 @@ carray<int64_t> lsa_batched(carray<double> cost, int num_threads) {
 }
 
 // Neuron matching from precomputed inner products, for P problems at once:
-//   gram: [P, n, n] <a_i, b_j> (float32 or float64), a2: [P, n] |a_i|^2, b2: [P, n] |b_j|^2, mode 0 perm / 1 sign / 2 scale
+//   gram: [P, n, n] <a_i, b_j> (float32 or float64), a2: [P, n] |a_i|^2, b2: [P, n] |b_j|^2,
+//   mode 0 perm / 1 sign / 2 scale
 //   -> (index [P, n] int64, scale [P, n] float64): P B has rows scale_i * b_{index_i}.
 // The cost matrix (see symfast/layerwise/matching.py::cost_matrices) is built per problem in a
 // thread-local buffer, so only the Gram matrices cross memory.

@@ -113,7 +113,8 @@ if __name__ == "__main__":
             t = time.perf_counter()
             sf.matching_scores(b.Wt, b.lifts, layout="HD")
             fast_s = time.perf_counter() - t
-            print(f"matching_scores M={models:4d} x 12 lifts, {weights:6s}: symfast {b.track_speedup(models, weights):5.2f}x "
+            r = b.track_speedup(models, weights)
+            print(f"matching_scores M={models:4d} x 12 lifts, {weights:6s}: symfast {r:5.2f}x "
                   f"faster than per-model reference ({fast_s * 1e3:.0f} ms for symfast)")
         a = AssignmentRatio()
         a.setup(1024, weights)

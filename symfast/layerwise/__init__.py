@@ -13,5 +13,6 @@ from symfast.layerwise.projection import equivariance_error, project_equivariant
 __all__ = [
     "recover_latent_actions", "LatentActions", "LayerAction", "GroupActions", "HomomorphismReport",
     "homomorphism_check", "data_errors", "matching_scores", "MatchingScores", "match_rows", "MLP", "as_mlp",
-    "planted_mlp", "identifiable_submodel", "Reduction", "near_linear_fraction", "project_equivariant", "projection_report", "equivariance_error",
+    "planted_mlp", "identifiable_submodel", "Reduction", "near_linear_fraction", "project_equivariant",
+    "projection_report", "equivariance_error",
 ]
