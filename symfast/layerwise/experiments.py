@@ -207,6 +207,9 @@ def format_results(res: dict) -> str:
         if len(rs) > 1:
             sd = np.std([r.actions.errors for r in rs], 0)
             lines.append(f"  seed spread (std of weight errors over {len(rs)} seeds): {np.round(sd, 4).tolist()}")
+            per_seed = [r.actions.counts(level="data")[0] for r in rs]
+            lines.append("  layer-1 symmetric/antisymmetric/paired per seed (data level): "
+                         + ", ".join(f"{c['fixed']}/{c['antisymmetric']}/{c['cycled']}" for c in per_seed))
         p = rs[0].projection
         if "skipped" in p:
             lines.append(f"  projection skipped: {p['skipped']}")
