@@ -7,6 +7,8 @@ from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, orthog
                             rotation, rotation_sweep)
 from symfast.readout import Readout, readout
 from symfast.training import fit_sdf
+from symfast.layerwise import (GroupActions, LatentActions, LayerAction, MatchingScores, identifiable_submodel,
+                               matching_scores, project_equivariant, recover_latent_actions)
 
 __version__ = "0.1.0"
 
@@ -16,4 +18,6 @@ __all__ = [
     "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic", "rotation_sweep",
     "orthogonal_group",
     "Ensemble", "fit_sdf", "readout", "Readout",
+    "recover_latent_actions", "matching_scores", "identifiable_submodel", "project_equivariant",
+    "LatentActions", "LayerAction", "GroupActions", "MatchingScores",
 ]
