@@ -12,6 +12,8 @@ from symfast import rnn
 from symfast.ops.ordered_schur import OrderedSchur, ordered_schur, ordschur
 from symfast.schur_ablation import schur_ablation
 from symfast.schur_ablation import summarize as schur_ablation_summary
+from symfast.layerwise import (GroupActions, LatentActions, LayerAction, MatchingScores, identifiable_submodel,
+                               matching_scores, project_equivariant, recover_latent_actions)
 
 __version__ = "0.1.0"
 
@@ -22,4 +24,6 @@ __all__ = [
     "orthogonal_group",
     "Ensemble", "fit_sdf", "readout", "Readout",
     "ordered_schur", "ordschur", "OrderedSchur", "schur_ablation", "schur_ablation_summary", "rnn",
+    "recover_latent_actions", "matching_scores", "identifiable_submodel", "project_equivariant",
+    "LatentActions", "LayerAction", "GroupActions", "MatchingScores",
 ]

@@ -16,6 +16,7 @@ and report its relative residual next to the score.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
 
@@ -149,16 +150,27 @@ def _known(name: str) -> bool:
         return False
 
 
+_LIFT_CACHE: dict = {}
+
+
 def _lifts(pe, elements, kind):
-    """(element, rho [d', d'] float64 tensor, exact?, residual) for each element."""
+    """(element, rho [d', d'] float64 tensor, exact?, residual) for each element.
+
+    Lifts depend only on the encoding's frequencies/phases and the element; they are cached
+    (sweeps read out thousands of models with the same few encodings)."""
+    pe_key = hashlib.sha1(pe.frequencies.numpy().tobytes() + pe.phases.numpy().tobytes()).hexdigest()
     out = []
     for g in elements:
-        rho = pe.lift(g)
-        if rho is not None:
-            out.append((g, torch.as_tensor(extend_lift(rho, kind)), True, 0.0))
-        else:
-            rho, res = pe.lift_lstsq(g, orthogonal=True)
-            out.append((g, torch.as_tensor(extend_lift(rho, kind)), False, res))
+        key = (pe_key, g.kind, round(g.angle, 12))
+        if key not in _LIFT_CACHE:
+            rho = pe.lift(g)
+            if rho is not None:
+                _LIFT_CACHE[key] = (torch.as_tensor(rho), True, 0.0)
+            else:
+                rho, res = pe.lift_lstsq(g, orthogonal=True)
+                _LIFT_CACHE[key] = (torch.as_tensor(rho), False, res)
+        rho, exact, res = _LIFT_CACHE[key]
+        out.append((g, torch.as_tensor(extend_lift(rho.numpy(), kind)), exact, res))
     return out
 
 

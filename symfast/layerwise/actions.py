@@ -1,0 +1,347 @@
+"""Recover the hidden-layer actions that make each layer of an MLP equivariant (papers/001).
+
+Given rho_in (and rho_out) for a group element g, layer by layer find rho_l, a
+permutation of neurons with signs (odd activations) or positive scalings (ReLU),
+minimising ||[W_l rho_{l-1}, b_l] - rho_l [W_l, b_l]|| by linear assignment on
+the transformed weight rows. Errors are read against a random-permutation
+baseline; counts of symmetric filters only below a residual threshold, since the
+assignment always returns *some* permutation (DESIGN.md section 2).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from symfast.layerwise.matching import match_rows, mode_for_activation
+from symfast.layerwise.network import MLP, as_mlp, check_rho
+
+__all__ = ["LayerAction", "LatentActions", "recover_latent_actions", "data_errors", "DEFAULT_THRESHOLD"]
+
+# A neuron counts as matched when ||a_i - s_i b_pi(i)|| < 0.5 ||a_i||; pairing unrelated rows
+# gives ~1.1-1.4 (the random baseline), a filter fixed at 0.5 has antisymmetric/symmetric parts ~1:4.
+DEFAULT_THRESHOLD = 0.5
+
+
+@dataclass
+class LayerAction:
+    """A signed / scaled permutation acting on one hidden layer: (rho h)_i = scale_i h_{index_i}.
+
+    Attributes:
+        index: [H] int permutation; scale: [H] signs (+-1) or positive scalings;
+        residual: [H] per-neuron relative matching residual (nan when not from a matching).
+    """
+
+    index: np.ndarray
+    scale: np.ndarray
+    residual: np.ndarray = None
+
+    def __post_init__(self):
+        self.index = np.asarray(self.index, dtype=np.int64)
+        self.scale = np.asarray(self.scale, dtype=np.float64)
+        if self.residual is None:
+            self.residual = np.full(self.index.shape, np.nan)
+
+    @property
+    def size(self) -> int:
+        return int(self.index.shape[0])
+
+    @property
+    def matrix(self) -> np.ndarray:
+        """[H, H] matrix R with R[i, index_i] = scale_i."""
+        R = np.zeros((self.size, self.size))
+        R[np.arange(self.size), self.index] = self.scale
+        return R
+
+    def compose(self, other: "LayerAction") -> "LayerAction":
+        """self @ other (apply `other` first)."""
+        return LayerAction(other.index[self.index], self.scale * other.scale[self.index])
+
+    def inverse(self) -> "LayerAction":
+        inv = np.empty_like(self.index)
+        inv[self.index] = np.arange(self.size)
+        return LayerAction(inv, 1.0 / self.scale[inv])
+
+    @classmethod
+    def from_matrix(cls, R) -> "LayerAction":
+        """Inverse of `.matrix` for a matrix with one non-zero per row and column."""
+        R = np.asarray(R, dtype=np.float64)
+        idx = np.abs(R).argmax(1)
+        if sorted(idx.tolist()) != list(range(R.shape[0])) or (np.abs(R) > 0).sum() != R.shape[0]:
+            raise ValueError("matrix is not a scaled permutation")
+        return cls(idx, R[np.arange(R.shape[0]), idx])
+
+    def restricted_to_order(self, k: int) -> "LayerAction":
+        """The nearest action with R^k = I: cycles whose length does not divide k (or whose sign
+        product makes R^k = -I there) become fixed neurons with scale 1; positive scales on the other
+        cycles are divided by the cycle's geometric-mean scale (R^k = I exactly, conjugate to a permutation).
+        """
+        idx, sc = np.arange(self.size), np.ones(self.size)
+        for cyc in self.cycles():
+            m = len(cyc)
+            p = float(np.prod(self.scale[cyc]))
+            if k % m or (p < 0 and (k // m) % 2):
+                continue
+            idx[cyc] = self.index[cyc]
+            sc[cyc] = self.scale[cyc] / (abs(p) ** (1.0 / m))
+        return LayerAction(idx, sc, self.residual)
+
+    def distance(self, other: "LayerAction") -> float:
+        """||R_self - R_other||_F / sqrt(H): 0 iff equal."""
+        return float(np.linalg.norm(self.matrix - other.matrix) / np.sqrt(max(self.size, 1)))
+
+    def cycles(self) -> list:
+        """Cycles of the permutation (lists of neuron indices)."""
+        seen, out = np.zeros(self.size, bool), []
+        for s in range(self.size):
+            if seen[s]:
+                continue
+            cyc, j = [], s
+            while not seen[j]:
+                seen[j] = True
+                cyc.append(j)
+                j = int(self.index[j])
+            out.append(cyc)
+        return out
+
+    def counts(self, threshold: float = DEFAULT_THRESHOLD, residual=None) -> dict:
+        """Neurons fixed (+), fixed with sign -1, in longer cycles, and unmatched.
+
+        A neuron counts only if its matching residual (and that of every neuron of its cycle)
+        is below `threshold`; the rest are "unmatched". `residual` ([H]) overrides the weight-level
+        residual (e.g. the data-level one).
+        """
+        res = np.nan_to_num(self.residual if residual is None else residual, nan=0.0)
+        c = {"fixed": 0, "antisymmetric": 0, "cycled": 0, "cycles": 0, "unmatched": 0}
+        for cyc in self.cycles():
+            if (res[cyc] >= threshold).any():
+                c["unmatched"] += len(cyc)
+            elif len(cyc) == 1:
+                c["fixed" if self.scale[cyc[0]] > 0 else "antisymmetric"] += 1
+            else:
+                c["cycled"] += len(cyc)
+                c["cycles"] += 1
+        return c
+
+    def orbit_labels(self, threshold: float = DEFAULT_THRESHOLD, residual=None) -> np.ndarray:
+        """[H] labels "symmetric" / "antisymmetric" / "paired" (cycle) / "unmatched"."""
+        res = np.nan_to_num(self.residual if residual is None else residual, nan=0.0)
+        lab = np.empty(self.size, dtype=object)
+        for cyc in self.cycles():
+            if (res[cyc] >= threshold).any():
+                lab[cyc] = "unmatched"
+            elif len(cyc) == 1:
+                lab[cyc] = "symmetric" if self.scale[cyc[0]] > 0 else "antisymmetric"
+            else:
+                lab[cyc] = "paired"
+        return lab
+
+
+def _rel(x: np.ndarray, ref: np.ndarray) -> float:
+    n = np.linalg.norm(ref)
+    return float(np.linalg.norm(x) / n) if n > 0 else float(np.linalg.norm(x))
+
+
+@dataclass
+class LatentActions:
+    """Recovered hidden actions for one group element.
+
+    Attributes:
+        name: element name; rho_in: [d0, d0]; rho_out: [dL, dL].
+        actions: one LayerAction per hidden layer.
+        errors: [L] ||W_l rho_{l-1} - rho_l W_l||_F / ||W_l||_F per layer (last = output layer).
+        bias_errors: [L] ||b_l - rho_l b_l|| / ||b_l||.
+        baseline: [L] the same error with a random permutation (best signs/scales) in place of the
+            recovered action at that layer (for the output layer: at its input), mean over draws.
+        mode: "sign", "scale" or "perm"; threshold: residual threshold used by `counts`.
+        data_errors: [L] data-level errors (when data was given, see `data_errors`).
+        data_residuals: per hidden layer [H] data-level neuron residuals
+            ||h_i(gx) - s_i h_{pi(i)}(x)|| / ||h_i(gx)|| over the data.
+    """
+
+    name: str
+    rho_in: np.ndarray
+    rho_out: np.ndarray
+    actions: list
+    errors: np.ndarray
+    bias_errors: np.ndarray
+    baseline: np.ndarray
+    mode: str
+    threshold: float = DEFAULT_THRESHOLD
+    data_errors: np.ndarray | None = field(default=None)
+    data_residuals: list | None = field(default=None)
+
+    @property
+    def matrices(self) -> list:
+        """[rho_1, ..., rho_{L-1}] as [H_l, H_l] matrices."""
+        return [a.matrix for a in self.actions]
+
+    def chain(self) -> list:
+        """[rho_in, rho_1, ..., rho_{L-1}, rho_out]."""
+        return [self.rho_in] + self.matrices + [self.rho_out]
+
+    @property
+    def homomorphism(self):
+        """HomomorphismReport for this element alone: if rho_in^k = I and rho_out^k = I, so must rho_l^k."""
+        from symfast.layerwise.group import homomorphism_check
+
+        return homomorphism_check({self.name: self})
+
+    def counts(self, threshold: float | None = None, level: str = "weight") -> list:
+        """Per hidden layer: fixed / antisymmetric / cycled / unmatched neurons (see LayerAction.counts).
+
+        level="data" uses the data-level neuron residuals (needs data at recovery).
+        """
+        t = self.threshold if threshold is None else threshold
+        if level == "data":
+            if self.data_residuals is None:
+                raise ValueError("no data-level residuals: pass data= to recover_latent_actions")
+            return [a.counts(t, r) for a, r in zip(self.actions, self.data_residuals)]
+        if level != "weight":
+            raise ValueError(f"level must be 'weight' or 'data', got {level!r}")
+        return [a.counts(t) for a in self.actions]
+
+    def table(self) -> str:
+        head = f"{'layer':>5} {'error':>8} {'random':>8} {'bias':>8}"
+        if self.data_errors is not None:
+            head += f" {'data':>8}"
+        head += "  fixed/anti/cycled/unmatched"
+        rows = [f"[{self.name}]", head]
+        cnt = self.counts() + [None]
+        for l, (e, r, be) in enumerate(zip(self.errors, self.baseline, self.bias_errors)):
+            s = f"{l + 1:>5} {e:8.4f} {r:8.4f} {be:8.4f}"
+            if self.data_errors is not None:
+                s += f" {self.data_errors[l]:8.4f}"
+            c = cnt[l]
+            s += "  output" if c is None else f"  {c['fixed']}/{c['antisymmetric']}/{c['cycled']}/{c['unmatched']}"
+            rows.append(s)
+        return "\n".join(rows)
+
+
+def _random_baseline(A: np.ndarray, Bw: np.ndarray, Baug: np.ndarray, Aaug: np.ndarray, mode: str,
+                     rng: np.random.Generator, draws: int) -> float:
+    """Mean over random permutations pi of ||A - S P B|| / ||A|| with the best S given pi."""
+    H = Bw.shape[0]
+    errs = []
+    for _ in range(draws):
+        pi = rng.permutation(H)
+        g = (Aaug * Baug[pi]).sum(1)
+        if mode == "sign":
+            s = np.where(g < 0, -1.0, 1.0)
+        elif mode == "scale":
+            b2 = (Baug[pi] ** 2).sum(1)
+            s = np.where((g > 0) & (b2 > 0), g / np.where(b2 > 0, b2, 1.0), 1.0)
+        else:
+            s = np.ones(H)
+        errs.append(_rel(A - s[:, None] * Bw[pi], Bw))
+    return float(np.mean(errs))
+
+
+def _recover_one(net: MLP, rho_in, rho_out, name, mode, threshold, draws, seed) -> LatentActions:
+    rng = np.random.default_rng(seed)
+    prev = rho_in
+    actions, errors, berr, base = [], [], [], []
+    for l, (W, b) in enumerate(net.layers):
+        A = W @ prev
+        if l == net.num_layers - 1:
+            R = rho_out
+        else:
+            Aaug, Baug = np.concatenate([A, b[:, None]], 1), np.concatenate([W, b[:, None]], 1)
+            idx, sc, res, _ = match_rows(torch.as_tensor(Aaug), torch.as_tensor(Baug), mode)
+            act = LayerAction(idx.numpy(), sc.numpy(), res.numpy())
+            actions.append(act)
+            R = act.matrix
+            base.append(_random_baseline(A, W, Baug, Aaug, mode, rng, draws))
+        errors.append(_rel(A - R @ W, W))
+        berr.append(_rel(b - R @ b, b))
+        if l == net.num_layers - 1:  # output layer: a random action at its input
+            H = W.shape[1]
+            if l == 0:
+                base.append(float("nan"))
+            else:
+                vals = []
+                for _ in range(draws):
+                    pi, s = rng.permutation(H), (rng.choice([-1.0, 1.0], H) if mode == "sign" else np.ones(H))
+                    P = np.zeros((H, H))
+                    P[np.arange(H), pi] = s
+                    vals.append(_rel(W @ P - R @ W, W))
+                base.append(float(np.mean(vals)))
+        prev = R
+    return LatentActions(name, rho_in, rho_out, actions, np.array(errors), np.array(berr), np.array(base),
+                         mode, threshold)
+
+
+def data_errors(net, result: LatentActions, x, neuron_residuals: bool = False):
+    """Data-level error per layer: ||h_l(g x) - rho_l h_l(x)||_F / ||h_l(x)||_F on data x: [N, d0].
+
+    The last entry is the output (||f(gx) - rho_out f(x)|| / ||f(x)||). It can be much smaller than
+    the weight-level error when the data never excites many weight directions.
+
+    Returns:
+        [L] errors; with neuron_residuals also the per-hidden-layer [H] residuals
+        ||h_i(gx) - (rho_l h(x))_i|| / ||h_i(gx)||.
+    """
+    net = as_mlp(net)
+    x = np.asarray(x.detach().cpu() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != net.sizes[0]:
+        raise ValueError(f"data must be [N, {net.sizes[0]}], got shape {list(x.shape)}")
+    if not np.isfinite(x).all():
+        raise ValueError("data has NaN or inf entries")
+    hx, hgx = net.hidden(x), net.hidden(x @ result.rho_in.T)
+    out = [_rel(hg - h @ R.T, h) for h, hg, R in zip(hx, hgx, result.matrices)]
+    out.append(_rel(net(x @ result.rho_in.T) - net(x) @ result.rho_out.T, net(x)))
+    if not neuron_residuals:
+        return np.array(out)
+    res = []
+    for h, hg, R in zip(hx, hgx, result.matrices):
+        n = np.linalg.norm(hg, axis=0)
+        res.append(np.linalg.norm(hg - h @ R.T, axis=0) / np.where(n > 0, n, 1.0))
+    return np.array(out), res
+
+
+def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None = None, data=None,
+                           threshold: float = DEFAULT_THRESHOLD, random_draws: int = 8, seed: int = 0):
+    """Find, layer by layer, the hidden action making each layer of an MLP equivariant.
+
+    Args:
+        layers: `nn.Sequential` (Linear + activation modules) or a list of (W [out, in], b [out]).
+        rho_in: [d0, d0] orthogonal input representation of g; or several elements as a dict
+            name -> [d0, d0], a list, or a [K, d0, d0] array (e.g. all of D4, or generators).
+        rho_out: [dL, dL] output representation(s), same structure as rho_in; None = identity
+            (an invariant network, e.g. a classifier).
+        activation: hidden activation for a list of layers ("tanh", "relu", "sine", ...); read
+            from the modules for a Sequential. Odd ones give signed permutations, ReLU positive
+            scalings, others plain permutations.
+        data: optional [N, d0] inputs; adds data-level errors (`data_errors`).
+        threshold: per-neuron residual threshold for counts of fixed / antisymmetric / cycled neurons.
+        random_draws: random permutations averaged in the baseline; seed: their seed.
+
+    Returns:
+        `LatentActions` for a single rho_in; `GroupActions` (with a homomorphism check) for several.
+    """
+    net = as_mlp(layers, activation)
+    mode = mode_for_activation(net.activation)
+    d0, dL = net.sizes[0], net.sizes[-1]
+    multi = isinstance(rho_in, (dict, list, tuple)) or np.ndim(rho_in) == 3
+    if not multi:
+        ri = check_rho(rho_in, d0, "rho_in")
+        ro = np.eye(dL) if rho_out is None else check_rho(rho_out, dL, "rho_out")
+        res = _recover_one(net, ri, ro, "g", mode, threshold, random_draws, seed)
+        if data is not None:
+            res.data_errors, res.data_residuals = data_errors(net, res, data, True)
+        return res
+    from symfast.layerwise.group import GroupActions, as_named
+
+    ins = as_named(rho_in, "rho_in")
+    outs = {k: None for k in ins} if rho_out is None else as_named(rho_out, "rho_out")
+    if list(outs) != list(ins):
+        raise ValueError(f"rho_out must name the same elements as rho_in ({list(ins)}), got {list(outs)}")
+    elems = {}
+    for k in ins:
+        ri = check_rho(ins[k], d0, f"rho_in[{k}]")
+        ro = np.eye(dL) if outs[k] is None else check_rho(outs[k], dL, f"rho_out[{k}]")
+        elems[k] = _recover_one(net, ri, ro, k, mode, threshold, random_draws, seed)
+        if data is not None:
+            elems[k].data_errors, elems[k].data_residuals = data_errors(net, elems[k], data, True)
+    return GroupActions(elems)

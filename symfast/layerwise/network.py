@@ -1,0 +1,160 @@
+"""Plain-MLP view used by the layerwise tools: a list of (W [out, in], b [out]) in float64.
+
+h_0 = x, h_l = act(W_l h_{l-1} + b_l) for hidden layers, y = W_L h_{L-1} + b_L
+(optionally followed by an output activation). Accepts an `nn.Sequential` of
+Linear and activation modules or a list of (W, b) pairs (numpy or torch).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+__all__ = ["MLP", "as_mlp", "ACTIVATIONS", "check_rho"]
+
+ACTIVATIONS = {
+    "tanh": np.tanh,
+    "relu": lambda z: np.maximum(z, 0.0),
+    "sine": np.sin,
+    "identity": lambda z: z,
+    "sigmoid": lambda z: 1.0 / (1.0 + np.exp(-z)),
+    "silu": lambda z: z / (1.0 + np.exp(-z)),
+}
+_MODULES = {"Tanh": "tanh", "ReLU": "relu", "Sigmoid": "sigmoid", "SiLU": "silu", "Identity": "identity"}
+
+
+def _np(x, name: str) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu().double().numpy()
+    a = np.asarray(x, dtype=np.float64)
+    if not np.isfinite(a).all():
+        raise ValueError(f"{name} has NaN or inf entries")
+    return a
+
+
+@dataclass
+class MLP:
+    """An MLP as float64 numpy layers.
+
+    Attributes:
+        layers: list of (W [out, in], b [out]).
+        activation: hidden activation name (see ACTIVATIONS).
+        output_activation: applied after the last layer, or None.
+    """
+
+    layers: list
+    activation: str = "tanh"
+    output_activation: str | None = None
+    sizes: list = field(init=False)
+
+    def __post_init__(self):
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+        if self.output_activation is not None and self.output_activation not in ACTIVATIONS:
+            raise ValueError(f"unknown output activation {self.output_activation!r}")
+        if len(self.layers) < 1:
+            raise ValueError("the network has no layers")
+        clean = []
+        for l, layer in enumerate(self.layers):
+            if not isinstance(layer, (tuple, list)) or len(layer) != 2:
+                raise ValueError(f"layer {l} must be a (W, b) pair")
+            W, b = _np(layer[0], f"W[{l}]"), _np(layer[1], f"b[{l}]")
+            if W.ndim != 2:
+                raise ValueError(f"W[{l}] must be [out, in], got shape {list(W.shape)}")
+            if b.shape != (W.shape[0],):
+                raise ValueError(f"b[{l}] must be [{W.shape[0]}], got shape {list(b.shape)}")
+            if clean and clean[-1][0].shape[0] != W.shape[1]:
+                raise ValueError(f"W[{l}] is {list(W.shape)} but layer {l - 1} has {clean[-1][0].shape[0]} outputs")
+            clean.append((W, b))
+        self.layers = clean
+        self.sizes = [clean[0][0].shape[1]] + [W.shape[0] for W, _ in clean]
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def hidden(self, x, pre: bool = False) -> list:
+        """Activations of every hidden layer on x: [N, d0] -> list of [N, H_l] (pre-activations if pre)."""
+        h = _np(x, "x")
+        if h.ndim != 2 or h.shape[1] != self.sizes[0]:
+            raise ValueError(f"x must be [N, {self.sizes[0]}], got shape {list(h.shape)}")
+        act, out = ACTIVATIONS[self.activation], []
+        for W, b in self.layers[:-1]:
+            z = h @ W.T + b
+            h = act(z)
+            out.append(z if pre else h)
+        return out
+
+    def __call__(self, x) -> np.ndarray:
+        """Forward pass: [N, d0] -> [N, d_out] float64."""
+        hs = self.hidden(x)
+        h = hs[-1] if hs else _np(x, "x")
+        W, b = self.layers[-1]
+        y = h @ W.T + b
+        return ACTIVATIONS[self.output_activation](y) if self.output_activation else y
+
+    def with_layers(self, layers) -> "MLP":
+        return MLP(layers, self.activation, self.output_activation)
+
+    def to_sequential(self, dtype=torch.float32) -> torch.nn.Sequential:
+        mods = []
+        names = {v: k for k, v in _MODULES.items()}
+        for l, (W, b) in enumerate(self.layers):
+            lin = torch.nn.Linear(W.shape[1], W.shape[0])
+            with torch.no_grad():
+                lin.weight.copy_(torch.as_tensor(W))
+                lin.bias.copy_(torch.as_tensor(b))
+            mods.append(lin)
+            act = self.activation if l < len(self.layers) - 1 else self.output_activation
+            if act is not None:
+                if act not in names:
+                    raise ValueError(f"no torch module for activation {act!r}")
+                mods.append(getattr(torch.nn, names[act])())
+        return torch.nn.Sequential(*mods).to(dtype)
+
+
+def as_mlp(layers, activation: str | None = None) -> MLP:
+    """Normalise an `nn.Sequential`, an `MLP` or a list of (W, b) into an `MLP`.
+
+    For a Sequential the activation is read from the modules (all hidden layers must
+    share one); `activation` overrides/sets it for lists (default "tanh").
+    """
+    if isinstance(layers, MLP):
+        return layers if activation is None else MLP(layers.layers, activation, layers.output_activation)
+    if isinstance(layers, torch.nn.Sequential):
+        pairs, acts = [], []
+        for mod in layers:
+            if isinstance(mod, torch.nn.Linear):
+                b = mod.bias if mod.bias is not None else torch.zeros(mod.out_features)
+                pairs.append((mod.weight, b))
+                acts.append(None)
+            elif type(mod).__name__ in _MODULES:
+                if not pairs or acts[-1] is not None:
+                    raise ValueError(f"activation {type(mod).__name__} must follow a Linear layer")
+                acts[-1] = _MODULES[type(mod).__name__]
+            elif isinstance(mod, (torch.nn.Flatten, torch.nn.Dropout)):
+                continue
+            else:
+                raise ValueError(f"unsupported module in Sequential: {type(mod).__name__}")
+        hidden = {a for a in acts[:-1]}
+        if None in hidden:
+            raise ValueError("every hidden Linear layer must be followed by an activation")
+        if len(hidden) > 1:
+            raise ValueError(f"hidden layers use different activations {sorted(hidden)}")
+        act = activation or (hidden.pop() if hidden else "tanh")
+        return MLP(pairs, act, acts[-1])
+    if not isinstance(layers, (list, tuple)):
+        raise ValueError(f"layers must be an nn.Sequential or a list of (W, b), got {type(layers).__name__}")
+    return MLP(list(layers), activation or "tanh")
+
+
+def check_rho(rho, n: int, name: str, tol: float = 1e-6) -> np.ndarray:
+    """Validate an orthogonal [n, n] representation matrix; returns float64 numpy."""
+    r = _np(rho, name)
+    if r.shape != (n, n):
+        raise ValueError(f"{name} must be [{n}, {n}], got shape {list(r.shape)}")
+    err = np.abs(r.T @ r - np.eye(n)).max()
+    if err > tol:
+        raise ValueError(f"{name} is not orthogonal (max |rho^T rho - I| = {err:.2e})")
+    return r

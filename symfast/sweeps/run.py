@@ -1,0 +1,197 @@
+"""Executing a sweep: train batches (locally or on Ray), store them, build the tidy table."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from symfast.ensemble import Ensemble
+from symfast.observables import observable, scores
+from symfast.readout import _lifts, default_candidates, readout
+from symfast.sweeps.spec import Batch, SweepSpec, make_encoding
+from symfast.sweeps.store import SweepStore
+from symfast.training import fit_sdf
+
+__all__ = ["run_sweep", "train_batch", "finalize", "parse_shard"]
+
+
+def parse_shard(text: str | None) -> tuple[int, int]:
+    """"i/n" -> (i, n) with 0 <= i < n; None -> (0, 1)."""
+    if not text:
+        return 0, 1
+    try:
+        i, n = (int(p) for p in text.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must look like i/n (e.g. 0/4), got {text!r}") from None
+    if not (n >= 1 and 0 <= i < n):
+        raise ValueError(f"--shard i/n needs 0 <= i < n, got {text!r}")
+    return i, n
+
+
+def train_batch(batch: Batch, observables: list, device: str = "cpu", backend: str = "auto") -> dict:
+    """Train one batch and score every model; returns the payload stored for it."""
+    t = time.perf_counter()
+    pe = make_encoding(batch.encoding)
+    ens = fit_sdf(list(batch.shapes), pe, seeds=list(batch.seeds), hidden=batch.hidden,
+                  activation=batch.activation, steps=batch.steps, points=batch.points, lr=batch.lr,
+                  device=device, backend=backend, progress=False)
+    seconds = time.perf_counter() - t
+    enc_label = pe.name if len(batch.encoding) == 1 else f"{pe.name}{sorted(batch.encoding.items())[1:]}"
+    cells = []
+    for i, (shape, seed) in enumerate(zip(ens.shapes, ens.seeds)):
+        cells.append(dict(cell_id=f"{batch.batch_id}:{i}", batch_id=batch.batch_id, shape=shape,
+                          encoding=enc_label, hidden="x".join(map(str, batch.hidden)), depth=len(batch.hidden),
+                          activation=batch.activation, steps=batch.steps, lr=batch.lr, points=batch.points,
+                          seed=seed, final_loss=float(ens.losses[-1, i]), train_seconds=seconds / len(ens)))
+    score_rows = []
+    for obs in observables:
+        lifts = _lifts(pe, list(default_candidates()), obs)
+        s = scores(observable(ens.weights, ens.biases, obs), torch.stack([r for _, r, _, _ in lifts]))
+        for i in range(len(ens)):
+            for e, (g, _, exact, _) in enumerate(lifts):
+                score_rows.append(dict(cell_id=cells[i]["cell_id"], observable=obs, element=g.name,
+                                       liftable=exact, score=float(s[i, e])))
+    return {"batch": batch.__dict__, "cells": cells, "scores": score_rows, "ensemble": _ens_dict(ens)}
+
+
+def _ens_dict(ens: Ensemble) -> dict:
+    return {"pe": ens.pe.config(), "weights": ens.weights, "biases": ens.biases, "activation": ens.activation,
+            "shapes": ens.shapes, "seeds": ens.seeds, "losses": ens.losses, "config": ens.config}
+
+
+def _ens_from(d: dict) -> Ensemble:
+    from symfast.encodings import FourierPE
+
+    return Ensemble(FourierPE.from_config(d["pe"]), d["weights"], d["biases"], d["activation"], d["shapes"],
+                    d["seeds"], d["losses"], d["config"])
+
+
+def run_sweep(spec: SweepSpec, out: str, shard: str | None = None, executor: str = "local",
+              address: str | None = None, device: str = "cpu", backend: str = "auto",
+              quiet: bool = False, finalize_when_complete: bool = True) -> SweepStore:
+    """Run (or resume) the batches of `spec` that belong to this shard and are not done yet."""
+    i, n = parse_shard(shard)
+    if executor not in ("local", "ray"):
+        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+    store = SweepStore(out, spec)
+    plan = spec.plan()
+    mine = [b for b in plan if b.index % n == i]
+    done = store.done()
+    todo = [b for b in mine if b.batch_id not in done]
+    log = (lambda *a: None) if quiet else (lambda msg: tqdm.write(msg, file=sys.stderr))
+    log(f"sweep: {spec.num_cells} cells in {len(plan)} batches; shard {i}/{n}: {len(mine)} batches, "
+        f"{len(mine) - len(todo)} already done")
+    bar = tqdm(total=sum(b.size for b in mine), initial=sum(b.size for b in mine if b.batch_id in done),
+               unit="cell", desc="sweep", disable=quiet)
+    try:
+        results = _run_ray(todo, spec, address, device, backend) if executor == "ray" else (
+            (b, train_batch(b, spec.observables, device, backend)) for b in todo)
+        for b, payload in results:
+            store.write_batch(b.batch_id, payload)
+            bar.update(b.size)
+            loss = sum(c["final_loss"] for c in payload["cells"]) / len(payload["cells"])
+            log(f"batch {b.batch_id}: {b.size} cells ({payload['cells'][0]['encoding']}, "
+                f"{'x'.join(map(str, b.hidden))}, seeds {b.seeds[0]}..{b.seeds[-1]}) mean loss {loss:.2e}")
+    finally:
+        bar.close()
+    if finalize_when_complete and not store.missing():
+        finalize(store)
+    return store
+
+
+def _run_ray(todo, spec, address, device, backend):
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("--executor ray needs Ray: pip install 'ray>=2.9'") from None
+    if not ray.is_initialized():
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+    gpus = 1 if str(device).startswith("cuda") else 0
+
+    @ray.remote(num_cpus=1, num_gpus=gpus)
+    def task(batch, observables):
+        torch.set_num_threads(1)  # one core per task; Ray schedules tasks across the cluster's cores
+        return train_batch(batch, observables, device, backend)
+
+    pending = {task.remote(b, spec.observables): b for b in todo}
+    while pending:
+        ready, _ = ray.wait(list(pending), num_returns=1)
+        for ref in ready:
+            yield pending.pop(ref), ray.get(ref)
+
+
+def finalize(store: SweepStore, num_null: int = 64) -> pd.DataFrame:
+    """Build results (tidy: one row per cell x observable x element) and observed sets; write them."""
+    missing = store.missing()
+    if missing:
+        raise ValueError(f"sweep in {store.root} is incomplete: {len(missing)} batches missing "
+                         f"(e.g. {missing[0].batch_id}); run the remaining shards or `symfast merge`")
+    cells, score_rows, observed = [], [], []
+    groups: dict = {}
+    for b in store.spec.plan():
+        p = store.read_batch(b.batch_id)
+        cells += p["cells"]
+        score_rows += p["scores"]
+        key = json.dumps(b.config(), sort_keys=True)  # one ensemble readout per configuration
+        groups.setdefault(key, []).append((p, b))
+    for key, members in groups.items():
+        enss = [_ens_from(p["ensemble"]) for p, _ in members]
+        ens = enss[0] if len(enss) == 1 else _concat(enss)
+        label = members[0][0]["cells"][0]
+        for obs in store.spec.observables:
+            t = readout(ens, observable=obs, sweep=0, num_null=num_null).table
+            for col, val in (("encoding", label["encoding"]), ("hidden", label["hidden"]),
+                             ("activation", label["activation"]), ("steps", label["steps"]),
+                             ("lr", label["lr"]), ("points", label["points"])):
+                t[col] = val
+            observed.append(t)
+    cells_df, scores_df = pd.DataFrame(cells), pd.DataFrame(score_rows)
+    obs_df = pd.concat(observed, ignore_index=True)
+    table = scores_df.merge(cells_df, on="cell_id")
+    keys = ["shape", "encoding", "hidden", "activation", "steps", "lr", "points", "observable", "element"]
+    table = table.merge(obs_df[keys + ["true_symmetry", "observed"]], on=keys, how="left")
+    table = table.sort_values(["cell_id", "observable", "element"]).reset_index(drop=True)
+    _write_table(table, store.root, "results")
+    obs_df.to_csv(f"{store.root}/observed.csv", index=False)
+    return table
+
+
+def _concat(enss: list) -> Ensemble:
+    first = enss[0]
+    return Ensemble(first.pe, [torch.cat([e.weights[l] for e in enss]) for l in range(len(first.weights))],
+                    [torch.cat([e.biases[l] for e in enss]) for l in range(len(first.biases))],
+                    first.activation, sum((e.shapes for e in enss), []), sum((e.seeds for e in enss), []),
+                    torch.cat([e.losses for e in enss], dim=1), first.config)
+
+
+def _write_table(df: pd.DataFrame, root: str, name: str) -> str:
+    from symfast.sweeps.store import atomic_write_bytes
+
+    try:
+        import io
+
+        buf = io.BytesIO()
+        df.to_parquet(buf, index=False)
+        atomic_write_bytes(f"{root}/{name}.parquet", buf.getvalue())
+    except ImportError:
+        pass
+    atomic_write_bytes(f"{root}/{name}.csv", df.to_csv(index=False).encode())
+    return f"{root}/{name}.csv"
+
+
+def load_results(root: str) -> pd.DataFrame:
+    """The tidy table of a finished sweep (Parquet if present, else CSV)."""
+    import os
+
+    for ext, reader in (("parquet", pd.read_parquet), ("csv", pd.read_csv)):
+        path = os.path.join(root, f"results.{ext}")
+        if os.path.exists(path):
+            try:
+                return reader(path)
+            except ImportError:
+                continue
+    raise ValueError(f"{root} has no results table; is the sweep finished? (`symfast merge` completes shards)")
