@@ -146,3 +146,22 @@ def test_reference_block_helpers():
     T = np.array([[1.0, 2, 3], [-1, 1, 4], [0, 0, 0.5]])
     assert reference.block_structure(T) == [(0, 2), (2, 1)]
     np.testing.assert_allclose(reference.block_eigvals(T), [1 + 1.4142135623730951j, 1 - 1.4142135623730951j, 0.5])
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 12), scale=st.sampled_from([1e-8, 1.0, 1e6]), seed=st.integers(0, 2**31 - 1),
+       alpha=st.sampled_from([0.0, 0.5, 0.9]))
+def test_ordered_schur_hypothesis(n, scale, seed, alpha):
+    rng = np.random.default_rng(seed)
+    W = scale * rng.standard_normal((n, n))
+    if seed % 3 == 0:  # repeated eigenvalues: a symmetric matrix with a doubled spectrum
+        D = np.repeat(rng.standard_normal((n + 1) // 2), 2)[:n]
+        Q, _ = np.linalg.qr(rng.standard_normal((n, n)))
+        W = scale * Q @ np.diag(D) @ Q.T
+    res = sf.ordered_schur(W, sector_alpha=alpha)
+    _check_form(res, W)
+    np.testing.assert_allclose(res.T, sf.ordered_schur(W, sector_alpha=alpha, backend="reference").T,
+                               atol=1e-9 * scale * max(1, n))
