@@ -24,12 +24,11 @@ STUDIES = [
       "--points", "1024", "--sweep", "72", "--quiet"],
      ["readout", "--quiet"]),
     ("schur", "Schur ablations of recurrent weights (DESIGN.md section 3)",
-     ["schur", "--task", "flipflop,sine", "--seeds", "2", "--epochs", "3", "--batches", "32", "--n-random", "2",
-      "--no-progress"],
+     ["schur", "--task", "all", "--seeds", "3", "--no-progress"],
      ["schur", "--task", "all", "--seeds", "5", "--no-progress"]),
     ("layerwise", "Layerwise equivariance (DESIGN.md section 2)",
-     ["layerwise", "--model", "classifier", "--activation", "tanh", "--steps", "600"],
-     ["layerwise", "--model", "classifier", "--activation", "tanh"]),
+     ["layerwise", "--model", "classifier", "--activation", "tanh"],
+     ["layerwise", "--model", "classifier", "--activation", "tanh", "--seeds", "2"]),
 ]
 
 
