@@ -3,9 +3,10 @@
 //   blockperm_asym:  G: [M, d, d], perm: [E, m] int64, blocks: [E, m, 2, 2] float64
 //                    -> ||rho_e^T G_m rho_e - G_m||_F: [M, E] float64, rho_e a permutation of
 //                    2x2 blocks: (rho^T G rho)[perm[j], perm[k]] = B_j^T G[j, k] B_k, O(d^2) each
-//   pair_diff_norm:  P: [M, d, U, d] (P[m, :, u, :] = G_m U_u), a, b: [E] int64
-//                    -> ||P[m, :, a_e, :] - P[m, :, b_e, :]^T||_F: [M, E] float64
-//                    (= ||G rho - rho G|| = ||rho^T G rho - G|| with U_a = rho, U_b = rho^T)
+//   dense_asym:      G: [M, d, d], multipliers U: [nu, d, d] float64, a, b: [E] int64
+//                    -> ||G U_a - (G U_b)^T||_F: [M, E] float64
+//                    (= ||G rho - rho G|| = ||rho^T G rho - G|| for U_a = rho orthogonal, U_b = rho^T,
+//                    G symmetric); products by a register-blocked kernel, reduced while in L1
 // OpenMP over models; every (model, element) sum runs in a fixed order, so results do
 // not depend on the thread count. Accumulation in float64 for both dtypes.
 // Reference: symfast/ops/gram_scores/reference.py
@@ -26,39 +27,100 @@
 namespace symfast {
 namespace {
 
-// One model's Gram: wt is W^T [H, d]; row i of G = sum_h W[i, h] * W^T[h, :] (contiguous, vectorises).
-template <typename T>
-SYMFAST_INLINE void gram_one(const T* w, T* g, double* wt, double* row, py::ssize_t d, py::ssize_t H) {
-  for (py::ssize_t i = 0; i < d; ++i)
-    for (py::ssize_t h = 0; h < H; ++h) wt[h * d + i] = static_cast<double>(w[i * H + h]);
-  for (py::ssize_t i = 0; i < d; ++i) {
-    for (py::ssize_t j = i; j < d; ++j) row[j] = 0.0;
-    for (py::ssize_t h = 0; h < H; ++h) {
-      const double wi = wt[h * d + i];
-      const double* src = wt + h * d;
-      for (py::ssize_t j = i; j < d; ++j) row[j] += wi * src[j];
+// ---- small dense products in float64: C[rows, 8 NV] = A[rows, K] (lda) @ B[K, 8 NV] ----
+// Register blocking: 4 rows x NV vectors of 8 doubles in accumulators, one broadcast of A
+// per row and k. Fixed summation order over k (deterministic). Compiled per ISA through
+// the target_clones callers (the templates are always inlined into them).
+typedef double v8d __attribute__((vector_size(64), aligned(8)));
+
+template <int NV, int RB>
+SYMFAST_INLINE void mm_rows(const double* A, py::ssize_t lda, py::ssize_t K, const double* B, double* C) {
+  v8d acc[RB][NV];
+  for (int r = 0; r < RB; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = v8d{0, 0, 0, 0, 0, 0, 0, 0};
+  for (py::ssize_t k = 0; k < K; ++k) {
+    const v8d* b = reinterpret_cast<const v8d*>(B + k * 8 * NV);
+    for (int r = 0; r < RB; ++r) {
+      const double a = A[r * lda + k];
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
-    for (py::ssize_t j = i; j < d; ++j) g[i * d + j] = g[j * d + i] = static_cast<T>(row[j]);
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int v = 0; v < NV; ++v) reinterpret_cast<v8d*>(C + r * 8 * NV)[v] = acc[r][v];
+}
+
+template <int NV>
+SYMFAST_INLINE void mm_nv(const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
+                          double* C) {
+  py::ssize_t i = 0;
+  for (; i + 4 <= rows; i += 4) mm_rows<NV, 4>(A + i * lda, lda, K, B, C + i * 8 * NV);
+  for (; i < rows; ++i) mm_rows<NV, 1>(A + i * lda, lda, K, B, C + i * 8 * NV);
+}
+
+// Dispatch on the padded width (8 NV >= number of columns); NV <= 8 covers d <= 64.
+SYMFAST_INLINE void mm(int nv, const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
+                       double* C) {
+  switch (nv) {
+    case 1: mm_nv<1>(A, lda, rows, K, B, C); break;
+    case 2: mm_nv<2>(A, lda, rows, K, B, C); break;
+    case 3: mm_nv<3>(A, lda, rows, K, B, C); break;
+    case 4: mm_nv<4>(A, lda, rows, K, B, C); break;
+    case 5: mm_nv<5>(A, lda, rows, K, B, C); break;
+    case 6: mm_nv<6>(A, lda, rows, K, B, C); break;
+    case 7: mm_nv<7>(A, lda, rows, K, B, C); break;
+    default: mm_nv<8>(A, lda, rows, K, B, C); break;
   }
 }
 
-SYMFAST_CLONES void gram_one_f32(const float* w, float* g, double* wt, double* row, py::ssize_t d, py::ssize_t H) {
-  gram_one<float>(w, g, wt, row, d, H);
+// Generic fallback for d > 64 (C row stride ldc >= cols, zero-padded B not needed).
+inline void mm_generic(const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
+                       py::ssize_t ldb, py::ssize_t cols, double* C, py::ssize_t ldc) {
+  for (py::ssize_t i = 0; i < rows; ++i) {
+    double* c = C + i * ldc;
+    for (py::ssize_t j = 0; j < cols; ++j) c[j] = 0.0;
+    for (py::ssize_t k = 0; k < K; ++k) {
+      const double a = A[i * lda + k];
+      const double* b = B + k * ldb;
+      for (py::ssize_t j = 0; j < cols; ++j) c[j] += a * b[j];
+    }
+  }
 }
-SYMFAST_CLONES void gram_one_f64(const double* w, double* g, double* wt, double* row, py::ssize_t d, py::ssize_t H) {
-  gram_one<double>(w, g, wt, row, d, H);
+
+inline py::ssize_t padded(py::ssize_t d) { return d <= 64 ? ((d + 7) / 8) * 8 : d; }
+
+// One model's Gram: w [d, H] -> g [d, d]; a = W as float64 [d, H], wt = W^T padded [H, D], c = [d, D].
+template <typename T>
+SYMFAST_INLINE void gram_one(const T* w, T* g, double* a, double* wt, double* c, py::ssize_t d, py::ssize_t H) {
+  const py::ssize_t D = padded(d);
+  for (py::ssize_t i = 0; i < d; ++i)
+    for (py::ssize_t h = 0; h < H; ++h) a[i * H + h] = wt[h * D + i] = static_cast<double>(w[i * H + h]);
+  if (d <= 64)
+    mm(static_cast<int>(D / 8), a, H, d, H, wt, c);
+  else
+    mm_generic(a, H, d, H, wt, D, d, c, D);
+  for (py::ssize_t i = 0; i < d; ++i)  // upper triangle, mirrored: exactly symmetric
+    for (py::ssize_t j = i; j < d; ++j) g[i * d + j] = g[j * d + i] = static_cast<T>(c[i * D + j]);
 }
-inline void gram_one_t(const float* w, float* g, double* wt, double* row, py::ssize_t d, py::ssize_t H) {
-  gram_one_f32(w, g, wt, row, d, H);
+
+SYMFAST_CLONES void gram_one_f32(const float* w, float* g, double* a, double* wt, double* c, py::ssize_t d,
+                                 py::ssize_t H) {
+  gram_one<float>(w, g, a, wt, c, d, H);
 }
-inline void gram_one_t(const double* w, double* g, double* wt, double* row, py::ssize_t d, py::ssize_t H) {
-  gram_one_f64(w, g, wt, row, d, H);
+SYMFAST_CLONES void gram_one_f64(const double* w, double* g, double* a, double* wt, double* c, py::ssize_t d,
+                                 py::ssize_t H) {
+  gram_one<double>(w, g, a, wt, c, d, H);
+}
+inline void gram_one_t(const float* w, float* g, double* a, double* wt, double* c, py::ssize_t d, py::ssize_t H) {
+  gram_one_f32(w, g, a, wt, c, d, H);
+}
+inline void gram_one_t(const double* w, double* g, double* a, double* wt, double* c, py::ssize_t d, py::ssize_t H) {
+  gram_one_f64(w, g, a, wt, c, d, H);
 }
 
 template <typename T>
 carray<T> gram_fwd(carray<T> w, int num_threads) {
   check_ndim(w, 3, "weights");
-  const py::ssize_t M = w.shape(0), d = w.shape(1), H = w.shape(2);
+  const py::ssize_t M = w.shape(0), d = w.shape(1), H = w.shape(2), D = padded(w.shape(1));
   carray<T> out({M, d, d});
   const T* wp = w.data();
   T* gp = out.mutable_data();
@@ -66,9 +128,11 @@ carray<T> gram_fwd(carray<T> w, int num_threads) {
     py::gil_scoped_release release;
 #pragma omp parallel num_threads(clamp_threads(num_threads))
     {
-      std::vector<double> wt(static_cast<size_t>(H * d) + 1), row(static_cast<size_t>(d) + 1);
+      std::vector<double> a(static_cast<size_t>(d * H) + 1), wt(static_cast<size_t>(H * D) + 1, 0.0),
+          c(static_cast<size_t>(d * D) + 1);
 #pragma omp for schedule(static)
-      for (py::ssize_t m = 0; m < M; ++m) gram_one_t(wp + m * d * H, gp + m * d * d, wt.data(), row.data(), d, H);
+      for (py::ssize_t m = 0; m < M; ++m)
+        gram_one_t(wp + m * d * H, gp + m * d * d, a.data(), wt.data(), c.data(), d, H);
     }
   }
   return out;
@@ -140,37 +204,71 @@ carray<double> blockperm_asym(carray<T> g, carray<int64_t> perm, carray<double> 
   return out;
 }
 
+// ---- dense orthogonal lifts, fused: s = ||G U_a - (G U_b)^T||_F per (model, element) ----
+// g: one model [d, d] float64; up: multipliers zero-padded [U, d, D]; slot0/slot1: [d, D]
+// products G U_u for the last two multipliers (elements sharing them are adjacent).
+SYMFAST_CLONES void dense_model(const double* g, const double* up, py::ssize_t d, py::ssize_t D,
+                                const int64_t* a, const int64_t* b, py::ssize_t E, double* slot0, double* slot1,
+                                double* out) {
+  int64_t key0 = -1, key1 = -1;  // multipliers whose products slot0 / slot1 hold
+  const int nv = static_cast<int>(D / 8);
+  for (py::ssize_t e = 0; e < E; ++e) {
+    // x = G U_a in a slot, y = G U_b in the other (or the same one when a == b); no lambda,
+    // so the products are compiled inside this target clone.
+    if (a[e] != key0 && a[e] != key1) {
+      double* dst = (b[e] == key0) ? slot1 : slot0;
+      if (d <= 64) mm(nv, g, d, d, d, up + a[e] * d * D, dst); else mm_generic(g, d, d, d, up + a[e] * d * D, D, d, dst, D);
+      (dst == slot0 ? key0 : key1) = a[e];
+    }
+    const double* x = (a[e] == key0) ? slot0 : slot1;  // x[i * D + j] = (G rho)[i, j]
+    if (b[e] != key0 && b[e] != key1) {
+      double* dst = (x == slot0) ? slot1 : slot0;
+      if (d <= 64) mm(nv, g, d, d, d, up + b[e] * d * D, dst); else mm_generic(g, d, d, d, up + b[e] * d * D, D, d, dst, D);
+      (dst == slot0 ? key0 : key1) = b[e];
+    }
+    const double* y = (b[e] == key0) ? slot0 : slot1;  // y[j * D + i] = (G rho^T)[j, i] = (rho G)[i, j]
+    double acc = 0.0;
+    for (py::ssize_t i = 0; i < d; ++i)
+      for (py::ssize_t j = 0; j < d; ++j) {
+        const double v = x[i * D + j] - y[j * D + i];
+        acc += v * v;
+      }
+    out[e] = std::sqrt(acc);
+  }
+}
+
 template <typename T>
-carray<double> pair_diff_norm(carray<T> p, carray<int64_t> a, carray<int64_t> b, int num_threads) {
-  check_ndim(p, 4, "products");
+carray<double> dense_asym(carray<T> g, carray<double> u, carray<int64_t> a, carray<int64_t> b, int num_threads) {
+  check_ndim(g, 3, "phi");
+  check_ndim(u, 3, "multipliers");
   check_ndim(a, 1, "a");
   check_ndim(b, 1, "b");
-  const py::ssize_t M = p.shape(0), d = p.shape(1), U = p.shape(2), E = a.shape(0);
-  if (p.shape(3) != d) throw std::invalid_argument("products must be [M, d, U, d]");
+  const py::ssize_t M = g.shape(0), d = g.shape(1), U = u.shape(0), E = a.shape(0), D = padded(g.shape(1));
+  if (g.shape(2) != d) throw std::invalid_argument("phi must be [M, d, d]");
+  if (u.shape(1) != d || u.shape(2) != d) throw std::invalid_argument("multipliers must be [U, d, d]");
   if (b.shape(0) != E) throw std::invalid_argument("a and b must have the same length");
   const int64_t* ap = a.data();
   const int64_t* bp = b.data();
   for (py::ssize_t e = 0; e < E; ++e)
     if (ap[e] < 0 || ap[e] >= U || bp[e] < 0 || bp[e] >= U) throw std::invalid_argument("a, b must index [0, U)");
   carray<double> out({M, E});
-  const T* pp = p.data();
+  const T* gp = g.data();
   double* op = out.mutable_data();
-  const py::ssize_t row = U * d;  // stride of i in P[m, i, u, j]
+  std::vector<double> up(static_cast<size_t>(U * d * D) + 1, 0.0);  // zero-padded columns
+  const double* us = u.data();
+  for (py::ssize_t n = 0; n < U; ++n)
+    for (py::ssize_t i = 0; i < d; ++i)
+      for (py::ssize_t j = 0; j < d; ++j) up[(n * d + i) * D + j] = us[(n * d + i) * d + j];
   {
     py::gil_scoped_release release;
-#pragma omp parallel for schedule(static) num_threads(clamp_threads(num_threads))
-    for (py::ssize_t m = 0; m < M; ++m) {
-      const T* pm = pp + m * d * row;
-      for (py::ssize_t e = 0; e < E; ++e) {
-        const T* x = pm + ap[e] * d;  // x[i * row + j] = (G rho)[i, j]
-        const T* y = pm + bp[e] * d;  // y[j * row + i] = (G rho^T)[j, i] = (rho G)[i, j]
-        double acc = 0.0;
-        for (py::ssize_t i = 0; i < d; ++i)
-          for (py::ssize_t j = 0; j < d; ++j) {
-            const double v = static_cast<double>(x[i * row + j]) - static_cast<double>(y[j * row + i]);
-            acc += v * v;
-          }
-        op[m * E + e] = std::sqrt(acc);
+#pragma omp parallel num_threads(clamp_threads(num_threads))
+    {
+      std::vector<double> gm(static_cast<size_t>(d * d) + 1), s0(static_cast<size_t>(d * D) + 1),
+          s1(static_cast<size_t>(d * D) + 1);
+#pragma omp for schedule(static)
+      for (py::ssize_t m = 0; m < M; ++m) {
+        for (py::ssize_t i = 0; i < d * d; ++i) gm[i] = static_cast<double>(gp[m * d * d + i]);
+        dense_model(gm.data(), up.data(), d, D, ap, bp, E, s0.data(), s1.data(), op + m * E);
       }
     }
   }
@@ -186,10 +284,10 @@ Registrar reg("gram_scores", [](py::module_& m) {
         py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float32 phi -> [M, E] f64");
   m.def("blockperm_asym_f64", &blockperm_asym<double>, py::arg("phi"), py::arg("perm"), py::arg("blocks"),
         py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float64 phi -> [M, E] f64");
-  m.def("pair_diff_norm_f32", &pair_diff_norm<float>, py::arg("products"), py::arg("a"), py::arg("b"),
-        py::arg("num_threads") = 1, "||P[:, :, a] - P[:, :, b]^T||_F, float32: [M, d, U, d] -> [M, E] f64");
-  m.def("pair_diff_norm_f64", &pair_diff_norm<double>, py::arg("products"), py::arg("a"), py::arg("b"),
-        py::arg("num_threads") = 1, "||P[:, :, a] - P[:, :, b]^T||_F, float64: [M, d, U, d] -> [M, E] f64");
+  m.def("dense_asym_f32", &dense_asym<float>, py::arg("phi"), py::arg("multipliers"), py::arg("a"), py::arg("b"),
+        py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float32 phi -> [M, E] f64");
+  m.def("dense_asym_f64", &dense_asym<double>, py::arg("phi"), py::arg("multipliers"), py::arg("a"), py::arg("b"),
+        py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float64 phi -> [M, E] f64");
 });
 
 }  // namespace
