@@ -21,9 +21,9 @@ import torch
 
 from symfast import _ext
 from symfast.ops.gram_scores import reference
-from symfast.ops.gram_scores.lifts import BlockPermLift
+from symfast.ops.gram_scores.lifts import BlockPermLift, sweep_lifts
 
-__all__ = ["gram", "gram_scores", "BlockPermLift", "ORTHO_TOL"]
+__all__ = ["gram", "gram_scores", "BlockPermLift", "sweep_lifts", "ORTHO_TOL"]
 
 _BACKENDS = ("auto", "cpu", "triton", "reference")
 # Max |rho^T rho - I| per lift dtype: the fast dense path relies on ||rho^T X rho|| = ||X||.
