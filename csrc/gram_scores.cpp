@@ -275,6 +275,36 @@ carray<double> dense_asym(carray<T> g, carray<double> u, carray<int64_t> a, carr
   return out;
 }
 
+// ---- boundary check in one pass: (max |phi - phi^T|, max |phi|, count of non-finite entries) ----
+template <typename T>
+py::tuple sym_stats(carray<T> g, int num_threads) {
+  check_ndim(g, 3, "phi");
+  const py::ssize_t M = g.shape(0), d = g.shape(1);
+  if (g.shape(2) != d) throw std::invalid_argument("phi must be [M, d, d]");
+  const T* gp = g.data();
+  double asym = 0.0, amax = 0.0;
+  long long bad = 0;
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel for schedule(static) num_threads(clamp_threads(num_threads)) \
+    reduction(max : asym, amax) reduction(+ : bad)
+    for (py::ssize_t m = 0; m < M; ++m) {
+      const T* x = gp + m * d * d;
+      for (py::ssize_t i = 0; i < d; ++i)
+        for (py::ssize_t j = 0; j < d; ++j) {
+          const double v = static_cast<double>(x[i * d + j]);
+          if (!std::isfinite(v)) {
+            ++bad;
+            continue;
+          }
+          amax = std::fmax(amax, std::fabs(v));
+          if (j > i) asym = std::fmax(asym, std::fabs(v - static_cast<double>(x[j * d + i])));
+        }
+    }
+  }
+  return py::make_tuple(asym, amax, bad);
+}
+
 Registrar reg("gram_scores", [](py::module_& m) {
   m.def("gram_fwd_f32", &gram_fwd<float>, py::arg("weights"), py::arg("num_threads") = 1,
         "Grams W W^T, float32: [M, d, H] -> [M, d, d]");
@@ -284,6 +314,10 @@ Registrar reg("gram_scores", [](py::module_& m) {
         py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float32 phi -> [M, E] f64");
   m.def("blockperm_asym_f64", &blockperm_asym<double>, py::arg("phi"), py::arg("perm"), py::arg("blocks"),
         py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float64 phi -> [M, E] f64");
+  m.def("sym_stats_f32", &sym_stats<float>, py::arg("phi"), py::arg("num_threads") = 1,
+        "(max |phi - phi^T|, max |phi|, non-finite count) of float32 phi [M, d, d]");
+  m.def("sym_stats_f64", &sym_stats<double>, py::arg("phi"), py::arg("num_threads") = 1,
+        "(max |phi - phi^T|, max |phi|, non-finite count) of float64 phi [M, d, d]");
   m.def("dense_asym_f32", &dense_asym<float>, py::arg("phi"), py::arg("multipliers"), py::arg("a"), py::arg("b"),
         py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float32 phi -> [M, E] f64");
   m.def("dense_asym_f64", &dense_asym<double>, py::arg("phi"), py::arg("multipliers"), py::arg("a"), py::arg("b"),
