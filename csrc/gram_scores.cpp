@@ -34,19 +34,52 @@ namespace {
 typedef double v8d __attribute__((vector_size(64), aligned(8)));
 
 template <int NV, int RB>
-SYMFAST_INLINE void mm_rows(const double* A, py::ssize_t lda, py::ssize_t K, const double* B, double* C) {
+SYMFAST_INLINE void mm_rows(const double* A, py::ssize_t lda, py::ssize_t K, const double* B, double* C,
+                            py::ssize_t ldb = 8 * NV, py::ssize_t ldc = 8 * NV) {
   v8d acc[RB][NV];
   for (int r = 0; r < RB; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = v8d{0, 0, 0, 0, 0, 0, 0, 0};
   for (py::ssize_t k = 0; k < K; ++k) {
-    const v8d* b = reinterpret_cast<const v8d*>(B + k * 8 * NV);
+    const v8d* b = reinterpret_cast<const v8d*>(B + k * ldb);
     for (int r = 0; r < RB; ++r) {
       const double a = A[r * lda + k];
       for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
   }
   for (int r = 0; r < RB; ++r)
-    for (int v = 0; v < NV; ++v) reinterpret_cast<v8d*>(C + r * 8 * NV)[v] = acc[r][v];
+    for (int v = 0; v < NV; ++v) reinterpret_cast<v8d*>(C + r * ldc)[v] = acc[r][v];
+}
+
+// RB rows of C = A B restricted to the trailing nv column vectors (row strides ldb, ldc).
+template <int RB>
+SYMFAST_INLINE void mm_rows_tail(int nv, const double* A, py::ssize_t lda, py::ssize_t K, const double* B,
+                                 py::ssize_t ldb, double* C, py::ssize_t ldc) {
+  switch (nv) {
+    case 1: mm_rows<1, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 2: mm_rows<2, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 3: mm_rows<3, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 4: mm_rows<4, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 5: mm_rows<5, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 6: mm_rows<6, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 7: mm_rows<7, RB>(A, lda, K, B, C, ldb, ldc); break;
+    default: mm_rows<8, RB>(A, lda, K, B, C, ldb, ldc); break;
+  }
+}
+
+// Upper part of a symmetric product C = A B ([rows, D], D = 8 nvt): row i gets columns from
+// 8 floor(i / 8) on, so about half the work of the full product.
+SYMFAST_INLINE void mm_upper(int nvt, const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K,
+                             const double* B, double* C) {
+  const py::ssize_t D = 8 * nvt;
+  py::ssize_t i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    const py::ssize_t c0 = 8 * (i / 8);
+    mm_rows_tail<4>(nvt - static_cast<int>(i / 8), A + i * lda, lda, K, B + c0, D, C + i * D + c0, D);
+  }
+  for (; i < rows; ++i) {
+    const py::ssize_t c0 = 8 * (i / 8);
+    mm_rows_tail<1>(nvt - static_cast<int>(i / 8), A + i * lda, lda, K, B + c0, D, C + i * D + c0, D);
+  }
 }
 
 template <int NV>
@@ -95,7 +128,7 @@ SYMFAST_INLINE void gram_one(const T* w, T* g, double* a, double* wt, double* c,
   for (py::ssize_t i = 0; i < d; ++i)
     for (py::ssize_t h = 0; h < H; ++h) a[i * H + h] = wt[h * D + i] = static_cast<double>(w[i * H + h]);
   if (d <= 64)
-    mm(static_cast<int>(D / 8), a, H, d, H, wt, c);
+    mm_upper(static_cast<int>(D / 8), a, H, d, H, wt, c);
   else
     mm_generic(a, H, d, H, wt, D, d, c, D);
   for (py::ssize_t i = 0; i < d; ++i)  // upper triangle, mirrored: exactly symmetric
