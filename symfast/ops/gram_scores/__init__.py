@@ -6,8 +6,9 @@
 Backends ("auto" picks the first that applies):
 - "cpu" (CPU float32/float64, C++ built): exact lifts that are permutations of 2x2
   blocks are scored by gathers (`BlockPermLift`, O(d^2) per pair); other (dense,
-  orthogonal) lifts by ||G rho - rho G|| with GEMMs over all models at once, sharing
-  G rho^T when rho^T is itself in the lift set (see `lifts.transpose_pairs`).
+  orthogonal) lifts by ||G rho - (G rho^T)^T|| with a fused register-blocked product
+  kernel over all models, sharing G rho^T when rho^T is itself in the lift set (see
+  `lifts.transpose_pairs`, `lifts.sweep_lifts`).
 - "triton" (CUDA, or CPU under TRITON_INTERPRET=1): one program per (element,
   model block), two tl.dot per pair; block-permutation lifts are densified.
 - "reference": chunked batched einsum (`reference.py`); used by "auto" when autograd

@@ -1,4 +1,4 @@
-"""CPU launchers for `gram_scores`: C++ kernels (csrc/gram_scores.cpp) and torch GEMMs.
+"""CPU launchers for `gram_scores`: C++ kernels in csrc/gram_scores.cpp.
 
 Block-permutation lifts -> `blockperm_asym` (gathers of 2x2 blocks, O(d^2) per pair).
 Dense orthogonal lifts  -> ||rho^T G rho - G|| = ||G rho - rho G|| = ||G rho - (G rho^T)^T||:
@@ -16,6 +16,7 @@ import torch
 
 from symfast import _ext
 from symfast.ops.gram_scores.lifts import BlockPermLift, split_lifts, transpose_pairs
+
 
 def _sfx(dtype: torch.dtype) -> str:
     return "f32" if dtype == torch.float32 else "f64"
