@@ -122,32 +122,42 @@ inline void mm_generic(const double* A, py::ssize_t lda, py::ssize_t rows, py::s
 inline py::ssize_t padded(py::ssize_t d) { return d <= 64 ? ((d + 7) / 8) * 8 : d; }
 
 // One model's Gram: w [d, H] -> g [d, d]; a = W as float64 [d, H], wt = W^T padded [H, D], c = [d, D].
+// Returns the number of non-finite weights (checked here: no separate pass at the boundary).
 template <typename T>
-SYMFAST_INLINE void gram_one(const T* w, T* g, double* a, double* wt, double* c, py::ssize_t d, py::ssize_t H) {
+SYMFAST_INLINE long long gram_one(const T* w, T* g, double* a, double* wt, double* c, py::ssize_t d, py::ssize_t H) {
   const py::ssize_t D = padded(d);
+  double sum = 0.0;  // NaN/Inf propagate into the sum of |w|
   for (py::ssize_t i = 0; i < d; ++i)
-    for (py::ssize_t h = 0; h < H; ++h) a[i * H + h] = wt[h * D + i] = static_cast<double>(w[i * H + h]);
+    for (py::ssize_t h = 0; h < H; ++h) {
+      const double v = static_cast<double>(w[i * H + h]);
+      a[i * H + h] = wt[h * D + i] = v;
+      sum += std::fabs(v);
+    }
+  if (!std::isfinite(sum)) return 1;
   if (d <= 64)
     mm_upper(static_cast<int>(D / 8), a, H, d, H, wt, c);
   else
     mm_generic(a, H, d, H, wt, D, d, c, D);
   for (py::ssize_t i = 0; i < d; ++i)  // upper triangle, mirrored: exactly symmetric
     for (py::ssize_t j = i; j < d; ++j) g[i * d + j] = g[j * d + i] = static_cast<T>(c[i * D + j]);
+  return 0;
 }
 
-SYMFAST_CLONES void gram_one_f32(const float* w, float* g, double* a, double* wt, double* c, py::ssize_t d,
-                                 py::ssize_t H) {
-  gram_one<float>(w, g, a, wt, c, d, H);
+SYMFAST_CLONES long long gram_one_f32(const float* w, float* g, double* a, double* wt, double* c, py::ssize_t d,
+                                      py::ssize_t H) {
+  return gram_one<float>(w, g, a, wt, c, d, H);
 }
-SYMFAST_CLONES void gram_one_f64(const double* w, double* g, double* a, double* wt, double* c, py::ssize_t d,
-                                 py::ssize_t H) {
-  gram_one<double>(w, g, a, wt, c, d, H);
+SYMFAST_CLONES long long gram_one_f64(const double* w, double* g, double* a, double* wt, double* c, py::ssize_t d,
+                                      py::ssize_t H) {
+  return gram_one<double>(w, g, a, wt, c, d, H);
 }
-inline void gram_one_t(const float* w, float* g, double* a, double* wt, double* c, py::ssize_t d, py::ssize_t H) {
-  gram_one_f32(w, g, a, wt, c, d, H);
+inline long long gram_one_t(const float* w, float* g, double* a, double* wt, double* c, py::ssize_t d,
+                            py::ssize_t H) {
+  return gram_one_f32(w, g, a, wt, c, d, H);
 }
-inline void gram_one_t(const double* w, double* g, double* a, double* wt, double* c, py::ssize_t d, py::ssize_t H) {
-  gram_one_f64(w, g, a, wt, c, d, H);
+inline long long gram_one_t(const double* w, double* g, double* a, double* wt, double* c, py::ssize_t d,
+                            py::ssize_t H) {
+  return gram_one_f64(w, g, a, wt, c, d, H);
 }
 
 template <typename T>
@@ -157,17 +167,19 @@ carray<T> gram_fwd(carray<T> w, int num_threads) {
   carray<T> out({M, d, d});
   const T* wp = w.data();
   T* gp = out.mutable_data();
+  long long bad = 0;
   {
     py::gil_scoped_release release;
-#pragma omp parallel num_threads(clamp_threads(num_threads))
+#pragma omp parallel num_threads(clamp_threads(num_threads)) reduction(+ : bad)
     {
       std::vector<double> a(static_cast<size_t>(d * H) + 1), wt(static_cast<size_t>(H * D) + 1, 0.0),
           c(static_cast<size_t>(d * D) + 1);
 #pragma omp for schedule(static)
       for (py::ssize_t m = 0; m < M; ++m)
-        gram_one_t(wp + m * d * H, gp + m * d * d, a.data(), wt.data(), c.data(), d, H);
+        bad += gram_one_t(wp + m * d * H, gp + m * d * d, a.data(), wt.data(), c.data(), d, H);
     }
   }
+  if (bad) throw std::invalid_argument("weights contains NaN or Inf");
   return out;
 }
 

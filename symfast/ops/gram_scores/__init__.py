@@ -61,7 +61,8 @@ def gram(weights: torch.Tensor, backend: str = "auto") -> torch.Tensor:
         raise ValueError(f"weights must be a torch.Tensor [M, d, H], got {type(weights).__name__}")
     if weights.ndim != 3:
         raise ValueError(f"weights must be [M, d, H], got {list(weights.shape)}")
-    _check_float(weights, "weights")
+    if weights.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"weights must be float32 or float64, got {weights.dtype}")
     needs_grad = torch.is_grad_enabled() and weights.requires_grad
     on_cpu = weights.device.type == "cpu"
     if backend == "cpu" or (backend == "auto" and on_cpu and not needs_grad and _ext.cpp_available()):
@@ -69,7 +70,8 @@ def gram(weights: torch.Tensor, backend: str = "auto") -> torch.Tensor:
             raise ValueError(f"backend='cpu' needs CPU weights, got device {weights.device}")
         from symfast.ops.gram_scores import cpu
 
-        return cpu.gram(weights)
+        return cpu.gram(weights)  # checks NaN/Inf while it reads the weights
+    _check_float(weights, "weights")
     return reference.gram(weights)
 
 
