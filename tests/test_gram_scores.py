@@ -101,6 +101,15 @@ def test_scores_mixed_exact_and_lstsq():
     assert_close("scores_mixed", reference.gram_scores(phi, rho), gram_scores(phi, rho, backend="cpu"))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+def test_wide_d_generic_loop(dtype):
+    """d > 64 takes the plain-loop product instead of the register-blocked kernel."""
+    w = torch.randn(3, 67, 70, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+    assert_close("gram_wide", reference.gram(w), gram(w, backend="cpu"))
+    phi, rho = reference.gram(w), _orth(2, 67, seed=2)
+    assert_close("scores_wide", reference.gram_scores(phi, rho.to(dtype)), gram_scores(phi, rho, backend="cpu"))
+
+
 def test_planted_invariant_scores_zero():
     # exact lifts (gather path): average a Gram over TriAxisPE's D6 lifts
     rho = _exact_lifts(sf.TriAxisPE())
