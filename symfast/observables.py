@@ -4,6 +4,10 @@
 - "prefixK": weight-prefix Gram M_K^T M_K with M_K = W_K ... W_1 (K = 1 is "gram");
 - "gram_bias": the Gram of [W1 | b1], with rho extended by 1 for the constant feature.
 Score s(g) = ||rho^T Phi rho - Phi||_F / ||Phi||_F (0 = symmetric).
+
+Grams and scores go through the batched kernels of `symfast.ops.gram_scores` (exactly
+symmetric Grams; scores without materialising [S, E, d, d]; all null draws in one call).
+`symfast.ops.gram_scores.reference` is the PyTorch reference they are tested against.
 """
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ import re
 
 import numpy as np
 import torch
+
+from symfast.ops.gram_scores import gram, gram_scores
 
 __all__ = ["observable", "extend_lift", "scores", "split_half_null", "pair_null", "OBSERVABLES"]
 
@@ -21,10 +27,10 @@ def observable(weights: list, biases: list, kind: str = "gram") -> torch.Tensor:
     """Per-model observable [B, d', d'] (float64) from fan-in-first weights [B, fan_in, fan_out]."""
     w0 = weights[0].double()
     if kind == "gram":
-        return w0 @ w0.transpose(1, 2)
+        return gram(w0)
     if kind == "gram_bias":
         aug = torch.cat([w0, biases[0].double()[:, None, :]], dim=1)  # [B, d+1, H]
-        return aug @ aug.transpose(1, 2)
+        return gram(aug)
     m = re.fullmatch(r"prefix(\d+)", kind)
     if m:
         k = int(m.group(1))
@@ -33,7 +39,7 @@ def observable(weights: list, biases: list, kind: str = "gram") -> torch.Tensor:
         p = w0
         for w in weights[1:k]:
             p = p @ w.double()
-        return p @ p.transpose(1, 2)
+        return gram(p)
     raise ValueError(f"unknown observable {kind!r}; choose from {', '.join(OBSERVABLES)}")
 
 
@@ -47,18 +53,19 @@ def extend_lift(rho: np.ndarray, kind: str) -> np.ndarray:
     return rho
 
 
-def _asym_norm(phi: torch.Tensor, rho: torch.Tensor, chunk: int = 64) -> torch.Tensor:
+def _asym_norm(phi: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
     """||rho_e^T phi_s rho_e - phi_s||_F for phi: [S, d, d], rho: [E, d, d] -> [S, E]."""
-    out = []
-    for r in rho.split(chunk):
-        t = torch.einsum("eij,sjk,ekl->seil", r.transpose(1, 2), phi, r) - phi[:, None]
-        out.append(t.flatten(2).norm(dim=2))
-    return torch.cat(out, dim=1)
+    return gram_scores(_sym(phi), rho, normalize=False)
+
+
+def _sym(phi: torch.Tensor) -> torch.Tensor:
+    """Symmetric part: differences of Grams are symmetric only up to rounding."""
+    return (phi + phi.transpose(-1, -2)) / 2
 
 
 def scores(phi: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
     """Relative scores s(g) for phi: [S, d, d] and lifts rho: [E, d, d] -> [S, E]."""
-    return _asym_norm(phi, rho) / phi.flatten(1).norm(dim=1)[:, None]
+    return gram_scores(phi, rho)
 
 
 def split_half_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generator: torch.Generator):
@@ -71,12 +78,13 @@ def split_half_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generat
     S = phi.shape[0]
     h = S // 2
     norm = phi.mean(0).norm()
-    out = []
+    diffs = []
     for _ in range(num_null):
         perm = torch.randperm(S, generator=generator)
-        d = (phi[perm[:h]].mean(0) - phi[perm[h:2 * h]].mean(0)) / 2
-        out.append(_asym_norm(d[None], rho)[0] / norm)
-    return torch.stack(out)
+        diffs.append((phi[perm[:h]].mean(0) - phi[perm[h:2 * h]].mean(0)) / 2)
+    if not diffs:
+        return torch.zeros(0, rho.shape[0], dtype=phi.dtype)
+    return _asym_norm(torch.stack(diffs), rho) / norm  # all draws in one batched call
 
 
 def pair_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generator: torch.Generator):
@@ -88,10 +96,16 @@ def pair_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generator: to
     S = phi.shape[0]
     h = S // 2
     norms = phi.flatten(1).norm(dim=1)
-    out = []
-    for _ in range(num_null):
+    per_draw = max(1, h * phi.shape[1] * phi.shape[2] * phi.element_size())
+    batch = max(1, (1 << 26) // per_draw)  # draws per batched call (~64 MB of differences)
+    out, diffs, denom = [], [], []
+    for i in range(num_null):
         perm = torch.randperm(S, generator=generator)
         a, b = perm[:h], perm[h:2 * h]
-        d = (phi[a] - phi[b]) / np.sqrt(2.0)
-        out.append((_asym_norm(d, rho) / norms[a][:, None]).mean(0))
-    return torch.stack(out)
+        diffs.append((phi[a] - phi[b]) / np.sqrt(2.0))
+        denom.append(norms[a])
+        if len(diffs) == batch or i == num_null - 1:
+            asym = _asym_norm(torch.cat(diffs), rho).reshape(len(diffs), h, -1)
+            out.append((asym / torch.stack(denom)[:, :, None]).mean(1))
+            diffs, denom = [], []
+    return torch.cat(out) if out else torch.zeros(0, rho.shape[0], dtype=phi.dtype)

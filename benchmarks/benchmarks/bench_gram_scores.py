@@ -1,0 +1,146 @@
+"""gram_scores / gram: symfast vs the batched-einsum PyTorch reference.
+
+M = 4096 models, d = 48, H = 64 (float64, as the readout uses), lift sets:
+- sweep_paired: 360 rotations (1 degree), `sweep_lifts` (inverse = transposed lift: products shared);
+- sweep_independent: 360 rotations, each fitted on its own as `symfast.readout` does (no sharing);
+- d4d6_<pe>: the readout's 16 candidates D4 ∪ D6 (exact lifts where liftable, Procrustes otherwise);
+- exact_<pe>: only the exact (block-permutation) lifts among them (gather path).
+Lifts are cached in the temp directory (fitting 360 Procrustes lifts takes a minute).
+Run as a script for a table: `PYTHONPATH=. python benchmarks/benchmarks/bench_gram_scores.py [--quick]`
+(--quick: every 10th sweep element, M = 1024).
+"""
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+import symfast as sf
+from symfast.groups import union
+from symfast.ops.gram_scores import gram, gram_scores, reference, sweep_lifts
+
+M, D, H, NUM = 4096, 48, 64, 360
+LIFT_SETS = ["sweep_paired", "sweep_independent", "d4d6_triaxis", "d4d6_dyadic", "exact_triaxis", "exact_dyadic"]
+
+
+def _pe(name):
+    return {"triaxis": sf.TriAxisPE, "dyadic": sf.DyadicAxisPE}[name]()
+
+
+def _fit(pe, g):
+    r = pe.lift(g)
+    return r if r is not None else pe.lift_lstsq(g, orthogonal=True)[0]
+
+
+def _build(name):
+    if name == "sweep_paired":
+        return sweep_lifts(sf.TriAxisPE(), NUM)
+    if name == "sweep_independent":
+        pe = sf.TriAxisPE()
+        return torch.tensor(np.stack([_fit(pe, g) for g in sf.rotation_sweep(NUM)]))
+    kind, pe_name = name.split("_")
+    pe = _pe(pe_name)
+    els = list(union([sf.dihedral(4), sf.dihedral(6)]))
+    if kind == "exact":
+        return torch.tensor(np.stack([r for r in (pe.lift(g) for g in els) if r is not None]))
+    return torch.tensor(np.stack([_fit(pe, g) for g in els]))
+
+
+def lifts(name, stride=1):
+    path = os.path.join(tempfile.gettempdir(), f"symfast_bench_gram_scores_{name}_{NUM}.pt")
+    if os.path.exists(path):
+        rho = torch.load(path)
+    else:
+        rho = _build(name).to(torch.float64).contiguous()
+        torch.save(rho, path)
+    return rho[::stride].contiguous() if name.startswith("sweep") else rho
+
+
+def observables(m=M):
+    w = torch.randn(m, D, H, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    return w, reference.gram(w)
+
+
+def timed_ratio(ref_fn, fast_fn, ref_repeat=1, fast_repeat=3):
+    """(reference seconds, symfast seconds): best of `repeat` calls each, interleaved, fast warmed up."""
+    fast_fn()
+    tr = tf = float("inf")
+    for i in range(max(ref_repeat, fast_repeat)):
+        if i < ref_repeat:
+            t = time.perf_counter()
+            ref_fn()
+            tr = min(tr, time.perf_counter() - t)
+        if i < fast_repeat:
+            t = time.perf_counter()
+            fast_fn()
+            tf = min(tf, time.perf_counter() - t)
+    return tr, tf
+
+
+class GramScores:
+    params = (["reference", "symfast"], LIFT_SETS)
+    param_names = ["impl", "lifts"]
+    timeout = 1800
+
+    def setup(self, impl, name):
+        _, self.phi = observables()
+        self.rho = lifts(name)
+
+    def time_scores(self, impl, name):
+        if impl == "reference":
+            reference.gram_scores(self.phi, self.rho)
+        else:
+            gram_scores(self.phi, self.rho, backend="cpu")
+
+
+class GramScoresRatio:
+    """reference / symfast time, measured side by side in one run (the reference once: minutes)."""
+    params = LIFT_SETS
+    param_names = ["lifts"]
+    timeout = 1800
+
+    def setup(self, name):
+        _, self.phi = observables()
+        self.rho = lifts(name)
+
+    def track_speedup(self, name):
+        tr, tf = timed_ratio(lambda: reference.gram_scores(self.phi, self.rho),
+                             lambda: gram_scores(self.phi, self.rho, backend="cpu"))
+        return tr / tf
+
+    track_speedup.unit = "x"
+
+
+class GramRatio:
+    def setup(self):
+        self.w, _ = observables()
+
+    def track_speedup(self):
+        tr, tf = timed_ratio(lambda: reference.gram(self.w), lambda: gram(self.w, backend="cpu"), 3, 3)
+        return tr / tf
+
+    track_speedup.unit = "x"
+
+
+def main(argv):
+    quick = "--quick" in argv
+    stride, m = (10, 1024) if quick else (1, M)
+    w, phi = observables(m)
+    print(f"M = {m}, d = {D}, H = {H}, float64, {torch.get_num_threads()} threads"
+          f"{' (quick: every 10th sweep element)' if quick else ''}")
+    print(f"{'op':<31}{'E':>5}{'reference s':>14}{'symfast s':>12}{'ratio':>9}")
+    tr, tf = timed_ratio(lambda: reference.gram(w), lambda: gram(w, backend="cpu"), 3, 3)
+    print(f"{'gram':<31}{'':>5}{tr:>14.3f}{tf:>12.3f}{tr / tf:>8.2f}x")
+    for name in LIFT_SETS:
+        rho = lifts(name, stride)
+        ref = reference.gram_scores(phi[:4], rho)
+        err = (gram_scores(phi[:4], rho, backend="cpu") - ref).abs().max().item()
+        tr, tf = timed_ratio(lambda: reference.gram_scores(phi, rho), lambda: gram_scores(phi, rho, backend="cpu"))
+        print(f"{'gram_scores ' + name:<31}{rho.shape[0]:>5}{tr:>14.3f}{tf:>12.3f}{tr / tf:>8.2f}x"
+              f"   (max |diff| {err:.1e})", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

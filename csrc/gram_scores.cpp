@@ -1,0 +1,373 @@
+// Gram observables and their readout scores on the CPU.
+//   gram_fwd:        W: [M, d, H] -> G = W W^T: [M, d, d] (exactly symmetric)
+//   blockperm_asym:  G: [M, d, d], perm: [E, m] int64, blocks: [E, m, 2, 2] float64
+//                    -> ||rho_e^T G_m rho_e - G_m||_F: [M, E] float64, rho_e a permutation of
+//                    2x2 blocks: (rho^T G rho)[perm[j], perm[k]] = B_j^T G[j, k] B_k, O(d^2) each
+//   dense_asym:      G: [M, d, d], multipliers U: [nu, d, d] float64, a, b: [E] int64
+//                    -> ||G U_a - (G U_b)^T||_F: [M, E] float64
+//                    (= ||G rho - rho G|| = ||rho^T G rho - G|| for U_a = rho orthogonal, U_b = rho^T,
+//                    G symmetric); products by a register-blocked kernel, reduced while in L1
+// OpenMP over models; every (model, element) sum runs in a fixed order, so results do
+// not depend on the thread count. Accumulation in float64 for both dtypes.
+// Reference: symfast/ops/gram_scores/reference.py
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "common.h"
+#include "registry.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define SYMFAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SYMFAST_CLONES
+#endif
+#define SYMFAST_INLINE inline __attribute__((always_inline))
+
+namespace symfast {
+namespace {
+
+// ---- small dense products in float64: C[rows, 8 NV] = A[rows, K] (lda) @ B[K, 8 NV] ----
+// Register blocking: 4 rows x NV vectors of 8 doubles in accumulators, one broadcast of A
+// per row and k. Fixed summation order over k (deterministic). Compiled per ISA through
+// the target_clones callers (the templates are always inlined into them).
+typedef double v8d __attribute__((vector_size(64), aligned(8)));
+
+template <int NV, int RB>
+SYMFAST_INLINE void mm_rows(const double* A, py::ssize_t lda, py::ssize_t K, const double* B, double* C,
+                            py::ssize_t ldb = 8 * NV, py::ssize_t ldc = 8 * NV) {
+  v8d acc[RB][NV];
+  for (int r = 0; r < RB; ++r)
+    for (int v = 0; v < NV; ++v) acc[r][v] = v8d{0, 0, 0, 0, 0, 0, 0, 0};
+  for (py::ssize_t k = 0; k < K; ++k) {
+    const v8d* b = reinterpret_cast<const v8d*>(B + k * ldb);
+    for (int r = 0; r < RB; ++r) {
+      const double a = A[r * lda + k];
+      for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
+    }
+  }
+  for (int r = 0; r < RB; ++r)
+    for (int v = 0; v < NV; ++v) reinterpret_cast<v8d*>(C + r * ldc)[v] = acc[r][v];
+}
+
+// RB rows of C = A B restricted to the trailing nv column vectors (row strides ldb, ldc).
+template <int RB>
+SYMFAST_INLINE void mm_rows_tail(int nv, const double* A, py::ssize_t lda, py::ssize_t K, const double* B,
+                                 py::ssize_t ldb, double* C, py::ssize_t ldc) {
+  switch (nv) {
+    case 1: mm_rows<1, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 2: mm_rows<2, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 3: mm_rows<3, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 4: mm_rows<4, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 5: mm_rows<5, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 6: mm_rows<6, RB>(A, lda, K, B, C, ldb, ldc); break;
+    case 7: mm_rows<7, RB>(A, lda, K, B, C, ldb, ldc); break;
+    default: mm_rows<8, RB>(A, lda, K, B, C, ldb, ldc); break;
+  }
+}
+
+// Upper part of a symmetric product C = A B ([rows, D], D = 8 nvt): row i gets columns from
+// 8 floor(i / 8) on, so about half the work of the full product.
+SYMFAST_INLINE void mm_upper(int nvt, const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K,
+                             const double* B, double* C) {
+  const py::ssize_t D = 8 * nvt;
+  py::ssize_t i = 0;
+  for (; i + 4 <= rows; i += 4) {
+    const py::ssize_t c0 = 8 * (i / 8);
+    mm_rows_tail<4>(nvt - static_cast<int>(i / 8), A + i * lda, lda, K, B + c0, D, C + i * D + c0, D);
+  }
+  for (; i < rows; ++i) {
+    const py::ssize_t c0 = 8 * (i / 8);
+    mm_rows_tail<1>(nvt - static_cast<int>(i / 8), A + i * lda, lda, K, B + c0, D, C + i * D + c0, D);
+  }
+}
+
+template <int NV>
+SYMFAST_INLINE void mm_nv(const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
+                          double* C) {
+  py::ssize_t i = 0;
+  for (; i + 4 <= rows; i += 4) mm_rows<NV, 4>(A + i * lda, lda, K, B, C + i * 8 * NV);
+  for (; i < rows; ++i) mm_rows<NV, 1>(A + i * lda, lda, K, B, C + i * 8 * NV);
+}
+
+// Dispatch on the padded width (8 NV >= number of columns); NV <= 8 covers d <= 64.
+SYMFAST_INLINE void mm(int nv, const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
+                       double* C) {
+  switch (nv) {
+    case 1: mm_nv<1>(A, lda, rows, K, B, C); break;
+    case 2: mm_nv<2>(A, lda, rows, K, B, C); break;
+    case 3: mm_nv<3>(A, lda, rows, K, B, C); break;
+    case 4: mm_nv<4>(A, lda, rows, K, B, C); break;
+    case 5: mm_nv<5>(A, lda, rows, K, B, C); break;
+    case 6: mm_nv<6>(A, lda, rows, K, B, C); break;
+    case 7: mm_nv<7>(A, lda, rows, K, B, C); break;
+    default: mm_nv<8>(A, lda, rows, K, B, C); break;
+  }
+}
+
+// Generic fallback for d > 64 (C row stride ldc >= cols, zero-padded B not needed).
+inline void mm_generic(const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
+                       py::ssize_t ldb, py::ssize_t cols, double* C, py::ssize_t ldc) {
+  for (py::ssize_t i = 0; i < rows; ++i) {
+    double* c = C + i * ldc;
+    for (py::ssize_t j = 0; j < cols; ++j) c[j] = 0.0;
+    for (py::ssize_t k = 0; k < K; ++k) {
+      const double a = A[i * lda + k];
+      const double* b = B + k * ldb;
+      for (py::ssize_t j = 0; j < cols; ++j) c[j] += a * b[j];
+    }
+  }
+}
+
+inline py::ssize_t padded(py::ssize_t d) { return d <= 64 ? ((d + 7) / 8) * 8 : d; }
+
+// One model's Gram: w [d, H] -> g [d, d]; a = W as float64 [d, H], wt = W^T padded [H, D], c = [d, D].
+// Returns the number of non-finite weights (checked here: no separate pass at the boundary).
+template <typename T>
+SYMFAST_INLINE long long gram_one(const T* w, T* g, double* a, double* wt, double* c, py::ssize_t d, py::ssize_t H) {
+  const py::ssize_t D = padded(d);
+  double sum = 0.0;  // NaN/Inf propagate into the sum of |w|
+  for (py::ssize_t i = 0; i < d; ++i)
+    for (py::ssize_t h = 0; h < H; ++h) {
+      const double v = static_cast<double>(w[i * H + h]);
+      a[i * H + h] = wt[h * D + i] = v;
+      sum += std::fabs(v);
+    }
+  if (!std::isfinite(sum)) return 1;
+  if (d <= 64)
+    mm_upper(static_cast<int>(D / 8), a, H, d, H, wt, c);
+  else
+    mm_generic(a, H, d, H, wt, D, d, c, D);
+  for (py::ssize_t i = 0; i < d; ++i)  // upper triangle, mirrored: exactly symmetric
+    for (py::ssize_t j = i; j < d; ++j) g[i * d + j] = g[j * d + i] = static_cast<T>(c[i * D + j]);
+  return 0;
+}
+
+SYMFAST_CLONES long long gram_one_f32(const float* w, float* g, double* a, double* wt, double* c, py::ssize_t d,
+                                      py::ssize_t H) {
+  return gram_one<float>(w, g, a, wt, c, d, H);
+}
+SYMFAST_CLONES long long gram_one_f64(const double* w, double* g, double* a, double* wt, double* c, py::ssize_t d,
+                                      py::ssize_t H) {
+  return gram_one<double>(w, g, a, wt, c, d, H);
+}
+inline long long gram_one_t(const float* w, float* g, double* a, double* wt, double* c, py::ssize_t d,
+                            py::ssize_t H) {
+  return gram_one_f32(w, g, a, wt, c, d, H);
+}
+inline long long gram_one_t(const double* w, double* g, double* a, double* wt, double* c, py::ssize_t d,
+                            py::ssize_t H) {
+  return gram_one_f64(w, g, a, wt, c, d, H);
+}
+
+template <typename T>
+carray<T> gram_fwd(carray<T> w, int num_threads) {
+  check_ndim(w, 3, "weights");
+  const py::ssize_t M = w.shape(0), d = w.shape(1), H = w.shape(2), D = padded(w.shape(1));
+  carray<T> out({M, d, d});
+  const T* wp = w.data();
+  T* gp = out.mutable_data();
+  long long bad = 0;
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel num_threads(clamp_threads(num_threads)) reduction(+ : bad)
+    {
+      std::vector<double> a(static_cast<size_t>(d * H) + 1), wt(static_cast<size_t>(H * D) + 1, 0.0),
+          c(static_cast<size_t>(d * D) + 1);
+#pragma omp for schedule(static)
+      for (py::ssize_t m = 0; m < M; ++m)
+        bad += gram_one_t(wp + m * d * H, gp + m * d * d, a.data(), wt.data(), c.data(), d, H);
+    }
+  }
+  if (bad) throw std::invalid_argument("weights contains NaN or Inf");
+  return out;
+}
+
+// Squared asymmetry of one padded Gram g [D, D] (D = 2 nb) under one block-permutation lift.
+// Blocks (j, k) and (k, j) give transposed differences for symmetric G: j <= k, weight 2 off the diagonal.
+SYMFAST_CLONES double blockperm_sq(const double* g, const int64_t* perm, const double* B, py::ssize_t nb) {
+  const py::ssize_t D = 2 * nb;
+  double acc = 0.0;
+  for (py::ssize_t j = 0; j < nb; ++j) {
+    const double* Bj = B + 4 * j;  // [[b00, b01], [b10, b11]]
+    const double* gj0 = g + (2 * j) * D;
+    const double* gj1 = gj0 + D;
+    const double* tj0 = g + (2 * perm[j]) * D;
+    const double* tj1 = tj0 + D;
+    double part = 0.0;
+    for (py::ssize_t k = j; k < nb; ++k) {
+      const double* Bk = B + 4 * k;
+      const double g00 = gj0[2 * k], g01 = gj0[2 * k + 1], g10 = gj1[2 * k], g11 = gj1[2 * k + 1];
+      // Y = G_jk B_k
+      const double y00 = g00 * Bk[0] + g01 * Bk[2], y01 = g00 * Bk[1] + g01 * Bk[3];
+      const double y10 = g10 * Bk[0] + g11 * Bk[2], y11 = g10 * Bk[1] + g11 * Bk[3];
+      // X = B_j^T Y minus the target block G[perm j, perm k]
+      const py::ssize_t c = 2 * perm[k];
+      const double x00 = Bj[0] * y00 + Bj[2] * y10 - tj0[c], x01 = Bj[0] * y01 + Bj[2] * y11 - tj0[c + 1];
+      const double x10 = Bj[1] * y00 + Bj[3] * y10 - tj1[c], x11 = Bj[1] * y01 + Bj[3] * y11 - tj1[c + 1];
+      const double s = x00 * x00 + x01 * x01 + x10 * x10 + x11 * x11;
+      part += (k == j) ? s : 2.0 * s;
+    }
+    acc += part;
+  }
+  return acc;
+}
+
+template <typename T>
+carray<double> blockperm_asym(carray<T> g, carray<int64_t> perm, carray<double> blocks, int num_threads) {
+  check_ndim(g, 3, "phi");
+  check_ndim(perm, 2, "perm");
+  check_ndim(blocks, 4, "blocks");
+  const py::ssize_t M = g.shape(0), d = g.shape(1), E = perm.shape(0), nb = perm.shape(1);
+  if (g.shape(2) != d) throw std::invalid_argument("phi must be [M, d, d]");
+  if (nb != (d + 1) / 2) throw std::invalid_argument("perm must be [E, ceil(d / 2)]");
+  if (blocks.shape(0) != E || blocks.shape(1) != nb || blocks.shape(2) != 2 || blocks.shape(3) != 2)
+    throw std::invalid_argument("blocks must be [E, m, 2, 2]");
+  const int64_t* pp = perm.data();
+  for (py::ssize_t i = 0; i < E * nb; ++i)
+    if (pp[i] < 0 || pp[i] >= nb) throw std::invalid_argument("perm entries must be in [0, m)");
+  carray<double> out({M, E});
+  const T* gp = g.data();
+  const double* bp = blocks.data();
+  double* op = out.mutable_data();
+  const py::ssize_t D = 2 * nb;
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel num_threads(clamp_threads(num_threads))
+    {
+      std::vector<double> pad(static_cast<size_t>(D * D), 0.0);  // odd d: zero row/column, fixed by every lift
+#pragma omp for schedule(static)
+      for (py::ssize_t m = 0; m < M; ++m) {
+        const T* src = gp + m * d * d;
+        for (py::ssize_t i = 0; i < d; ++i)
+          for (py::ssize_t j = 0; j < d; ++j) pad[i * D + j] = static_cast<double>(src[i * d + j]);
+        for (py::ssize_t e = 0; e < E; ++e)
+          op[m * E + e] = std::sqrt(blockperm_sq(pad.data(), pp + e * nb, bp + e * nb * 4, nb));
+      }
+    }
+  }
+  return out;
+}
+
+// ---- dense orthogonal lifts, fused: s = ||G U_a - (G U_b)^T||_F per (model, element) ----
+// g: one model [d, d] float64; up: multipliers zero-padded [U, d, D]; slot0/slot1: [d, D]
+// products G U_u for the last two multipliers (elements sharing them are adjacent).
+SYMFAST_CLONES void dense_model(const double* g, const double* up, py::ssize_t d, py::ssize_t D,
+                                const int64_t* a, const int64_t* b, py::ssize_t E, double* slot0, double* slot1,
+                                double* out) {
+  int64_t key0 = -1, key1 = -1;  // multipliers whose products slot0 / slot1 hold
+  const int nv = static_cast<int>(D / 8);
+  for (py::ssize_t e = 0; e < E; ++e) {
+    // x = G U_a in a slot, y = G U_b in the other (or the same one when a == b); no lambda,
+    // so the products are compiled inside this target clone.
+    if (a[e] != key0 && a[e] != key1) {
+      double* dst = (b[e] == key0) ? slot1 : slot0;
+      if (d <= 64) mm(nv, g, d, d, d, up + a[e] * d * D, dst); else mm_generic(g, d, d, d, up + a[e] * d * D, D, d, dst, D);
+      (dst == slot0 ? key0 : key1) = a[e];
+    }
+    const double* x = (a[e] == key0) ? slot0 : slot1;  // x[i * D + j] = (G rho)[i, j]
+    if (b[e] != key0 && b[e] != key1) {
+      double* dst = (x == slot0) ? slot1 : slot0;
+      if (d <= 64) mm(nv, g, d, d, d, up + b[e] * d * D, dst); else mm_generic(g, d, d, d, up + b[e] * d * D, D, d, dst, D);
+      (dst == slot0 ? key0 : key1) = b[e];
+    }
+    const double* y = (b[e] == key0) ? slot0 : slot1;  // y[j * D + i] = (G rho^T)[j, i] = (rho G)[i, j]
+    double acc = 0.0;
+    for (py::ssize_t i = 0; i < d; ++i)
+      for (py::ssize_t j = 0; j < d; ++j) {
+        const double v = x[i * D + j] - y[j * D + i];
+        acc += v * v;
+      }
+    out[e] = std::sqrt(acc);
+  }
+}
+
+template <typename T>
+carray<double> dense_asym(carray<T> g, carray<double> u, carray<int64_t> a, carray<int64_t> b, int num_threads) {
+  check_ndim(g, 3, "phi");
+  check_ndim(u, 3, "multipliers");
+  check_ndim(a, 1, "a");
+  check_ndim(b, 1, "b");
+  const py::ssize_t M = g.shape(0), d = g.shape(1), U = u.shape(0), E = a.shape(0), D = padded(g.shape(1));
+  if (g.shape(2) != d) throw std::invalid_argument("phi must be [M, d, d]");
+  if (u.shape(1) != d || u.shape(2) != d) throw std::invalid_argument("multipliers must be [U, d, d]");
+  if (b.shape(0) != E) throw std::invalid_argument("a and b must have the same length");
+  const int64_t* ap = a.data();
+  const int64_t* bp = b.data();
+  for (py::ssize_t e = 0; e < E; ++e)
+    if (ap[e] < 0 || ap[e] >= U || bp[e] < 0 || bp[e] >= U) throw std::invalid_argument("a, b must index [0, U)");
+  carray<double> out({M, E});
+  const T* gp = g.data();
+  double* op = out.mutable_data();
+  std::vector<double> up(static_cast<size_t>(U * d * D) + 1, 0.0);  // zero-padded columns
+  const double* us = u.data();
+  for (py::ssize_t n = 0; n < U; ++n)
+    for (py::ssize_t i = 0; i < d; ++i)
+      for (py::ssize_t j = 0; j < d; ++j) up[(n * d + i) * D + j] = us[(n * d + i) * d + j];
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel num_threads(clamp_threads(num_threads))
+    {
+      std::vector<double> gm(static_cast<size_t>(d * d) + 1), s0(static_cast<size_t>(d * D) + 1),
+          s1(static_cast<size_t>(d * D) + 1);
+#pragma omp for schedule(static)
+      for (py::ssize_t m = 0; m < M; ++m) {
+        for (py::ssize_t i = 0; i < d * d; ++i) gm[i] = static_cast<double>(gp[m * d * d + i]);
+        dense_model(gm.data(), up.data(), d, D, ap, bp, E, s0.data(), s1.data(), op + m * E);
+      }
+    }
+  }
+  return out;
+}
+
+// ---- boundary check in one pass: (max |phi - phi^T|, max |phi|, count of non-finite entries) ----
+template <typename T>
+py::tuple sym_stats(carray<T> g, int num_threads) {
+  check_ndim(g, 3, "phi");
+  const py::ssize_t M = g.shape(0), d = g.shape(1);
+  if (g.shape(2) != d) throw std::invalid_argument("phi must be [M, d, d]");
+  const T* gp = g.data();
+  double asym = 0.0, amax = 0.0;
+  long long bad = 0;
+  {
+    py::gil_scoped_release release;
+#pragma omp parallel for schedule(static) num_threads(clamp_threads(num_threads)) \
+    reduction(max : asym, amax) reduction(+ : bad)
+    for (py::ssize_t m = 0; m < M; ++m) {
+      const T* x = gp + m * d * d;
+      for (py::ssize_t i = 0; i < d; ++i)
+        for (py::ssize_t j = 0; j < d; ++j) {
+          const double v = static_cast<double>(x[i * d + j]);
+          if (!std::isfinite(v)) {
+            ++bad;
+            continue;
+          }
+          amax = std::fmax(amax, std::fabs(v));
+          if (j > i) asym = std::fmax(asym, std::fabs(v - static_cast<double>(x[j * d + i])));
+        }
+    }
+  }
+  return py::make_tuple(asym, amax, bad);
+}
+
+Registrar reg("gram_scores", [](py::module_& m) {
+  m.def("gram_fwd_f32", &gram_fwd<float>, py::arg("weights"), py::arg("num_threads") = 1,
+        "Grams W W^T, float32: [M, d, H] -> [M, d, d]");
+  m.def("gram_fwd_f64", &gram_fwd<double>, py::arg("weights"), py::arg("num_threads") = 1,
+        "Grams W W^T, float64: [M, d, H] -> [M, d, d]");
+  m.def("blockperm_asym_f32", &blockperm_asym<float>, py::arg("phi"), py::arg("perm"), py::arg("blocks"),
+        py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float32 phi -> [M, E] f64");
+  m.def("blockperm_asym_f64", &blockperm_asym<double>, py::arg("phi"), py::arg("perm"), py::arg("blocks"),
+        py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float64 phi -> [M, E] f64");
+  m.def("sym_stats_f32", &sym_stats<float>, py::arg("phi"), py::arg("num_threads") = 1,
+        "(max |phi - phi^T|, max |phi|, non-finite count) of float32 phi [M, d, d]");
+  m.def("sym_stats_f64", &sym_stats<double>, py::arg("phi"), py::arg("num_threads") = 1,
+        "(max |phi - phi^T|, max |phi|, non-finite count) of float64 phi [M, d, d]");
+  m.def("dense_asym_f32", &dense_asym<float>, py::arg("phi"), py::arg("multipliers"), py::arg("a"), py::arg("b"),
+        py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float32 phi -> [M, E] f64");
+  m.def("dense_asym_f64", &dense_asym<double>, py::arg("phi"), py::arg("multipliers"), py::arg("a"), py::arg("b"),
+        py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float64 phi -> [M, E] f64");
+});
+
+}  // namespace
+}  // namespace symfast

@@ -1,0 +1,48 @@
+"""PyTorch reference for symfast.ops.gram_scores.gram() and gram_scores()."""
+from __future__ import annotations
+
+import torch
+
+# Bytes per chunk of [Mc, Ec, d, d] intermediates; einsum keeps about four alive (< ~1 GB).
+_CHUNK_BYTES = 1 << 28
+
+
+def gram(weights: torch.Tensor) -> torch.Tensor:
+    """First-layer Grams G = W W^T.
+
+    Args:
+        weights: [M, d, H] fan-in-first first-layer weights.
+
+    Returns:
+        [M, d, d] in weights' dtype.
+    """
+    return weights @ weights.transpose(1, 2)
+
+
+def gram_scores(phi: torch.Tensor, lifts: torch.Tensor, normalize: bool = True) -> torch.Tensor:
+    """Scores s[m, e] = ||rho_e^T phi_m rho_e - phi_m||_F / ||phi_m||_F, chunked batched einsum.
+
+    Args:
+        phi: [M, d, d] observables.
+        lifts: [E, d, d] lifts rho_e (phi's dtype and device).
+        normalize: divide by ||phi_m||_F (False: the absolute norm).
+
+    Returns:
+        [M, E] in phi's dtype.
+    """
+    M, d, _ = phi.shape
+    E = lifts.shape[0]
+    per_pair = max(1, d * d * phi.element_size())
+    budget = max(1, _CHUNK_BYTES // per_pair)  # (model, element) pairs per chunk
+    Ec = max(1, min(E, budget // max(M, 1)))
+    Mc = max(1, min(M, budget // Ec))
+    out = torch.empty(M, E, dtype=phi.dtype, device=phi.device)
+    rt = lifts.transpose(1, 2)
+    for m0 in range(0, M, Mc):
+        p = phi[m0:m0 + Mc]
+        for e0 in range(0, E, Ec):
+            t = torch.einsum("eij,sjk,ekl->seil", rt[e0:e0 + Ec], p, lifts[e0:e0 + Ec]) - p[:, None]
+            out[m0:m0 + Mc, e0:e0 + Ec] = t.flatten(2).norm(dim=2)
+    if normalize:
+        out = out / phi.flatten(1).norm(dim=1)[:, None]
+    return out

@@ -1,0 +1,238 @@
+"""gram / gram_scores: every fast path against the PyTorch reference, by name."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import symfast as sf
+from symfast.groups import union
+from symfast.observables import extend_lift
+from symfast.ops.gram_scores import BlockPermLift, gram, gram_scores, reference
+from symfast.ops.gram_scores.lifts import split_lifts, transpose_pairs
+from symfast.testing import assert_close
+
+DTYPES = [torch.float64, torch.float32]
+DT_IDS = ["f64", "f32"]
+
+
+def _orth(E, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    q, _ = torch.linalg.qr(torch.randn(E, d, d, generator=g, dtype=torch.float64))
+    return q
+
+
+def _grams(M, d, dtype, seed=0, H=16):
+    g = torch.Generator().manual_seed(seed)
+    return reference.gram(torch.randn(M, d, H, generator=g, dtype=torch.float64)).to(dtype)
+
+
+def _exact_lifts(pe, kind="gram"):
+    els = list(union([sf.dihedral(4), sf.dihedral(6)]))
+    lifts = [extend_lift(r, kind) for r in (pe.lift(g) for g in els) if r is not None]
+    return torch.tensor(np.stack(lifts))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("M", [1, 3, 37])
+@pytest.mark.parametrize("d", [4, 48])
+def test_gram_matches_reference(dtype, M, d):
+    w = torch.randn(M, d, 64, generator=torch.Generator().manual_seed(M + d), dtype=torch.float64).to(dtype)
+    g = gram(w, backend="cpu")
+    assert_close("gram", reference.gram(w), g)
+    assert g.dtype == dtype and torch.equal(g, g.transpose(1, 2))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("M", [1, 3, 37])
+@pytest.mark.parametrize("d", [4, 48])
+@pytest.mark.parametrize("E", [1, 7])
+def test_scores_dense_lifts(dtype, M, d, E):
+    phi = _grams(M, d, dtype, seed=M * d + E)
+    rho = _orth(E, d, seed=E + d)
+    ref = reference.gram_scores(phi, rho.to(dtype))
+    assert_close("scores", ref, gram_scores(phi, rho, backend="cpu"))
+    assert_close("asym", reference.gram_scores(phi, rho.to(dtype), normalize=False),
+                 gram_scores(phi, rho, normalize=False, backend="cpu"))
+    assert_close("scores_auto", ref, gram_scores(phi, rho))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+def test_scores_shared_products(dtype):
+    """Transposed pairs, involutions and duplicates share products; results unchanged."""
+    q = _orth(5, 9, seed=1)
+    v = torch.randn(9, 1, dtype=torch.float64)
+    house = torch.eye(9, dtype=torch.float64) - 2 * v @ v.T / (v.T @ v)  # involution: rho^T = rho
+    rho = torch.cat([q, q[:3].transpose(1, 2), house[None], q[:2]])
+    order, U, a, b, _ = transpose_pairs(rho)
+    # 5 lifts + their 5 transposes (3 of which are elements too) + 1 involution; duplicates add nothing
+    assert U.shape[0] == 5 * 2 + 1 and sorted(order.tolist()) == list(range(len(rho)))
+    phi = _grams(37, 9, dtype)
+    assert_close("scores_shared", reference.gram_scores(phi, rho.to(dtype)), gram_scores(phi, rho, backend="cpu"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("pe", [sf.TriAxisPE(), sf.DyadicAxisPE(), sf.RandomFourierPE(), sf.TriAxisPE(K=1)],
+                         ids=["triaxis", "dyadic", "rff", "triaxis_K1"])
+@pytest.mark.parametrize("kind", ["gram", "gram_bias"])
+def test_scores_exact_lifts_gather(dtype, pe, kind):
+    rho = _exact_lifts(pe, kind)
+    d = rho.shape[-1]
+    bp_idx, bp, dense_idx = split_lifts(rho)
+    assert len(dense_idx) == 0 and torch.equal(bp.to_dense(), rho)
+    phi = _grams(37, d, dtype, seed=d)
+    ref = reference.gram_scores(phi, rho.to(dtype))
+    assert_close("scores_gather", ref, gram_scores(phi, bp, backend="cpu"))
+    assert_close("scores_gather_detected", ref, gram_scores(phi, rho, backend="cpu"))
+    assert_close("scores_gather_reference_backend", ref, gram_scores(phi, bp, backend="reference"))
+
+
+def test_scores_mixed_exact_and_lstsq():
+    pe = sf.DyadicAxisPE(K=2)
+    els = [sf.rotation(np.pi / 2), sf.rotation(np.pi / 3), sf.reflection(0.0), sf.rotation(0.3)]
+    rho = torch.tensor(np.stack([pe.lift(g) if pe.lift(g) is not None else
+                                 pe.lift_lstsq(g, num_samples=256, orthogonal=True)[0] for g in els]))
+    bp_idx, _, dense_idx = split_lifts(rho)
+    assert bp_idx.tolist() == [0, 2] and dense_idx.tolist() == [1, 3]
+    phi = _grams(3, 8, torch.float64)
+    assert_close("scores_mixed", reference.gram_scores(phi, rho), gram_scores(phi, rho, backend="cpu"))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+def test_wide_d_generic_loop(dtype):
+    """d > 64 takes the plain-loop product instead of the register-blocked kernel."""
+    w = torch.randn(3, 67, 70, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+    assert_close("gram_wide", reference.gram(w), gram(w, backend="cpu"))
+    phi, rho = reference.gram(w), _orth(2, 67, seed=2)
+    assert_close("scores_wide", reference.gram_scores(phi, rho.to(dtype)), gram_scores(phi, rho, backend="cpu"))
+
+
+def test_planted_invariant_scores_zero():
+    # exact lifts (gather path): average a Gram over TriAxisPE's D6 lifts
+    rho = _exact_lifts(sf.TriAxisPE())
+    g0 = _grams(1, 48, torch.float64)[0]
+    inv = (rho.transpose(1, 2) @ g0 @ rho).mean(0, keepdim=True)
+    inv = (inv + inv.transpose(1, 2)) / 2
+    for backend in ("cpu", "reference"):
+        assert gram_scores(inv, rho, backend=backend).abs().max() <= 1e-12
+    # dense path: a dense orthogonal rho of order 6 and the average over its powers
+    q = _orth(1, 12, seed=3)[0]
+    t = np.pi / 3
+    rot = torch.block_diag(*[torch.tensor([[np.cos(t), -np.sin(t)], [np.sin(t), np.cos(t)]])] * 6)
+    r = q @ rot @ q.T
+    powers = torch.stack([torch.linalg.matrix_power(r, k) for k in range(6)])
+    g1 = _grams(1, 12, torch.float64)[0]
+    inv = (powers.transpose(1, 2) @ g1 @ powers).mean(0, keepdim=True)
+    inv = (inv + inv.transpose(1, 2)) / 2
+    assert len(split_lifts(powers[1:])[2]) == 5  # all dense
+    s = gram_scores(inv, powers[1:], backend="cpu")
+    assert s.abs().max() <= 1e-12
+    before = gram_scores(g1[None], powers[1:], backend="cpu")[0]
+    assert before[[0, 1, 3, 4]].min() > 1e-3  # not invariant before averaging (power 3 is -I: always 0)
+
+
+def test_cpu_deterministic_across_threads():
+    phi = _grams(37, 48, torch.float64)
+    rho = torch.cat([_orth(3, 48, seed=5), _exact_lifts(sf.TriAxisPE())])
+    n = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = gram_scores(phi, rho, backend="cpu")
+        torch.set_num_threads(2)
+        two = gram_scores(phi, rho, backend="cpu")
+    finally:
+        torch.set_num_threads(n)
+    assert torch.equal(one, two)
+
+
+def test_autograd_uses_reference():
+    phi = _grams(3, 4, torch.float64).requires_grad_()
+    rho = _orth(2, 4, seed=0)
+    s = gram_scores(phi, rho)
+    s.sum().backward()
+    assert phi.grad is not None and torch.isfinite(phi.grad).all()
+
+
+def test_blockpermlift_validation():
+    rho = _exact_lifts(sf.DyadicAxisPE(K=1))
+    bp = BlockPermLift.from_dense(rho)
+    assert len(bp) == rho.shape[0] and torch.equal(bp[[1, 0]].to_dense(), rho[[1, 0]])
+    with pytest.raises(ValueError, match="lift 0 is not a permutation of 2x2 blocks"):
+        BlockPermLift.from_dense(_orth(2, 4, seed=0))
+    with pytest.raises(ValueError, match="perm rows must be permutations"):
+        BlockPermLift([[0, 0]], torch.zeros(1, 2, 2, 2))
+    with pytest.raises(ValueError, match=r"blocks must be \[E, m, 2, 2\]"):
+        BlockPermLift([[0, 1]], torch.zeros(1, 2, 2))
+    with pytest.raises(ValueError, match="lifts are 4 x 4 but phi is"):
+        gram_scores(_grams(2, 6, torch.float64), bp)
+
+
+@pytest.mark.parametrize("phi, rho, msg", [
+    (torch.zeros(2, 3, 4, dtype=torch.float64), _orth(1, 3, 0), r"phi must be \[M, d, d\], got \[2, 3, 4\]"),
+    (torch.zeros(3, 3, dtype=torch.float64), _orth(1, 3, 0), r"phi must be \[M, d, d\], got \[3, 3\]"),
+    (torch.zeros(2, 3, 3, dtype=torch.int64), _orth(1, 3, 0), "phi must be float32 or float64"),
+    (torch.full((2, 3, 3), float("nan"), dtype=torch.float64), _orth(1, 3, 0), "phi contains NaN"),
+    (torch.triu(torch.ones(1, 3, 3, dtype=torch.float64)), _orth(1, 3, 0), "phi must be symmetric"),
+    (torch.eye(3, dtype=torch.float64)[None], _orth(1, 4, 0), r"lifts must be \[E, 3, 3\]"),
+    (torch.eye(3, dtype=torch.float64)[None], 2 * _orth(1, 3, 0), "lift 0 is not orthogonal"),
+    (torch.eye(3, dtype=torch.float64)[None], torch.full((1, 3, 3), float("nan"), dtype=torch.float64),
+     "lifts contains NaN"),
+    (torch.eye(3, dtype=torch.float64)[None], torch.empty(1, 3, 3, device="meta"), "lifts are on meta"),
+])
+def test_bad_inputs(phi, rho, msg):
+    with pytest.raises(ValueError, match=msg):
+        gram_scores(phi, rho)
+
+
+def test_bad_backend_and_gram_inputs():
+    phi, rho = _grams(2, 4, torch.float64), _orth(1, 4, 0)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        gram_scores(phi, rho, backend="gpu")
+    if not sf._ext.triton_usable(phi.device):
+        with pytest.raises(ValueError, match="backend='triton' needs"):
+            gram_scores(phi, rho, backend="triton")
+    with pytest.raises(ValueError, match=r"weights must be \[M, d, H\], got \[4, 4\]"):
+        gram(torch.zeros(4, 4))
+    with pytest.raises(ValueError, match="weights contains NaN"):
+        gram(torch.full((1, 2, 3), float("inf")))
+
+
+_TRITON_SCRIPT = textwrap.dedent("""
+    import numpy as np, torch
+    import symfast as sf
+    from symfast.ops.gram_scores import BlockPermLift, gram_scores, reference
+    from symfast.testing import assert_close
+    torch.manual_seed(0)
+    for dtype in (torch.float64, torch.float32):
+        for M, d, E in ((1, 4, 1), (3, 6, 2), (9, 17, 3)):
+            w = torch.randn(M, d, 8, dtype=torch.float64)
+            phi = reference.gram(w).to(dtype)
+            rho, _ = torch.linalg.qr(torch.randn(E, d, d, dtype=torch.float64))
+            assert_close(f"triton_scores_{dtype}_{M}_{d}_{E}", reference.gram_scores(phi, rho.to(dtype)),
+                         gram_scores(phi, rho, backend="triton"))
+        pe = sf.DyadicAxisPE(K=1)
+        lifts = np.stack([r for r in (pe.lift(g) for g in sf.dihedral(4)) if r is not None])
+        phi = reference.gram(torch.randn(3, 4, 8, dtype=torch.float64)).to(dtype)
+        assert_close(f"triton_gather_{dtype}", reference.gram_scores(phi, torch.tensor(lifts).to(dtype)),
+                     gram_scores(phi, BlockPermLift.from_dense(lifts), backend="triton"))
+    print("TRITON_OK")
+""")
+
+
+def test_triton_interpreter_matches_reference():
+    pytest.importorskip("triton")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-c", _TRITON_SCRIPT], env=env, cwd=root, capture_output=True,
+                         text=True, timeout=300)
+    assert res.returncode == 0 and "TRITON_OK" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_triton_cuda_matches_reference():
+    phi = _grams(37, 48, torch.float64).cuda()
+    rho = torch.cat([_orth(7, 48, seed=1), _exact_lifts(sf.TriAxisPE())])
+    assert_close("cuda_scores", reference.gram_scores(phi, rho.cuda()), gram_scores(phi, rho))
