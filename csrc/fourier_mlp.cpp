@@ -115,7 +115,8 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
                          int num_threads, const std::string& isa, long chunk) {
   Problem<T> pb;
   const int L = (int)weights.size();
-  if (L < 1 || (int)biases.size() != L) throw std::invalid_argument("weights and biases must be equal-length lists");
+  if (L < 2 || (int)biases.size() != L)
+    throw std::invalid_argument("weights and biases must be equal-length lists with >= 1 hidden layer");
   check_ndim(freq, 2, "frequencies");
   pb.B = weights[0].shape(0);
   pb.x_shared = x.ndim() == 2;

@@ -184,7 +184,7 @@ struct Engine {
   int L;                      // number of linear layers (hidden + output)
   long m, d, dp;              // frequencies, features, padded features
   std::vector<long> fin, fout, foutp;  // per layer fan-in, fan-out, padded fan-out
-  Buf<T> wpk, wtpk, bpk, gw, gb, h0, dh0;  // packed weights, transposed, biases; grads; features
+  Buf<T> wpk, wtpk, bpk, gw, gb, h0, dh0, x0, x1;  // packed weights, W^T, biases; grads; features
   std::vector<Buf<T>> z, a, da;   // per hidden layer
   std::vector<long> wofs, wtofs, bofs;  // offsets into the packed buffers
   long packed_b = -1;
@@ -198,7 +198,7 @@ struct Engine {
     for (int l = 0; l < L; ++l) {
       fin.push_back(p.fan_in[l]);
       fout.push_back(p.fan_out[l]);
-      foutp.push_back(pad_to(p.fan_out[l], W));
+      foutp.push_back(l + 1 < L ? pad_to(p.fan_out[l], W) : 1);  // output layer: a column
       const long finp = l == 0 ? dp : foutp[l - 1];
       wofs.push_back(ws);
       wtofs.push_back(wts);
@@ -213,6 +213,8 @@ struct Engine {
     gw.resize(ws);
     gb.resize(bs);
     h0.resize(TILE * dp);
+    x0.resize(TILE);
+    x1.resize(TILE);
     dh0.resize(TILE * dp);
     for (int l = 0; l + 1 < L; ++l) {
       z.emplace_back(TILE * foutp[l]);
@@ -247,47 +249,57 @@ struct Engine {
     }
   }
 
+  // hT[k, t]: features transposed ([sin | cos] rows, points contiguous) so the sin/cos
+  // loop vectorises over points with no remainder.
   void features(const T* x, long cnt) {
     const T* fr = pb.freq;
     const T* ph = pb.phase;
     for (long t = 0; t < TILE; ++t) {
-      const T x0 = t < cnt ? x[2 * t] : T(0), x1 = t < cnt ? x[2 * t + 1] : T(0);
-      T* row = h0.p + t * dp;
-#pragma omp simd
-      for (long j = 0; j < m; ++j) {
-        const T u = fr[2 * j] * x0 + fr[2 * j + 1] * x1 + ph[j];
+      x0.p[t] = t < cnt ? x[2 * t] : T(0);
+      x1.p[t] = t < cnt ? x[2 * t + 1] : T(0);
+    }
+    for (long j = 0; j < m; ++j) {
+      const T f0 = fr[2 * j], f1 = fr[2 * j + 1], b = ph[j];
+      T* rs = h0.p + j * TILE;
+      T* rc = h0.p + (m + j) * TILE;
+      const T* xa = x0.p;
+      const T* xb = x1.p;
+#pragma omp simd aligned(rs, rc : 16)
+      for (long t = 0; t < TILE; ++t) {
+        const T u = f0 * xa[t] + f1 * xb[t] + b;
         T s, c;
         sincos_poly(u, s, c);
-        row[j] = s;
-        row[m + j] = c;
+        rs[t] = s;
+        rc[t] = c;
       }
-      for (long j = d; j < dp; ++j) row[j] = T(0);
     }
   }
 
   // Forward over one tile; fills yt[TILE].
   void forward(T* yt) {
-    const T* in = h0.p;
+    const T* in = h0.p;  // layer 0 reads hT[k, t]: A(t, k) at t + k * TILE
     long ld = dp;
     for (int l = 0; l + 1 < L; ++l) {
       T* zl = z[l].p;
       const T* bias = bpk.p + bofs[l];
       for (long t = 0; t < TILE; ++t)
         for (long j = 0; j < foutp[l]; ++j) zl[t * foutp[l] + j] = bias[j];
-      gemm_acc<T>(TILE, foutp[l], (int)fin[l], in, ld, 1, wpk.p + wofs[l], foutp[l], zl, foutp[l]);
+      if (l == 0)
+        gemm_acc<T>(TILE, foutp[l], (int)fin[l], in, 1, TILE, wpk.p + wofs[l], foutp[l], zl, foutp[l]);
+      else
+        gemm_acc<T>(TILE, foutp[l], (int)fin[l], in, ld, 1, wpk.p + wofs[l], foutp[l], zl, foutp[l]);
       activate<T>(pb.act, zl, a[l].p, TILE * foutp[l]);
       in = a[l].p;
       ld = foutp[l];
     }
-    const T* wo = wpk.p + wofs[L - 1];  // [fin, 1] padded to [fin, W]: column 0
-    const long ldo = foutp[L - 1];
+    const T* wo = wpk.p + wofs[L - 1];  // [H] (fan_out 1, unpadded)
     const T bo = bpk.p[bofs[L - 1]];
     const long H = fin[L - 1];
     for (long t = 0; t < TILE; ++t) {
       T s = T(0);
       const T* r = in + t * ld;
 #pragma omp simd reduction(+ : s)
-      for (long j = 0; j < H; ++j) s += r[j] * wo[j * ldo];
+      for (long j = 0; j < H; ++j) s += r[j] * wo[j];
       yt[t] = s + bo;
     }
   }
@@ -295,23 +307,23 @@ struct Engine {
   // Backward over one tile from g[TILE] = dLoss/dy (zero on padded rows).
   void backward(const T* g, T* dxt, const T* x, long cnt) {
     const int Lh = L - 1;
-    const T* aL = Lh > 0 ? a[Lh - 1].p : h0.p;
-    const long ldL = Lh > 0 ? foutp[Lh - 1] : dp;
+    const T* aL = a[Lh - 1].p;  // at least one hidden layer (checked by the binding)
+    const long ldL = foutp[Lh - 1];
     const long H = fin[L - 1];
-    const long ldo = foutp[L - 1];
-    const T* wo = wpk.p + wofs[L - 1];
+    const T* wo = wpk.p + wofs[L - 1];  // [H] (fan_out 1, unpadded)
     T* gwo = gw.p + wofs[L - 1];
     T gbo = T(0);
     // output layer: dw_out += a_L^T g, db_out += sum g, da_L = g w_out^T
-    T* daL = Lh > 0 ? da[Lh - 1].p : dh0.p;
+    T* daL = da[Lh - 1].p;
     for (long t = 0; t < TILE; ++t) {
       const T gt = g[t];
       gbo += gt;
       const T* r = aL + t * ldL;
       T* dr = daL + t * ldL;
+#pragma omp simd
       for (long j = 0; j < H; ++j) {
-        gwo[j * ldo] += gt * r[j];
-        dr[j] = gt * wo[j * ldo];
+        gwo[j] += gt * r[j];
+        dr[j] = gt * wo[j];
       }
       for (long j = H; j < ldL; ++j) dr[j] = T(0);
     }
@@ -329,7 +341,10 @@ struct Engine {
       const T* prev = l > 0 ? a[l - 1].p : h0.p;
       const long ldp = l > 0 ? foutp[l - 1] : dp;
       // dW_l[K, Hp] += prev^T[K, TILE] @ dz[TILE, Hp]
-      gemm_acc<T>(fin[l], Hp, TILE, prev, 1, ldp, dz, Hp, gw.p + wofs[l], Hp);
+      if (l > 0)
+        gemm_acc<T>(fin[l], Hp, TILE, prev, 1, ldp, dz, Hp, gw.p + wofs[l], Hp);
+      else  // prev = hT[k, t]
+        gemm_acc<T>(fin[l], Hp, TILE, prev, TILE, 1, dz, Hp, gw.p + wofs[l], Hp);
       if (l > 0 || dxt) {
         T* dprev = l > 0 ? da[l - 1].p : dh0.p;
         std::fill(dprev, dprev + TILE * ldp, T(0));
@@ -340,12 +355,12 @@ struct Engine {
     if (dxt) {
       const T* fr = pb.freq;
       for (long t = 0; t < cnt; ++t) {
-        const T* hs = h0.p + t * dp;
+        const T* hs = h0.p + t;  // hT: stride TILE
         const T* gh = dh0.p + t * dp;
         T g0 = T(0), g1 = T(0);
 #pragma omp simd reduction(+ : g0, g1)
         for (long j = 0; j < m; ++j) {
-          const T du = gh[j] * hs[m + j] - gh[m + j] * hs[j];  // d/du of sin, cos
+          const T du = gh[j] * hs[(m + j) * TILE] - gh[m + j] * hs[j * TILE];  // d/du of sin, cos
           g0 += du * fr[2 * j];
           g1 += du * fr[2 * j + 1];
         }
