@@ -163,6 +163,25 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   return py::none();
 }
 
+// The kernel's float32 sin/cos (polynomial + Cody-Waite reduction), exposed for accuracy tests.
+carray<float> sincos_f32(carray<float> u, const std::string& isa) {
+  const std::string which = resolve_isa(isa);
+  const py::ssize_t n = u.size();
+  carray<float> out({(py::ssize_t)2, n});
+  const float* up = u.data();
+  float* s = out.mutable_data();
+  float* c = s + n;
+  for (py::ssize_t i = 0; i < n; ++i) {
+#ifdef SYMFAST_X86_CLONES
+    if (which == "avx512") fmlp_avx512::sincos_poly(up[i], s[i], c[i]);
+    else if (which == "avx2") fmlp_avx2::sincos_poly(up[i], s[i], c[i]);
+    else
+#endif
+      fmlp_base::sincos_poly(up[i], s[i], c[i]);
+  }
+  return out;
+}
+
 Registrar reg("fourier_mlp", [](py::module_& m) {
   const char* doc =
       "Fused Fourier-PE + MLP (see csrc/fourier_mlp.cpp header). mode 0 forward, 1 MSE step, 2 cotangent backward";
@@ -176,6 +195,8 @@ Registrar reg("fourier_mlp", [](py::module_& m) {
         py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
   m.def("fourier_mlp_isa", [](const std::string& isa) { return resolve_isa(isa); }, py::arg("isa") = "auto",
         "Instruction set the fourier_mlp kernel uses for `isa` on this CPU");
+  m.def("fourier_mlp_sincos_f32", &sincos_f32, py::arg("u"), py::arg("isa") = "auto",
+        "[2, n] sin and cos of u by the fourier_mlp kernel's float32 polynomial (tests)");
 });
 
 }  // namespace

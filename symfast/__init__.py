@@ -2,6 +2,8 @@
 from symfast import shapes
 from symfast._ext import cpp_available
 from symfast.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
+from symfast import nn
+from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step
 from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, orthogonal_group, reflection,
                             rotation, rotation_sweep)
 
@@ -12,4 +14,5 @@ __all__ = [
     "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
     "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic", "rotation_sweep",
     "orthogonal_group",
+    "nn", "fourier_mlp", "fourier_mlp_train_step",
 ]

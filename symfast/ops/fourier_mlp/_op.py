@@ -88,13 +88,14 @@ def _backward(ctx, grad):
     weights, biases = wb[:L], wb[L:]
     need_dx = bool(ctx.needs_input_grad[0])
     if torch.is_grad_enabled():  # create_graph=True: differentiable gradients from the reference
-        inputs = ([x] if need_dx else []) + list(weights) + list(biases)
+        cands = [x, *weights, *biases]
+        want = [i for i, t in enumerate(cands) if t.requires_grad and (i > 0 or need_dx)]
         y = reference.fourier_mlp(x, frequencies, phases, list(weights), list(biases), ctx.activation)
-        gs = torch.autograd.grad(y, inputs, grad, create_graph=True, allow_unused=True)
-        gs = [torch.zeros_like(t) if g is None else g for g, t in zip(gs, inputs)]
-        dx = gs[0] if need_dx else None
-        gs = gs[1:] if need_dx else gs
-        return dx, None, None, list(gs[:L]), list(gs[L:]), None, None
+        gs = torch.autograd.grad(y, [cands[i] for i in want], grad, create_graph=True, allow_unused=True)
+        full = [None] * len(cands)
+        for i, g in zip(want, gs):
+            full[i] = torch.zeros_like(cands[i]) if g is None else g
+        return full[0], None, None, full[1:1 + L], full[1 + L:], None, None
     out = torch.ops.symfast.fourier_mlp_backward(grad, x, frequencies, phases, list(weights), list(biases),
                                                  ctx.activation, ctx.backend, need_dx)
     return (out[0] if need_dx else None), None, None, list(out[1:1 + L]), list(out[1 + L:]), None, None
