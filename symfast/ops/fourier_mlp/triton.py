@@ -284,7 +284,7 @@ def _bwd(mode, aux, x, freq, phase, weights, biases, activation, need_dx):
         x, aux.contiguous(), k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"],
         loss, g1s, g1c, gwh, gbh, gwo, gbo, dx, N, C, per, _xstride(x, N), 1.0 / N,
         MP=MP, H=H, NH=NH, ACT=ACT_CODES[activation], MODE=mode, NEED_DX=need_dx, TF32=ALLOW_TF32,
-        BLOCK_N=BLOCK_N, num_warps=4 if H <= 64 else 8)
+        BLOCK_N=BLOCK_N, num_warps=4 if H <= 32 else 8)
     g1s, g1c, gbh = g1s.sum(1), g1c.sum(1), gbh.sum(1)
     dw0 = torch.stack((g1s[:, :m], g1c[:, :m]), dim=2).reshape(B, 2 * m, H)
     dw = [dw0] + ([gwh.sum(1)[:, l] for l in range(NH - 1)] if NH > 1 else []) + [gwo.sum(1)[:, :, None]]
