@@ -4,9 +4,9 @@ Workload W (issue 3): B = 256 models, N = 2048 points each, DyadicAxisPE (d = 48
 48 -> 64 -> 64 -> 1 ReLU, fp32; one step = forward + per-model MSE + backward + Adam(foreach).
 Ratios are measured side by side in one run (interleaved, best of a few repeats).
 
-Peak memory: tracemalloc does not see torch's allocator, so each implementation runs a
-training step in a fresh subprocess and reports the growth of the process's peak RSS
-(resource.getrusage ru_maxrss) over the RSS after setup; the saved-tensor bytes of the
+Peak memory: tracemalloc does not see torch's allocator, so each implementation runs two
+training steps in a fresh subprocess and reports the growth of the process's peak RSS
+(VmHWM from /proc/self/status; ru_maxrss elsewhere) over the peak after setup; the saved-tensor bytes of the
 reference's autograd graph are also counted exactly (saved_tensors_hooks).
 
 Run as a script for a table: `python benchmarks/benchmarks/bench_fourier_mlp.py [--quick]`.
@@ -130,11 +130,18 @@ _MEM_SCRIPT = """
 import resource, sys, json, torch
 sys.path[:0] = {path!r}
 from bench_fourier_mlp import make, make_step, W
+
+def peak():  # VmHWM is per address space (ru_maxrss survives fork+exec from a big parent)
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM"))
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 args = make(**W)
 step = make_step({impl!r}, *args)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = peak()
 step(); step()
-print(json.dumps((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) * 1024))
+print(json.dumps((peak() - base) * 1024))
 """
 
 

@@ -11,7 +11,15 @@ import torch
 from symfast import _ext
 
 ACT_CODES = {"relu": 0, "tanh": 1, "silu": 2, "sine": 3}
-CHUNK = 4096  # points per work unit; fixed so results do not depend on the thread count
+TILE = 96  # points per tile in the kernel (csrc/fourier_mlp_impl.h)
+
+
+def chunk_size(B: int, N: int) -> int:
+    """Points per work unit: models are split into chunks only when B is small (>= ~256 units
+    in all, >= 1024 points each). A function of (B, N) alone, so results do not depend on the
+    thread count; each chunk's gradient partial is summed in chunk order."""
+    C = max(1, min(-(-256 // max(B, 1)), -(-N // 1024)))
+    return -(-(-(-N // C)) // TILE) * TILE
 
 
 def _np(t: torch.Tensor):
@@ -29,7 +37,7 @@ def _run(mode, x, freq, phase, weights, biases, activation, aux=None, y=None, lo
                  ACT_CODES[activation], mode, None if aux is None else _np(aux),
                  None if y is None else y.numpy(), None if loss is None else loss.numpy(),
                  None if dx is None else dx.numpy(), [g.numpy() for g in dw], [g.numpy() for g in db],
-                 _ext.num_threads(), isa, CHUNK)
+                 _ext.num_threads(), isa, chunk_size(weights[0].shape[0], x.shape[-2]))
 
 
 def fourier_mlp_fwd(x, freq, phase, weights, biases, activation, isa="auto") -> torch.Tensor:
