@@ -42,7 +42,8 @@ def make(B, N, H, depth, seed=0):
     g = torch.Generator().manual_seed(seed)
     pe = sf.DyadicAxisPE(12)
     dims = [pe.dim] + [H] * depth + [1]
-    ws = [((torch.rand(B, a, b, generator=g) * 2 - 1) / a ** 0.5).requires_grad_() for a, b in zip(dims[:-1], dims[1:])]
+    ws = [((torch.rand(B, a, b, generator=g) * 2 - 1) / a ** 0.5).requires_grad_()
+          for a, b in zip(dims[:-1], dims[1:])]
     bs = [((torch.rand(B, b, generator=g) * 2 - 1) / a ** 0.5).requires_grad_() for a, b in zip(dims[:-1], dims[1:])]
     x = torch.rand(B, N, 2, generator=g) * 2 - 1
     t = x.norm(dim=-1) - 0.5  # circle SDF
@@ -272,8 +273,11 @@ def main(quick: bool = False):
         s = TrainStepScaling()
         s.setup(B, N, H)
         s.call()
-        dt = best_of(s.call, 2)
-        print(f"  B={B:5d} N={N:6d} H={H:4d}: {dt * 1e3:9.1f} ms  {step_flops(B, N, 48, H, 2) / dt / 1e9:6.1f} GFLOP/s")
+        c = time.process_time()
+        dt = best_of(s.call, 3)
+        cpu = (time.process_time() - c) / 3
+        print(f"  B={B:5d} N={N:6d} H={H:4d}: {dt * 1e3:9.1f} ms  {step_flops(B, N, 48, H, 2) / dt / 1e9:6.1f} "
+              f"GFLOP/s  ({cpu / (B * N) * 1e9:5.0f} CPU-ns per model-point)")
 
 
 if __name__ == "__main__":
