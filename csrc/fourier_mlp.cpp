@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <pybind11/stl.h>
@@ -171,14 +172,12 @@ carray<float> sincos_f32(carray<float> u, const std::string& isa) {
   const float* up = u.data();
   float* s = out.mutable_data();
   float* c = s + n;
-  for (py::ssize_t i = 0; i < n; ++i) {
 #ifdef SYMFAST_X86_CLONES
-    if (which == "avx512") fmlp_avx512::sincos_poly(up[i], s[i], c[i]);
-    else if (which == "avx2") fmlp_avx2::sincos_poly(up[i], s[i], c[i]);
-    else
+  if (which == "avx512") fmlp_avx512::sincos_array(up, s, c, n);
+  else if (which == "avx2") fmlp_avx2::sincos_array(up, s, c, n);
+  else
 #endif
-      fmlp_base::sincos_poly(up[i], s[i], c[i]);
-  }
+    fmlp_base::sincos_array(up, s, c, n);
   return out;
 }
 

@@ -20,18 +20,25 @@ struct Vec {
 };
 
 constexpr int NV = 2;      // vectors per register block (columns)
-constexpr int TILE = 96;   // points per tile: a multiple of every MR used
+constexpr int TILE = 96;   // points per tile: a multiple of every MR used (4, 6, 12)
 
 inline long pad_to(long n, long w) { return (n + w - 1) / w * w; }
 
-// C[i, jv] (i < R, jv < NC vectors) (+)= sum_p A[i*ars + p*aps] * Bm[p*ldb + jv*W ...]
-template <typename T, int R, int NC>
-inline void micro(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc) {
+// C[i, jv] (i < R, jv < NC vectors) = init + sum_p A[i*ars + p*aps] * Bm[p*ldb + jv*W ...]
+// init: C itself (INIT_ACC), zero (INIT_ZERO) or the bias row (INIT_BIAS); RELU stores max(., 0).
+enum Init { INIT_ACC = 0, INIT_ZERO = 1, INIT_BIAS = 2 };
+
+template <typename T, int R, int NC, int INIT, bool RELU>
+inline void micro(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc, const T* bias) {
   using V = typename Vec<T>::v;
   constexpr int W = Vec<T>::W;
   V acc[R][NC];
   for (int i = 0; i < R; ++i)
-    for (int j = 0; j < NC; ++j) acc[i][j] = *(const V*)(C + i * ldc + j * W);
+    for (int j = 0; j < NC; ++j) {
+      if constexpr (INIT == INIT_ACC) acc[i][j] = *(const V*)(C + i * ldc + j * W);
+      else if constexpr (INIT == INIT_BIAS) acc[i][j] = *(const V*)(bias + j * W);
+      else acc[i][j] = V{};
+    }
   for (int p = 0; p < P; ++p) {
     V bv[NC];
     for (int j = 0; j < NC; ++j) bv[j] = *(const V*)(Bm + p * ldb + j * W);
@@ -41,37 +48,50 @@ inline void micro(int P, const T* A, long ars, long aps, const T* Bm, long ldb, 
       for (int j = 0; j < NC; ++j) acc[i][j] += a * bv[j];
     }
   }
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < NC; ++j) *(V*)(C + i * ldc + j * W) = acc[i][j];
-}
-
-template <typename T, int R>
-inline void micro_rows(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc, long ncols) {
-  constexpr int W = Vec<T>::W;
-  long j = 0;
-  for (; j + NV * W <= ncols; j += NV * W) micro<T, R, NV>(P, A, ars, aps, Bm + j, ldb, C + j, ldc);
-  for (; j < ncols; j += W) micro<T, R, 1>(P, A, ars, aps, Bm + j, ldb, C + j, ldc);
-}
-
-template <typename T, int R>
-inline void micro_tail(int r, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc,
-                       long ncols) {
-  if constexpr (R > 0) {
-    if (r == R) return micro_rows<T, R>(P, A, ars, aps, Bm, ldb, C, ldc, ncols);
-    return micro_tail<T, R - 1>(r, P, A, ars, aps, Bm, ldb, C, ldc, ncols);
+  for (int i = 0; i < R; ++i) {
+    T* c = C + i * ldc;
+    for (int j = 0; j < NC; ++j) *(V*)(c + j * W) = acc[i][j];
+    if constexpr (RELU) {  // max(., 0) on the block just stored (in L1); a vector-extension
+#pragma omp simd          // compare/select compiles to slow code for AVX-512 with GCC 12
+      for (int k = 0; k < NC * W; ++k) c[k] = c[k] > T(0) ? c[k] : T(0);
+    }
   }
 }
 
-// C[M, ncols] += A(M x P) @ Bm[P, ncols]; ncols a multiple of the vector width.
-template <typename T>
-void gemm_acc(long M, long ncols, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc) {
+template <typename T, int R, int INIT, bool RELU>
+inline void micro_rows(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc, long ncols,
+                       const T* bias) {
+  constexpr int W = Vec<T>::W;
+  long j = 0;
+  for (; j + NV * W <= ncols; j += NV * W)
+    micro<T, R, NV, INIT, RELU>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, bias + j);
+  for (; j < ncols; j += W) micro<T, R, 1, INIT, RELU>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, bias + j);
+}
+
+template <typename T, int R, int INIT, bool RELU>
+inline void micro_tail(int r, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc,
+                       long ncols, const T* bias) {
+  if constexpr (R > 0) {
+    if (r == R) return micro_rows<T, R, INIT, RELU>(P, A, ars, aps, Bm, ldb, C, ldc, ncols, bias);
+    return micro_tail<T, R - 1, INIT, RELU>(r, P, A, ars, aps, Bm, ldb, C, ldc, ncols, bias);
+  }
+}
+
+// C[M, ncols] (=|+=) A(M x P) @ Bm[P, ncols] (+ bias); ncols a multiple of the vector width.
+template <typename T, int INIT = INIT_ACC, bool RELU = false>
+void gemm(long M, long ncols, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc,
+          const T* bias = nullptr) {
   long i = 0;
-  for (; i + MR <= M; i += MR) micro_rows<T, MR>(P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols);
-  if (i < M) micro_tail<T, MR - 1>((int)(M - i), P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols);
+  for (; i + MR <= M; i += MR)
+    micro_rows<T, MR, INIT, RELU>(P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols, bias);
+  if (i < M)
+    micro_tail<T, MR - 1, INIT, RELU>((int)(M - i), P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols,
+                                      bias);
 }
 
 // ---- elementwise math (vectorisable scalar code; fp64 uses libm for check-grade accuracy) ----
-inline float exp_poly(float x) {  // Cephes expf, ~1 ulp on [-87, 88]
+#define SF_INLINE inline __attribute__((always_inline))
+SF_INLINE float exp_poly(float x) {  // Cephes expf, ~1 ulp on [-87, 88]
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   const float n = __builtin_rintf(x * 1.44269504088896341f);
   float r = x - n * 0.693359375f;
@@ -89,7 +109,7 @@ inline float exp_poly(float x) {  // Cephes expf, ~1 ulp on [-87, 88]
 }
 
 // sin and cos with Cody-Waite reduction by pi/2 (accurate for |u| < ~1e4).
-inline void sincos_poly(float u, float& s, float& c) {
+SF_INLINE void sincos_poly(float u, float& s, float& c) {
   const float q = __builtin_rintf(u * 0.636619772367581343f);
   float r = u - q * 1.5703125f;
   r = r - q * 4.837512969970703125e-4f;
@@ -104,11 +124,17 @@ inline void sincos_poly(float u, float& s, float& c) {
   s = (qi & 2) ? -ss : ss;
   c = ((qi + 1) & 2) ? -cc : cc;
 }
-inline void sincos_poly(double u, double& s, double& c) { s = std::sin(u); c = std::cos(u); }
+SF_INLINE void sincos_poly(double u, double& s, double& c) { s = std::sin(u); c = std::cos(u); }
+
+// Array form of sincos_poly (compiled for this instruction set; used by the accuracy test).
+inline void sincos_array(const float* u, float* s, float* c, long n) {
+#pragma omp simd
+  for (long i = 0; i < n; ++i) sincos_poly(u[i], s[i], c[i]);
+}
 
 enum Act { RELU = 0, TANH = 1, SILU = 2, SINE = 3 };
 
-inline float tanh_f(float z) {
+SF_INLINE float tanh_f(float z) {
   const float az = z < 0 ? -z : z;
   const float e = exp_poly(-2.0f * az);
   float t = (1.0f - e) / (1.0f + e);
@@ -116,9 +142,10 @@ inline float tanh_f(float z) {
   t = az < 0.04f ? az * (1.0f + z2 * (-0.333333333f + z2 * 0.133333333f)) : t;
   return z < 0 ? -t : t;
 }
-inline float sigmoid_f(float z) { return 1.0f / (1.0f + exp_poly(-z)); }
-inline double tanh_f(double z) { return std::tanh(z); }
-inline double sigmoid_f(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+SF_INLINE float sigmoid_f(float z) { return 1.0f / (1.0f + exp_poly(-z)); }
+SF_INLINE double tanh_f(double z) { return std::tanh(z); }
+SF_INLINE double sigmoid_f(double z) { return 1.0 / (1.0 + std::exp(-z)); }
+#undef SF_INLINE
 
 template <typename T>
 void activate(int act, const T* __restrict z, T* __restrict a, long n) {
@@ -150,9 +177,9 @@ void activate(int act, const T* __restrict z, T* __restrict a, long n) {
 template <typename T>
 void activate_bwd(int act, const T* __restrict z, const T* __restrict a, T* __restrict g, long n) {
   switch (act) {
-    case RELU:
+    case RELU:  // a > 0 iff z > 0 (z is not stored for relu)
 #pragma omp simd
-      for (long i = 0; i < n; ++i) g[i] = z[i] > T(0) ? g[i] : T(0);
+      for (long i = 0; i < n; ++i) g[i] = a[i] > T(0) ? g[i] : T(0);
       break;
     case TANH:
 #pragma omp simd
@@ -275,20 +302,26 @@ struct Engine {
     }
   }
 
+  // z_l, a_l = act(z_l) from the previous activations A(t, k) = in[t * ars + k * aps].
+  void layer_fwd(long ars, long aps, const T* in, int l) {
+    const T* bias = bpk.p + bofs[l];
+    if (pb.act == RELU) {  // a = max(z, 0) in the epilogue; the backward only needs a > 0
+      gemm<T, INIT_BIAS, true>(TILE, foutp[l], (int)fin[l], in, ars, aps, wpk.p + wofs[l], foutp[l], a[l].p,
+                               foutp[l], bias);
+    } else {
+      gemm<T, INIT_BIAS, false>(TILE, foutp[l], (int)fin[l], in, ars, aps, wpk.p + wofs[l], foutp[l], z[l].p,
+                                foutp[l], bias);
+      activate<T>(pb.act, z[l].p, a[l].p, TILE * foutp[l]);
+    }
+  }
+
   // Forward over one tile; fills yt[TILE].
   void forward(T* yt) {
     const T* in = h0.p;  // layer 0 reads hT[k, t]: A(t, k) at t + k * TILE
     long ld = dp;
     for (int l = 0; l + 1 < L; ++l) {
-      T* zl = z[l].p;
-      const T* bias = bpk.p + bofs[l];
-      for (long t = 0; t < TILE; ++t)
-        for (long j = 0; j < foutp[l]; ++j) zl[t * foutp[l] + j] = bias[j];
-      if (l == 0)
-        gemm_acc<T>(TILE, foutp[l], (int)fin[l], in, 1, TILE, wpk.p + wofs[l], foutp[l], zl, foutp[l]);
-      else
-        gemm_acc<T>(TILE, foutp[l], (int)fin[l], in, ld, 1, wpk.p + wofs[l], foutp[l], zl, foutp[l]);
-      activate<T>(pb.act, zl, a[l].p, TILE * foutp[l]);
+      if (l == 0) layer_fwd(1, TILE, in, l);  // layer 0 reads hT[k, t]
+      else layer_fwd(ld, 1, in, l);
       in = a[l].p;
       ld = foutp[l];
     }
@@ -342,14 +375,13 @@ struct Engine {
       const long ldp = l > 0 ? foutp[l - 1] : dp;
       // dW_l[K, Hp] += prev^T[K, TILE] @ dz[TILE, Hp]
       if (l > 0)
-        gemm_acc<T>(fin[l], Hp, TILE, prev, 1, ldp, dz, Hp, gw.p + wofs[l], Hp);
+        gemm<T>(fin[l], Hp, TILE, prev, 1, ldp, dz, Hp, gw.p + wofs[l], Hp);
       else  // prev = hT[k, t]
-        gemm_acc<T>(fin[l], Hp, TILE, prev, TILE, 1, dz, Hp, gw.p + wofs[l], Hp);
+        gemm<T>(fin[l], Hp, TILE, prev, TILE, 1, dz, Hp, gw.p + wofs[l], Hp);
       if (l > 0 || dxt) {
         T* dprev = l > 0 ? da[l - 1].p : dh0.p;
-        std::fill(dprev, dprev + TILE * ldp, T(0));
         // dprev[TILE, ldp] = dz[TILE, fout] @ W_l^T[fout, ldp]
-        gemm_acc<T>(TILE, ldp, (int)fout[l], dz, Hp, 1, wtpk.p + wtofs[l], ldp, dprev, ldp);
+        gemm<T, INIT_ZERO>(TILE, ldp, (int)fout[l], dz, Hp, 1, wtpk.p + wtofs[l], ldp, dprev, ldp);
       }
     }
     if (dxt) {

@@ -250,7 +250,8 @@ def main(quick: bool = False):
     fl = step_flops(W["B"], W["N"], 48, W["H"], W["depth"])
     print(f"Workload W (B=256, N=2048, 48->64->64->1 ReLU, fp32, step incl. Adam), best of 5 interleaved:")
     for k, v in b.t.items():
-        print(f"  {k:10s} {v * 1e3:8.1f} ms  {fl / v / 1e9:6.1f} GFLOP/s  {W['B'] * W['N'] / v / 1e6:5.2f} M model-pts/s"
+        pts = W["B"] * W["N"] / v / 1e6
+        print(f"  {k:10s} {v * 1e3:8.1f} ms  {fl / v / 1e9:6.1f} GFLOP/s  {pts:5.2f} M model-pts/s"
               f"   (CPU time {b.cpu[k] * 1e3:8.1f} ms)")
     print(f"  CPU-time ratios: {b.cpu['reference'] / b.cpu['symfast']:.2f}x vs eager, "
           f"{b.cpu['compile'] / b.cpu['symfast']:.2f}x vs torch.compile")
