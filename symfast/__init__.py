@@ -3,6 +3,8 @@ from symfast import shapes
 from symfast._ext import cpp_available
 from symfast.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 from symfast.ensemble import Ensemble
+from symfast import nn
+from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step
 from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, orthogonal_group, reflection,
                             rotation, rotation_sweep)
 from symfast.readout import Readout, readout
@@ -26,4 +28,5 @@ __all__ = [
     "ordered_schur", "ordschur", "OrderedSchur", "schur_ablation", "schur_ablation_summary", "rnn",
     "recover_latent_actions", "matching_scores", "identifiable_submodel", "project_equivariant",
     "LatentActions", "LayerAction", "GroupActions", "MatchingScores",
+    "nn", "fourier_mlp", "fourier_mlp_train_step",
 ]

@@ -49,3 +49,23 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
 def mse_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """Per-model mean squared error [B] from pred, target: [B, N]; the training loss sums these."""
     return (pred - target).pow(2).mean(dim=1)
+
+
+def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: torch.Tensor,
+                           phases: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor],
+                           activation: str = "relu"):
+    """Forward + per-model MSE + backward by autograd (ground truth for the fused step).
+
+    Args:
+        x: [B, N, 2] or [N, 2]; targets: [B, N]; the rest as in `fourier_mlp`.
+
+    Returns:
+        (loss [B], dW list like weights, db list like biases): loss[b] = mean_n (y - t)^2 and
+        the gradients of loss.sum() (so model b's gradient is that of its own MSE).
+    """
+    with torch.enable_grad():
+        ws = [w.detach().requires_grad_(True) for w in weights]
+        bs = [b.detach().requires_grad_(True) for b in biases]
+        loss = mse_loss(fourier_mlp(x.detach(), frequencies, phases, ws, bs, activation), targets)
+        grads = torch.autograd.grad(loss.sum(), ws + bs)
+    return loss.detach(), list(grads[:len(ws)]), list(grads[len(ws):])

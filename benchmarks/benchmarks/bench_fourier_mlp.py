@@ -1,0 +1,285 @@
+"""Fused PE+MLP training step: symfast vs eager and torch.compile'd reference.
+
+Workload W (issue 3): B = 256 models, N = 2048 points each, DyadicAxisPE (d = 48),
+48 -> 64 -> 64 -> 1 ReLU, fp32; one step = forward + per-model MSE + backward + Adam(foreach).
+Ratios are measured side by side in one run (interleaved, best of a few repeats).
+
+Peak memory: tracemalloc does not see torch's allocator, so each implementation runs two
+training steps in a fresh subprocess and reports the growth of the process's peak RSS
+(VmHWM from /proc/self/status; ru_maxrss elsewhere) over the peak after setup; the saved-tensor bytes of the
+reference's autograd graph are also counted exactly (saved_tensors_hooks).
+
+Run as a script for a table: `python benchmarks/benchmarks/bench_fourier_mlp.py [--quick]`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+
+try:
+    import symfast as sf
+except ImportError:  # run as a script from a source checkout
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    import symfast as sf
+from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step, reference
+
+PEAK_GFLOPS = 330.0  # measured fp32 matmul peak of the 2-core development CPU (DESIGN.md)
+W = dict(B=256, N=2048, H=64, depth=2)
+
+
+def step_flops(B, N, d, H, depth):
+    """Dense FLOPs of forward + backward (3 x forward matmul FLOPs, the usual convention)."""
+    fwd = 2 * (d * H + (depth - 1) * H * H + H)
+    return 3 * fwd * B * N
+
+
+def make(B, N, H, depth, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    pe = sf.DyadicAxisPE(12)
+    dims = [pe.dim] + [H] * depth + [1]
+    ws = [((torch.rand(B, a, b, generator=g) * 2 - 1) / a ** 0.5).requires_grad_()
+          for a, b in zip(dims[:-1], dims[1:])]
+    bs = [((torch.rand(B, b, generator=g) * 2 - 1) / a ** 0.5).requires_grad_() for a, b in zip(dims[:-1], dims[1:])]
+    x = torch.rand(B, N, 2, generator=g) * 2 - 1
+    t = x.norm(dim=-1) - 0.5  # circle SDF
+    return pe, x, t, ws, bs
+
+
+def make_step(impl, pe, x, t, ws, bs):
+    """One training step (forward + loss + backward + Adam) for impl in reference/compile/symfast."""
+    f, p = pe.frequencies.float(), pe.phases.float()
+    params = ws + bs
+    opt = torch.optim.Adam(params, lr=1e-3, foreach=True)
+    L = len(ws)
+    if impl == "symfast":
+        def step():
+            loss, gw, gb = fourier_mlp_train_step(x, t, f, p, ws, bs, "relu")
+            for q, g in zip(params, gw + gb):
+                q.grad = g
+            opt.step()
+            return loss
+        return step
+
+    def loss_fn(x, t, *params):
+        return reference.mse_loss(reference.fourier_mlp(x, f, p, list(params[:L]), list(params[L:]), "relu"), t).sum()
+
+    fn = torch.compile(loss_fn) if impl == "compile" else loss_fn
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = fn(x, t, *params)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def best_of(fn, repeat):
+    best = float("inf")
+    for _ in range(repeat):
+        s = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - s)
+    return best
+
+
+CPU_TIMES: dict = {}  # best process CPU time per implementation of the last side_by_side call
+
+
+def side_by_side(fns: dict, repeat=5) -> dict:
+    """Best wall time per implementation, interleaved so machine drift hits all alike.
+
+    Also records the best process CPU time (all threads) in CPU_TIMES: on a machine shared
+    with other jobs the CPU-time ratio is the steadier estimate of the uncontended one.
+    """
+    for fn in fns.values():
+        fn()
+        fn()  # warm-up (compilation, caches)
+    best = {k: float("inf") for k in fns}
+    CPU_TIMES.clear()
+    CPU_TIMES.update(best)
+    for _ in range(repeat):
+        for k, fn in fns.items():
+            c = time.process_time()
+            best[k] = min(best[k], best_of(fn, 1))
+            CPU_TIMES[k] = min(CPU_TIMES[k], time.process_time() - c)
+    return best
+
+
+class TrainStepW:
+    """Workload W: ratios vs eager and torch.compile, GFLOP/s and fraction of peak (one run)."""
+    timeout = 900
+
+    def setup(self):
+        if not sf.cpp_available():
+            raise NotImplementedError("symfast._C not built")
+        args = make(**W)
+        self.t = side_by_side({k: make_step(k, *args) for k in ("reference", "compile", "symfast")})
+        self.cpu = dict(CPU_TIMES)
+
+    def track_speedup_vs_eager(self):
+        return self.t["reference"] / self.t["symfast"]
+
+    def track_speedup_vs_compile(self):
+        return self.t["compile"] / self.t["symfast"]
+
+    def track_symfast_gflops(self):
+        return step_flops(W["B"], W["N"], 48, W["H"], W["depth"]) / self.t["symfast"] / 1e9
+
+    def track_fraction_of_peak(self):
+        return self.track_symfast_gflops() / PEAK_GFLOPS
+
+    track_speedup_vs_eager.unit = track_speedup_vs_compile.unit = "x"
+    track_symfast_gflops.unit = "GFLOP/s"
+    track_fraction_of_peak.unit = "fraction"
+
+
+_MEM_SCRIPT = """
+import resource, sys, json, torch
+sys.path[:0] = {path!r}
+from bench_fourier_mlp import make, make_step, W
+
+def peak():  # VmHWM is per address space (ru_maxrss survives fork+exec from a big parent)
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM"))
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+args = make(**W)
+step = make_step({impl!r}, *args)
+base = peak()
+step(); step()
+print(json.dumps((peak() - base) * 1024))
+"""
+
+
+def peak_step_bytes(impl: str) -> int:
+    """Growth of peak RSS during two training steps, in a fresh process."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(os.path.dirname(here))
+    code = _MEM_SCRIPT.format(path=[here, root], impl=impl)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def reference_saved_bytes() -> int:
+    """Bytes of tensors the reference's autograd graph saves for backward at workload W."""
+    pe, x, t, ws, bs = make(**W)
+    seen, total = set(), 0
+
+    def pack(tensor):
+        nonlocal total
+        key = (tensor.untyped_storage().data_ptr(), tensor.untyped_storage().nbytes())
+        if key not in seen:
+            seen.add(key)
+            total += key[1]
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda v: v):
+        reference.mse_loss(reference.fourier_mlp(x, pe.frequencies.float(), pe.phases.float(), ws, bs, "relu"),
+                           t).sum()
+    return total
+
+
+class TrainStepMemory:
+    """Peak extra memory of one training step (bytes) and symfast / reference ratio."""
+    timeout = 600
+
+    def track_peak_ratio_symfast_over_reference(self):
+        return peak_step_bytes("symfast") / peak_step_bytes("reference")
+
+    def track_reference_saved_tensor_bytes(self):
+        return reference_saved_bytes()
+
+    track_peak_ratio_symfast_over_reference.unit = "fraction"
+    track_reference_saved_tensor_bytes.unit = "bytes"
+
+
+class InferenceGrid:
+    """Forward only: a 512 x 512 grid evaluated by all B models (reference chunked to fit memory)."""
+    params = [[16, 256]]
+    param_names = ["B"]
+    timeout = 900
+
+    def setup(self, B):
+        pe, _, _, ws, bs = make(B, 1, 64, 2)
+        lin = torch.linspace(-1, 1, 512)
+        self.grid = torch.stack(torch.meshgrid(lin, lin, indexing="ij"), -1).reshape(-1, 2).contiguous()
+        self.args = (pe.frequencies.float(), pe.phases.float(), [w.detach() for w in ws], [b.detach() for b in bs])
+
+    def _reference(self):
+        f, p, ws, bs = self.args
+        with torch.no_grad():
+            return torch.cat([reference.fourier_mlp(c, f, p, ws, bs, "relu") for c in self.grid.split(16384)], 1)
+
+    def _symfast(self):
+        f, p, ws, bs = self.args
+        with torch.no_grad():
+            return fourier_mlp(self.grid, f, p, ws, bs, "relu")
+
+    def track_speedup(self, B):
+        t = side_by_side({"reference": self._reference, "symfast": self._symfast}, repeat=1)
+        return t["reference"] / t["symfast"]
+
+    track_speedup.unit = "x"
+
+
+class TrainStepScaling:
+    """symfast training step (no Adam) over B x N x H, two hidden layers."""
+    params = [[16, 256, 1024], [256, 2048, 16384], [32, 64, 128]]
+    param_names = ["B", "N", "H"]
+    timeout = 1200
+
+    def setup(self, B, N, H):
+        pe, x, t, ws, bs = make(B, N, H, 2)
+        self.call = lambda: fourier_mlp_train_step(x, t, pe.frequencies, pe.phases, ws, bs, "relu")
+
+    def time_train_step(self, B, N, H):
+        self.call()
+
+
+def main(quick: bool = False):
+    print(f"threads: {torch.get_num_threads()}, isa: {sf._ext.require_cpp().fourier_mlp_isa('auto')}")
+    b = TrainStepW()
+    b.setup()
+    fl = step_flops(W["B"], W["N"], 48, W["H"], W["depth"])
+    print(f"Workload W (B=256, N=2048, 48->64->64->1 ReLU, fp32, step incl. Adam), best of 5 interleaved:")
+    for k, v in b.t.items():
+        pts = W["B"] * W["N"] / v / 1e6
+        print(f"  {k:10s} {v * 1e3:8.1f} ms  {fl / v / 1e9:6.1f} GFLOP/s  {pts:5.2f} M model-pts/s"
+              f"   (CPU time {b.cpu[k] * 1e3:8.1f} ms)")
+    print(f"  CPU-time ratios: {b.cpu['reference'] / b.cpu['symfast']:.2f}x vs eager, "
+          f"{b.cpu['compile'] / b.cpu['symfast']:.2f}x vs torch.compile")
+    print(f"  symfast speedup: {b.track_speedup_vs_eager():.2f}x vs eager, {b.track_speedup_vs_compile():.2f}x vs "
+          f"torch.compile; {b.track_fraction_of_peak():.2f} of {PEAK_GFLOPS:.0f} GFLOP/s peak")
+    ps, pr = peak_step_bytes("symfast"), peak_step_bytes("reference")
+    ratio = f"{ps / pr:.3f}" if pr > 0 else "n/a"
+    print(f"Peak RSS growth of a step: symfast {ps / 2**20:.0f} MiB, reference {pr / 2**20:.0f} MiB "
+          f"(ratio {ratio}); reference autograd saves {reference_saved_bytes() / 2**20:.0f} MiB")
+    for B in InferenceGrid.params[0][: 1 if quick else 2]:
+        g = InferenceGrid()
+        g.setup(B)
+        t = side_by_side({"reference": g._reference, "symfast": g._symfast}, repeat=1)
+        print(f"Inference 512x512 grid, B={B}: reference {t['reference']:.2f} s, symfast {t['symfast']:.2f} s "
+              f"({t['reference'] / t['symfast']:.2f}x)")
+    print("Scaling (symfast train step, no Adam; one factor varied around W):")
+    grid = [(B, 2048, 64) for B in (16, 256, 1024)] + [(256, N, 64) for N in (256, 16384)] + \
+        [(256, 2048, H) for H in (32, 128)]
+    for B, N, H in grid[: 3 if quick else None]:
+        s = TrainStepScaling()
+        s.setup(B, N, H)
+        s.call()
+        c = time.process_time()
+        dt = best_of(s.call, 3)
+        cpu = (time.process_time() - c) / 3
+        print(f"  B={B:5d} N={N:6d} H={H:4d}: {dt * 1e3:9.1f} ms  {step_flops(B, N, 48, H, 2) / dt / 1e9:6.1f} "
+              f"GFLOP/s  ({cpu / (B * N) * 1e9:5.0f} CPU-ns per model-point)")
+
+
+if __name__ == "__main__":
+    main(quick="--quick" in sys.argv)

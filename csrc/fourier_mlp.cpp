@@ -1,0 +1,202 @@
+// Fused batched Fourier-PE + MLP: forward, backward and MSE training step on the CPU.
+//   x: [B, N, 2] (or [N, 2] shared), frequencies: [m, 2], phases: [m]   (d = 2m)
+//   weights[l]: [B, fan_in, fan_out] (fan-in first), biases[l]: [B, fan_out], last fan_out = 1
+//   mode 0: y [B, N];  mode 1: MSE vs targets [B, N] -> loss [B], dW, db (of sum_b loss_b)
+//   mode 2: cotangent [B, N] -> dW, db (and dx [B, N, 2] when requested)
+// Reference: symfast/ops/fourier_mlp/reference.py. The kernel body (fourier_mlp_impl.h) is
+// compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at run time.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <pybind11/stl.h>
+
+#include "common.h"
+#include "registry.h"
+
+namespace symfast {
+
+template <typename T>
+struct Problem {
+  long B = 0, N = 0, m = 0, chunk = 4096;
+  const T* x = nullptr;
+  bool x_shared = false;
+  const T* freq = nullptr;
+  const T* phase = nullptr;
+  std::vector<const T*> w, b;
+  std::vector<long> fan_in, fan_out;
+  int act = 0, mode = 0;
+  const T* aux = nullptr;  // targets (mode 1) or cotangent (mode 2)
+  T* y = nullptr;
+  T* loss = nullptr;
+  T* dx = nullptr;
+  std::vector<T*> dw, db;
+};
+
+// 64-byte aligned scratch buffer.
+template <typename T>
+struct Buf {
+  T* p = nullptr;
+  long n = 0;
+  Buf() = default;
+  explicit Buf(long k) { resize(k); }
+  Buf(Buf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; o.n = 0; }
+  Buf(const Buf&) = delete;
+  ~Buf() { std::free(p); }
+  void resize(long k) {
+    std::free(p);
+    n = k;
+    p = static_cast<T*>(std::aligned_alloc(64, (size_t)std::max<long>(64, ((k * sizeof(T) + 63) / 64) * 64)));
+    zero();
+  }
+  void zero() { std::memset(p, 0, n * sizeof(T)); }
+};
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define SYMFAST_X86_CLONES 1
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512dq,avx2,fma")
+namespace fmlp_avx512 {
+constexpr int VBYTES = 64;
+constexpr int MR = 12;
+#include "fourier_mlp_impl.h"
+}  // namespace fmlp_avx512
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+namespace fmlp_avx2 {
+constexpr int VBYTES = 32;
+constexpr int MR = 6;
+#include "fourier_mlp_impl.h"
+}  // namespace fmlp_avx2
+#pragma GCC pop_options
+#endif
+namespace fmlp_base {
+constexpr int VBYTES = 16;
+constexpr int MR = 4;
+#include "fourier_mlp_impl.h"
+}  // namespace fmlp_base
+
+namespace {
+
+// Instruction set: "auto" picks the widest the CPU supports; others force a variant (tests).
+std::string resolve_isa(const std::string& isa) {
+  std::string best = "generic";
+#ifdef SYMFAST_X86_CLONES
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = "avx2";
+  if (best == "avx2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq"))
+    best = "avx512";
+#endif
+  if (isa == "auto") return best;
+  if (isa == "generic") return isa;
+  if (isa != "avx2" && isa != "avx512") throw std::invalid_argument("isa must be auto, generic, avx2 or avx512");
+  if (best == "generic" || (isa == "avx512" && best != "avx512"))
+    throw std::invalid_argument("this CPU does not support isa " + isa);
+  return isa;
+}
+
+template <typename T>
+T* opt_ptr(py::object o, const char* name) {
+  if (o.is_none()) return nullptr;
+  auto a = o.cast<carray<T>>();
+  return a.mutable_data();
+}
+
+template <typename T>
+py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vector<carray<T>> weights,
+                         std::vector<carray<T>> biases, int act, int mode, py::object aux, py::object y,
+                         py::object loss, py::object dx, std::vector<carray<T>> dw, std::vector<carray<T>> db,
+                         int num_threads, const std::string& isa, long chunk) {
+  Problem<T> pb;
+  const int L = (int)weights.size();
+  if (L < 2 || (int)biases.size() != L)
+    throw std::invalid_argument("weights and biases must be equal-length lists with >= 1 hidden layer");
+  check_ndim(freq, 2, "frequencies");
+  pb.B = weights[0].shape(0);
+  pb.x_shared = x.ndim() == 2;
+  pb.N = x.shape(x.ndim() - 2);
+  pb.m = freq.shape(0);
+  pb.x = x.data();
+  pb.freq = freq.data();
+  pb.phase = phase.data();
+  pb.act = act;
+  pb.mode = mode;
+  pb.chunk = chunk > 0 ? chunk : 4096;
+  for (int l = 0; l < L; ++l) {
+    check_ndim(weights[l], 3, "weights[l]");
+    check_ndim(biases[l], 2, "biases[l]");
+    pb.w.push_back(weights[l].data());
+    pb.b.push_back(biases[l].data());
+    pb.fan_in.push_back(weights[l].shape(1));
+    pb.fan_out.push_back(weights[l].shape(2));
+  }
+  if (pb.fan_in[0] != 2 * pb.m) throw std::invalid_argument("weights[0] fan-in must equal 2 * len(frequencies)");
+  if (mode != 0) {
+    if ((int)dw.size() != L || (int)db.size() != L) throw std::invalid_argument("dw/db must have one array per layer");
+    for (int l = 0; l < L; ++l) {
+      pb.dw.push_back(dw[l].mutable_data());
+      pb.db.push_back(db[l].mutable_data());
+    }
+    if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for mode 1/2");
+    pb.aux = aux.cast<carray<T>>().data();
+  }
+  pb.y = opt_ptr<T>(y, "y");
+  pb.loss = opt_ptr<T>(loss, "loss");
+  pb.dx = opt_ptr<T>(dx, "dx");
+  const std::string which = resolve_isa(isa);
+  const int nt = clamp_threads(num_threads);
+  {
+    py::gil_scoped_release release;
+#ifdef SYMFAST_X86_CLONES
+    if (which == "avx512") fmlp_avx512::run<T>(pb, nt);
+    else if (which == "avx2") fmlp_avx2::run<T>(pb, nt);
+    else
+#endif
+      fmlp_base::run<T>(pb, nt);
+  }
+  return py::none();
+}
+
+// The kernel's float32 sin/cos (polynomial + Cody-Waite reduction), exposed for accuracy tests.
+carray<float> sincos_f32(carray<float> u, const std::string& isa) {
+  const std::string which = resolve_isa(isa);
+  const py::ssize_t n = u.size();
+  carray<float> out({(py::ssize_t)2, n});
+  const float* up = u.data();
+  float* s = out.mutable_data();
+  float* c = s + n;
+#ifdef SYMFAST_X86_CLONES
+  if (which == "avx512") fmlp_avx512::sincos_array(up, s, c, n);
+  else if (which == "avx2") fmlp_avx2::sincos_array(up, s, c, n);
+  else
+#endif
+    fmlp_base::sincos_array(up, s, c, n);
+  return out;
+}
+
+Registrar reg("fourier_mlp", [](py::module_& m) {
+  const char* doc =
+      "Fused Fourier-PE + MLP (see csrc/fourier_mlp.cpp header). mode 0 forward, 1 MSE step, 2 cotangent backward";
+  m.def("fourier_mlp_run_f32", &fourier_mlp_run<float>, py::arg("x"), py::arg("frequencies"), py::arg("phases"),
+        py::arg("weights"), py::arg("biases"), py::arg("act"), py::arg("mode"), py::arg("aux"), py::arg("y"),
+        py::arg("loss"), py::arg("dx"), py::arg("dw"), py::arg("db"), py::arg("num_threads") = 1,
+        py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
+  m.def("fourier_mlp_run_f64", &fourier_mlp_run<double>, py::arg("x"), py::arg("frequencies"), py::arg("phases"),
+        py::arg("weights"), py::arg("biases"), py::arg("act"), py::arg("mode"), py::arg("aux"), py::arg("y"),
+        py::arg("loss"), py::arg("dx"), py::arg("dw"), py::arg("db"), py::arg("num_threads") = 1,
+        py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
+  m.def("fourier_mlp_isa", [](const std::string& isa) { return resolve_isa(isa); }, py::arg("isa") = "auto",
+        "Instruction set the fourier_mlp kernel uses for `isa` on this CPU");
+  m.def("fourier_mlp_sincos_f32", &sincos_f32, py::arg("u"), py::arg("isa") = "auto",
+        "[2, n] sin and cos of u by the fourier_mlp kernel's float32 polynomial (tests)");
+});
+
+}  // namespace
+}  // namespace symfast

@@ -1,0 +1,164 @@
+"""Fused batched Fourier-PE + MLP: forward, backward and training step for B models.
+
+Model b: y = W_out act(... act(phi(x) W_1 + b_1) ...) + b_out with phi a Fourier PE
+(frequencies + phases shared by the batch) computed on the fly. Dispatch:
+  CPU float32/float64 -> C++ kernel (`csrc/fourier_mlp.cpp`, OpenMP over (model, point chunk)),
+  CUDA float32        -> Triton kernels (`triton.py`),
+  backend="reference" -> the PyTorch reference (`reference.py`), the ground truth.
+Gradients reach every weight, bias and x (custom op + autograd, usable in torch.compile);
+double backward and gradients to frequencies/phases go through the reference.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from symfast import _ext
+from symfast.ops.fourier_mlp import reference
+from symfast.ops.fourier_mlp._op import fourier_mlp_op, fourier_mlp_train_step_op
+
+__all__ = ["fourier_mlp", "fourier_mlp_train_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH"]
+
+ACTIVATIONS = ("relu", "tanh", "silu", "sine")
+BACKENDS = ("auto", "cpu", "triton", "reference")
+MAX_WIDTH = 1024  # widest layer the CPU kernel accepts (its tile buffers scale with it)
+mse_loss = reference.mse_loss
+
+
+def _validate(x, frequencies, phases, weights, biases, activation, targets=None):
+    """Shape/dtype/device/contiguity checks with messages naming the offender; returns (B, N)."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"unsupported activation {activation!r}; choose from {list(ACTIVATIONS)}")
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"x must be a float32 or float64 tensor, got {getattr(x, 'dtype', type(x))}")
+    if not (isinstance(weights, (list, tuple)) and isinstance(biases, (list, tuple))):
+        raise ValueError("weights and biases must be lists of tensors")
+    if len(weights) < 2 or len(weights) != len(biases):
+        raise ValueError(f"need >= 1 hidden layer and one bias per weight: got {len(weights)} weights, "
+                         f"{len(biases)} biases")
+    if frequencies.ndim != 2 or frequencies.shape[1] != 2:
+        raise ValueError(f"frequencies must be [m, 2], got {list(frequencies.shape)}")
+    if phases.shape != frequencies.shape[:1]:
+        raise ValueError(f"phases must be [{frequencies.shape[0]}], got {list(phases.shape)}")
+    B = weights[0].shape[0] if weights[0].ndim == 3 else -1
+    if x.ndim == 3:
+        if x.shape[0] != B or x.shape[2] != 2:
+            raise ValueError(f"x must be [B, N, 2] with B = {B} models, or [N, 2]; got {list(x.shape)}")
+    elif x.ndim != 2 or x.shape[1] != 2:
+        raise ValueError(f"x must be [B, N, 2] or [N, 2], got {list(x.shape)}")
+    N = x.shape[-2]
+    if N < 1:
+        raise ValueError("x must hold at least one point")
+    fan_in = 2 * frequencies.shape[0]
+    for l, (w, b) in enumerate(zip(weights, biases)):
+        last = l == len(weights) - 1
+        if w.ndim != 3 or w.shape[0] != B or w.shape[1] != fan_in:
+            raise ValueError(f"weights[{l}] must be [B={B}, {fan_in}, fan_out], got {list(w.shape)}")
+        if last and w.shape[2] != 1:
+            raise ValueError(f"weights[{l}] (output layer) must be [B, {fan_in}, 1], got {list(w.shape)}")
+        if not last and not 1 <= w.shape[2] <= MAX_WIDTH:
+            raise ValueError(f"unsupported hidden width {w.shape[2]} in weights[{l}]; widths 1..{MAX_WIDTH}")
+        if b.shape != (B, w.shape[2]):
+            raise ValueError(f"biases[{l}] must be [{B}, {w.shape[2]}], got {list(b.shape)}")
+        fan_in = w.shape[2]
+    named = [("x", x)] + [(f"weights[{l}]", w) for l, w in enumerate(weights)] + \
+        [(f"biases[{l}]", b) for l, b in enumerate(biases)]
+    if targets is not None:
+        if targets.shape != (B, N):
+            raise ValueError(f"targets must be [B={B}, N={N}], got {list(targets.shape)}")
+        named.append(("targets", targets))
+    for name, t in named:
+        if t.dtype != x.dtype:
+            raise ValueError(f"{name} has dtype {t.dtype}, expected {x.dtype} (same as x)")
+        if t.device != x.device:
+            raise ValueError(f"{name} is on {t.device}, expected {x.device} (same as x)")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (shape {list(t.shape)}, strides {list(t.stride())}); "
+                             f"call .contiguous()")
+    return B, N
+
+
+def _resolve_backend(backend: str, x: torch.Tensor, weights) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+    dev = x.device
+    if backend == "reference":
+        return backend
+    if backend == "cpu":
+        if dev.type != "cpu":
+            raise ValueError(f"backend='cpu' needs CPU tensors, got device {dev}")
+        _ext.require_cpp()
+        return backend
+    if backend == "triton":
+        from symfast.ops.fourier_mlp import triton as tri
+        if not _ext.triton_usable(dev):
+            raise ValueError(f"backend='triton' needs a CUDA device (or TRITON_INTERPRET=1 on CPU); got {dev}")
+        problem = tri.unsupported(x.dtype, weights)
+        if problem:
+            raise ValueError(f"backend='triton' does not support this model: {problem}")
+        return backend
+    if dev.type == "cpu":
+        return "cpu" if _ext.cpp_available() else "reference"
+    if dev.type == "cuda" and _ext.triton_usable(dev):
+        from symfast.ops.fourier_mlp import triton as tri
+        problem = tri.unsupported(x.dtype, weights)
+        if not problem:
+            return "triton"
+        warnings.warn(f"fourier_mlp: Triton kernel unavailable ({problem}); using the PyTorch reference",
+                      stacklevel=3)
+    return "reference"
+
+
+def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, weights, biases,
+                activation: str = "relu", backend: str = "auto") -> torch.Tensor:
+    """Forward pass of B Fourier-PE + MLP models, differentiable (fused backward).
+
+    Args:
+        x: [B, N, 2] points per model, or [N, 2] shared by all models (float32 or float64).
+        frequencies: [m, 2], phases: [m] of the PE (d = 2m); cast to x's dtype and device.
+        weights: L+1 tensors, fan-in first: [B, d, H_1], ..., [B, H_L, 1] (L >= 1 hidden layers).
+        biases: L+1 tensors [B, fan_out].
+        activation: "relu", "tanh", "silu" or "sine" (hidden layers).
+        backend: "auto" (C++ on CPU, Triton on CUDA), "cpu", "triton" or "reference".
+
+    Returns:
+        [B, N] outputs. Gradients flow to x, weights and biases; gradients to
+        frequencies/phases and double backward use the reference.
+    """
+    _validate(x, frequencies, phases, weights, biases, activation)
+    frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
+    phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
+    backend = _resolve_backend(backend, x, weights)
+    if backend == "reference" or frequencies.requires_grad or phases.requires_grad:
+        return reference.fourier_mlp(x, frequencies, phases, list(weights), list(biases), activation)
+    return fourier_mlp_op(x, frequencies, phases, list(weights), list(biases), activation, backend)
+
+
+def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: torch.Tensor,
+                           phases: torch.Tensor, weights, biases, activation: str = "relu",
+                           backend: str = "auto"):
+    """Fused forward + per-model MSE + backward for B models in one pass (no autograd graph).
+
+    Args:
+        x: [B, N, 2] (or [N, 2] shared); targets: [B, N]; the rest as in `fourier_mlp`.
+            Weights/biases may require grad (they are read, not tracked).
+
+    Returns:
+        (loss [B], dW list, db list): loss[b] = mean_n (y_bn - targets_bn)^2, and the gradients
+        of loss.sum() shaped like weights/biases (model b's gradient is that of its own MSE),
+        accumulated per model in a fixed order (deterministic for any thread count on CPU).
+        Use as `p.grad = g` before `torch.optim.Adam(..., foreach=True).step()`.
+    """
+    _validate(x, frequencies, phases, weights, biases, activation, targets)
+    frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
+    phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
+    backend = _resolve_backend(backend, x, weights)
+    if backend == "reference":
+        return reference.fourier_mlp_train_step(x, targets, frequencies, phases, list(weights), list(biases),
+                                                activation)
+    L = len(weights)
+    out = fourier_mlp_train_step_op(x.detach(), targets.detach(), frequencies, phases,
+                                    [w.detach() for w in weights], [b.detach() for b in biases], activation,
+                                    backend)
+    return out[0], list(out[1:1 + L]), list(out[1 + L:])

@@ -1,0 +1,67 @@
+"""Launcher for the C++ fused PE+MLP kernel (`csrc/fourier_mlp.cpp`).
+
+Inputs are validated by `symfast.ops.fourier_mlp`; here they only become numpy
+views (no copies for contiguous CPU tensors) and outputs are allocated as torch
+tensors that the kernel writes in place.
+"""
+from __future__ import annotations
+
+import torch
+
+from symfast import _ext
+
+ACT_CODES = {"relu": 0, "tanh": 1, "silu": 2, "sine": 3}
+TILE = 96  # points per tile in the kernel (csrc/fourier_mlp_impl.h)
+
+
+def chunk_size(B: int, N: int) -> int:
+    """Points per work unit: models are split into chunks only when B is small (>= ~256 units
+    in all, >= 1024 points each). A function of (B, N) alone, so results do not depend on the
+    thread count; each chunk's gradient partial is summed in chunk order."""
+    C = max(1, min(-(-256 // max(B, 1)), -(-N // 1024)))
+    return -(-(-(-N // C)) // TILE) * TILE
+
+
+def _np(t: torch.Tensor):
+    return t.detach().contiguous().numpy()
+
+
+def _fn(dtype):
+    C = _ext.require_cpp()
+    return C.fourier_mlp_run_f32 if dtype == torch.float32 else C.fourier_mlp_run_f64
+
+
+def _run(mode, x, freq, phase, weights, biases, activation, aux=None, y=None, loss=None, dx=None,
+         dw=(), db=(), isa="auto"):
+    _fn(x.dtype)(_np(x), _np(freq), _np(phase), [_np(w) for w in weights], [_np(b) for b in biases],
+                 ACT_CODES[activation], mode, None if aux is None else _np(aux),
+                 None if y is None else y.numpy(), None if loss is None else loss.numpy(),
+                 None if dx is None else dx.numpy(), [g.numpy() for g in dw], [g.numpy() for g in db],
+                 _ext.num_threads(), isa, chunk_size(weights[0].shape[0], x.shape[-2]))
+
+
+def fourier_mlp_fwd(x, freq, phase, weights, biases, activation, isa="auto") -> torch.Tensor:
+    """y: [B, N] from x: [B, N, 2] or [N, 2] (see reference.fourier_mlp)."""
+    B, N = weights[0].shape[0], x.shape[-2]
+    y = torch.empty(B, N, dtype=x.dtype)
+    _run(0, x, freq, phase, weights, biases, activation, y=y, isa=isa)
+    return y
+
+
+def fourier_mlp_bwd(grad, x, freq, phase, weights, biases, activation, need_dx, isa="auto"):
+    """Cotangent grad: [B, N] -> (dx [B, N, 2] per model or None, dW list, db list)."""
+    B, N = grad.shape
+    dw = [torch.empty_like(w, memory_format=torch.contiguous_format) for w in weights]
+    db = [torch.empty_like(b, memory_format=torch.contiguous_format) for b in biases]
+    dx = torch.empty(B, N, 2, dtype=x.dtype) if need_dx else None
+    _run(2, x, freq, phase, weights, biases, activation, aux=grad, dx=dx, dw=dw, db=db, isa=isa)
+    return dx, dw, db
+
+
+def fourier_mlp_train_step(x, targets, freq, phase, weights, biases, activation, isa="auto"):
+    """(loss [B], dW list, db list) of the per-model MSE, in one fused pass."""
+    dw = [torch.empty_like(w, memory_format=torch.contiguous_format) for w in weights]
+    db = [torch.empty_like(b, memory_format=torch.contiguous_format) for b in biases]
+    loss = torch.empty(weights[0].shape[0], dtype=x.dtype)
+    _run(1, x, freq, phase, weights, biases, activation, aux=targets, loss=loss, dw=dw, db=db, isa=isa)
+    return loss, dw, db

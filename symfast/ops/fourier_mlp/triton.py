@@ -1,0 +1,306 @@
+"""Triton kernels for the fused batched Fourier-PE + MLP (CUDA, or CPU under TRITON_INTERPRET=1).
+
+Supported: float32, 1..4 hidden layers of one width H in {16, 32, 64, 128, 256}, m <= 128
+frequencies (d = 2m). Other models fall back to the reference (see `unsupported`).
+
+Kernels (reference: reference.py):
+  _fourier_mlp_fwd_kernel: grid (tiles of BLOCK_N points, B); y = MLP(phi(x)).
+  _fourier_mlp_bwd_kernel: grid (B, C chunks); each program loops over its chunk's tiles,
+    recomputes the forward of a tile in registers, forms dLoss/dy (MSE: 2 (y - t) / N, or a
+    given cotangent), and accumulates dW, db in registers; partials [B, C, ...] are summed
+    over C in PyTorch in a fixed order (deterministic, no atomics). [B, N, H] activations
+    never touch global memory.
+Products use tl.dot with input_precision "ieee" (full fp32) unless ALLOW_TF32 is set.
+"""
+from __future__ import annotations
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - symfast works without triton
+    triton = None
+
+ACT_CODES = {"relu": 0, "tanh": 1, "silu": 2, "sine": 3}
+ALLOW_TF32 = False   # set True to let tl.dot use TF32 on Ampere+ (faster, ~1e-3 relative error)
+BLOCK_N = 64
+MAX_HIDDEN_LAYERS = 4
+
+
+def unsupported(dtype, weights) -> str:
+    """Why the Triton kernels cannot run this model ('' when they can)."""
+    if triton is None:
+        return "triton is not installed"
+    if dtype != torch.float32:
+        return f"float32 only, got {dtype}"
+    nh = len(weights) - 1
+    if not 1 <= nh <= MAX_HIDDEN_LAYERS:
+        return f"1..{MAX_HIDDEN_LAYERS} hidden layers, got {nh}"
+    widths = {w.shape[2] for w in weights[:-1]}
+    H = weights[0].shape[2]
+    if len(widths) != 1 or H not in (16, 32, 64, 128, 256):
+        return f"all hidden widths equal and one of 16..256 (powers of two), got {sorted(widths)}"
+    if weights[0].shape[1] > 256:
+        return f"at most 128 frequencies (d <= 256), got d = {weights[0].shape[1]}"
+    return ""
+
+
+if triton is not None:
+
+    @triton.jit
+    def _act(z, ACT: tl.constexpr):
+        if ACT == 0:
+            return tl.maximum(z, 0.0)
+        elif ACT == 1:
+            return 2.0 * tl.sigmoid(2.0 * z) - 1.0
+        elif ACT == 2:
+            return z * tl.sigmoid(z)
+        else:
+            return tl.sin(z)
+
+    @triton.jit
+    def _act_grad(z, a, ACT: tl.constexpr):
+        """act'(z) given z and a = act(z)."""
+        if ACT == 0:
+            return tl.where(z > 0.0, 1.0, 0.0)
+        elif ACT == 1:
+            return 1.0 - a * a
+        elif ACT == 2:
+            s = tl.sigmoid(z)
+            return s * (1.0 + z * (1.0 - s))
+        else:
+            return tl.cos(z)
+
+    @triton.jit
+    def _dot(a, b, TF32: tl.constexpr):
+        if TF32:
+            return tl.dot(a, b, input_precision="tf32")
+        else:
+            return tl.dot(a, b, input_precision="ieee")
+
+    @triton.jit
+    def _fourier_mlp_fwd_kernel(X_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr, Y_ptr,
+                                N, stride_xb, MP: tl.constexpr, H: tl.constexpr, NH: tl.constexpr,
+                                ACT: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr):
+        """y[b, n] = wo_b . act(... act(sin(u) W1s_b + cos(u) W1c_b + b1_b) ...) + bo_b,
+        u = x[b, n] @ F[:2] + F[2]  (W1s/W1c: the sin/cos rows of W_1, zero-padded to MP)."""
+        pid_n = tl.program_id(0)
+        b = tl.program_id(1).to(tl.int64)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        mn = rn < N
+        rm = tl.arange(0, MP)
+        rh = tl.arange(0, H)
+        x0 = tl.load(X_ptr + b * stride_xb + rn * 2, mask=mn, other=0.0)
+        x1 = tl.load(X_ptr + b * stride_xb + rn * 2 + 1, mask=mn, other=0.0)
+        u = x0[:, None] * tl.load(F_ptr + rm)[None, :] + x1[:, None] * tl.load(F_ptr + MP + rm)[None, :] \
+            + tl.load(F_ptr + 2 * MP + rm)[None, :]
+        w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
+        w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
+        h = _dot(tl.sin(u), w1s, TF32) + _dot(tl.cos(u), w1c, TF32) + tl.load(BH_ptr + b * NH * H + rh)[None, :]
+        h = _act(h, ACT)
+        for l in tl.static_range(1, NH):
+            w = tl.load(WH_ptr + (b * (NH - 1) + l - 1) * H * H + rh[:, None] * H + rh[None, :])
+            h = _act(_dot(h, w, TF32) + tl.load(BH_ptr + (b * NH + l) * H + rh)[None, :], ACT)
+        y = tl.sum(h * tl.load(WO_ptr + b * H + rh)[None, :], axis=1) + tl.load(BO_ptr + b)
+        tl.store(Y_ptr + b * N + rn, y, mask=mn)
+
+    @triton.jit
+    def _layer_bwd(da, z, a, prev, w, ACT: tl.constexpr, TF32: tl.constexpr):
+        """One hidden layer's backward over a tile: (dW, db, da_prev)."""
+        dz = da * _act_grad(z, a, ACT)
+        return _dot(tl.trans(prev), dz, TF32), tl.sum(dz, axis=0), _dot(dz, tl.trans(w), TF32)
+
+    @triton.jit
+    def _fourier_mlp_bwd_kernel(X_ptr, AUX_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr,
+                                LOSS_ptr, GW1S_ptr, GW1C_ptr, GWH_ptr, GBH_ptr, GWO_ptr, GBO_ptr, DX_ptr,
+                                N, C, TILES, stride_xb, inv_n,
+                                MP: tl.constexpr, H: tl.constexpr, NH: tl.constexpr, ACT: tl.constexpr,
+                                MODE: tl.constexpr, NEED_DX: tl.constexpr, TF32: tl.constexpr,
+                                BLOCK_N: tl.constexpr):
+        """Backward of model b over chunk c (TILES tiles of BLOCK_N points), forward recomputed.
+
+        MODE 1: g = 2 (y - t) / N with t = AUX (MSE), loss partial stored; MODE 2: g = AUX.
+        dz_l = da_l * act'(z_l), dW_l += a_{l-1}^T dz_l, db_l += sum dz_l, da_{l-1} = dz_l W_l^T;
+        dx = sum_j (dh_sin_j cos u_j - dh_cos_j sin u_j) w_j when NEED_DX.
+        """
+        b = tl.program_id(0).to(tl.int64)
+        c = tl.program_id(1).to(tl.int64)
+        rm = tl.arange(0, MP)
+        rh = tl.arange(0, H)
+        f0 = tl.load(F_ptr + rm)
+        f1 = tl.load(F_ptr + MP + rm)
+        ph = tl.load(F_ptr + 2 * MP + rm)
+        w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
+        w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
+        b1 = tl.load(BH_ptr + b * NH * H + rh)
+        wo = tl.load(WO_ptr + b * H + rh)
+        bo = tl.load(BO_ptr + b)
+        hh = rh[:, None] * H + rh[None, :]
+        if NH >= 2:
+            w2 = tl.load(WH_ptr + (b * (NH - 1)) * H * H + hh)
+            b2 = tl.load(BH_ptr + (b * NH + 1) * H + rh)
+            g2w = tl.zeros([H, H], tl.float32)
+            g2b = tl.zeros([H], tl.float32)
+        if NH >= 3:
+            w3 = tl.load(WH_ptr + (b * (NH - 1) + 1) * H * H + hh)
+            b3 = tl.load(BH_ptr + (b * NH + 2) * H + rh)
+            g3w = tl.zeros([H, H], tl.float32)
+            g3b = tl.zeros([H], tl.float32)
+        if NH >= 4:
+            w4 = tl.load(WH_ptr + (b * (NH - 1) + 2) * H * H + hh)
+            b4 = tl.load(BH_ptr + (b * NH + 3) * H + rh)
+            g4w = tl.zeros([H, H], tl.float32)
+            g4b = tl.zeros([H], tl.float32)
+        g1s = tl.zeros([MP, H], tl.float32)
+        g1c = tl.zeros([MP, H], tl.float32)
+        g1b = tl.zeros([H], tl.float32)
+        gwo = tl.zeros([H], tl.float32)
+        gbo = tl.zeros([BLOCK_N], tl.float32)
+        lacc = tl.zeros([BLOCK_N], tl.float32)
+        for it in range(TILES):
+            rn = (c * TILES + it) * BLOCK_N + tl.arange(0, BLOCK_N)
+            mn = rn < N
+            x0 = tl.load(X_ptr + b * stride_xb + rn * 2, mask=mn, other=0.0)
+            x1 = tl.load(X_ptr + b * stride_xb + rn * 2 + 1, mask=mn, other=0.0)
+            u = x0[:, None] * f0[None, :] + x1[:, None] * f1[None, :] + ph[None, :]
+            s = tl.sin(u)
+            co = tl.cos(u)
+            z1 = _dot(s, w1s, TF32) + _dot(co, w1c, TF32) + b1[None, :]
+            a1 = _act(z1, ACT)
+            aL = a1
+            if NH >= 2:
+                z2 = _dot(a1, w2, TF32) + b2[None, :]
+                a2 = _act(z2, ACT)
+                aL = a2
+            if NH >= 3:
+                z3 = _dot(a2, w3, TF32) + b3[None, :]
+                a3 = _act(z3, ACT)
+                aL = a3
+            if NH >= 4:
+                z4 = _dot(a3, w4, TF32) + b4[None, :]
+                a4 = _act(z4, ACT)
+                aL = a4
+            y = tl.sum(aL * wo[None, :], axis=1) + bo
+            if MODE == 1:
+                t = tl.load(AUX_ptr + b * N + rn, mask=mn, other=0.0)
+                e = tl.where(mn, y - t, 0.0)
+                lacc += e * e
+                g = 2.0 * inv_n * e
+            else:
+                g = tl.load(AUX_ptr + b * N + rn, mask=mn, other=0.0)
+            gwo += tl.sum(aL * g[:, None], axis=0)
+            gbo += g
+            da = g[:, None] * wo[None, :]
+            if NH >= 4:
+                dw, db, da = _layer_bwd(da, z4, a4, a3, w4, ACT, TF32)
+                g4w += dw
+                g4b += db
+            if NH >= 3:
+                dw, db, da = _layer_bwd(da, z3, a3, a2, w3, ACT, TF32)
+                g3w += dw
+                g3b += db
+            if NH >= 2:
+                dw, db, da = _layer_bwd(da, z2, a2, a1, w2, ACT, TF32)
+                g2w += dw
+                g2b += db
+            dz = da * _act_grad(z1, a1, ACT)
+            g1s += _dot(tl.trans(s), dz, TF32)
+            g1c += _dot(tl.trans(co), dz, TF32)
+            g1b += tl.sum(dz, axis=0)
+            if NEED_DX:
+                du = _dot(dz, tl.trans(w1s), TF32) * co - _dot(dz, tl.trans(w1c), TF32) * s
+                tl.store(DX_ptr + (b * N + rn) * 2, tl.sum(du * f0[None, :], axis=1), mask=mn)
+                tl.store(DX_ptr + (b * N + rn) * 2 + 1, tl.sum(du * f1[None, :], axis=1), mask=mn)
+        p = b * C + c  # partial slot
+        tl.store(LOSS_ptr + p, tl.sum(lacc, axis=0))
+        tl.store(GBO_ptr + p, tl.sum(gbo, axis=0))
+        tl.store(GWO_ptr + p * H + rh, gwo)
+        tl.store(GW1S_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1s)
+        tl.store(GW1C_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1c)
+        tl.store(GBH_ptr + p * NH * H + rh, g1b)
+        if NH >= 2:
+            tl.store(GWH_ptr + (p * (NH - 1)) * H * H + hh, g2w)
+            tl.store(GBH_ptr + (p * NH + 1) * H + rh, g2b)
+        if NH >= 3:
+            tl.store(GWH_ptr + (p * (NH - 1) + 1) * H * H + hh, g3w)
+            tl.store(GBH_ptr + (p * NH + 2) * H + rh, g3b)
+        if NH >= 4:
+            tl.store(GWH_ptr + (p * (NH - 1) + 2) * H * H + hh, g4w)
+            tl.store(GBH_ptr + (p * NH + 3) * H + rh, g4b)
+
+
+def _pack(freq, phase, weights, biases):
+    """Kernel layout: F [3, MP] (f0, f1, phase, zero-padded), W1 split into sin/cos rows."""
+    m = freq.shape[0]
+    MP = max(16, triton.next_power_of_2(m))
+    B, H, NH = weights[0].shape[0], weights[0].shape[2], len(weights) - 1
+    F = freq.new_zeros(3, MP)
+    F[0, :m], F[1, :m], F[2, :m] = freq[:, 0], freq[:, 1], phase
+    w1s = freq.new_zeros(B, MP, H)
+    w1c = freq.new_zeros(B, MP, H)
+    w1s[:, :m], w1c[:, :m] = weights[0][:, 0::2], weights[0][:, 1::2]
+    wh = torch.stack(list(weights[1:NH]), 1).contiguous() if NH > 1 else freq.new_zeros(1)
+    bh = torch.stack(list(biases[:NH]), 1).contiguous()
+    wo = weights[-1][:, :, 0].contiguous()
+    bo = biases[-1][:, 0].contiguous()
+    return dict(F=F, w1s=w1s, w1c=w1c, wh=wh, bh=bh, wo=wo, bo=bo, MP=MP, H=H, NH=NH, B=B, m=m)
+
+
+def _xstride(x, N):
+    return 0 if x.ndim == 2 else N * 2
+
+
+def fourier_mlp_fwd(x, freq, phase, weights, biases, activation):
+    """y: [B, N] (see reference.fourier_mlp)."""
+    k = _pack(freq, phase, weights, biases)
+    B, N = k["B"], x.shape[-2]
+    y = x.new_empty(B, N)
+    grid = (triton.cdiv(N, BLOCK_N), B)
+    _fourier_mlp_fwd_kernel[grid](x, k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], y, N,
+                                  _xstride(x, N), MP=k["MP"], H=k["H"], NH=k["NH"], ACT=ACT_CODES[activation],
+                                  TF32=ALLOW_TF32, BLOCK_N=BLOCK_N)
+    return y
+
+
+def _chunks(B, N):
+    """Point chunks per model: enough programs to fill a GPU, fixed by (B, N) alone (deterministic)."""
+    tiles = triton.cdiv(N, BLOCK_N)
+    C = min(tiles, max(1, triton.cdiv(512, B)))
+    per = triton.cdiv(tiles, C)
+    return triton.cdiv(tiles, per), per
+
+
+def _bwd(mode, aux, x, freq, phase, weights, biases, activation, need_dx):
+    k = _pack(freq, phase, weights, biases)
+    B, N, MP, H, NH, m = k["B"], x.shape[-2], k["MP"], k["H"], k["NH"], k["m"]
+    C, per = _chunks(B, N)
+    new = x.new_zeros
+    loss, gbo, gwo = new(B, C), new(B, C), new(B, C, H)
+    g1s, g1c, gbh = new(B, C, MP, H), new(B, C, MP, H), new(B, C, NH, H)
+    gwh = new(B, C, NH - 1, H, H) if NH > 1 else new(1)
+    dx = new(B, N, 2) if need_dx else new(1)
+    _fourier_mlp_bwd_kernel[(B, C)](
+        x, aux.contiguous(), k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"],
+        loss, g1s, g1c, gwh, gbh, gwo, gbo, dx, N, C, per, _xstride(x, N), 1.0 / N,
+        MP=MP, H=H, NH=NH, ACT=ACT_CODES[activation], MODE=mode, NEED_DX=need_dx, TF32=ALLOW_TF32,
+        BLOCK_N=BLOCK_N, num_warps=4 if H <= 32 else 8)
+    g1s, g1c, gbh = g1s.sum(1), g1c.sum(1), gbh.sum(1)
+    dw0 = torch.stack((g1s[:, :m], g1c[:, :m]), dim=2).reshape(B, 2 * m, H)
+    dw = [dw0] + ([gwh.sum(1)[:, l] for l in range(NH - 1)] if NH > 1 else []) + [gwo.sum(1)[:, :, None]]
+    db = [gbh[:, l] for l in range(NH)] + [gbo.sum(1)[:, None]]
+    dw = [t.clone(memory_format=torch.contiguous_format) for t in dw]  # no aliasing between outputs
+    db = [t.clone(memory_format=torch.contiguous_format) for t in db]
+    return loss.sum(1) / N, (dx if need_dx else None), dw, db
+
+
+def fourier_mlp_bwd(grad, x, freq, phase, weights, biases, activation, need_dx):
+    """Cotangent grad: [B, N] -> (dx [B, N, 2] per model or None, dW list, db list)."""
+    _, dx, dw, db = _bwd(2, grad, x, freq, phase, weights, biases, activation, need_dx)
+    return dx, dw, db
+
+
+def fourier_mlp_train_step(x, targets, freq, phase, weights, biases, activation):
+    """(loss [B], dW list, db list) of the per-model MSE."""
+    loss, _, dw, db = _bwd(1, targets, x, freq, phase, weights, biases, activation, False)
+    return loss, dw, db

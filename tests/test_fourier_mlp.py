@@ -1,0 +1,290 @@
+"""Fused Fourier-PE + MLP op vs its PyTorch reference: outputs and every gradient by name."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+import symfast as sf
+from symfast import _ext
+from symfast.ops.fourier_mlp import cpu, fourier_mlp, fourier_mlp_train_step, reference
+from symfast.testing import assert_close
+
+needs_cpp = pytest.mark.skipif(not _ext.cpp_available(), reason="symfast._C not built")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def make_problem(B, N, hidden, dtype, shared=False, K=4, seed=0, pe="dyadic"):
+    g = torch.Generator().manual_seed(seed)
+    enc = sf.DyadicAxisPE(K) if pe == "dyadic" else sf.RandomFourierPE(2 * K, scale=3.0, seed=seed)
+    shape = (N, 2) if shared else (B, N, 2)
+    x = torch.rand(shape, generator=g, dtype=dtype) * 2 - 1
+    dims = [enc.dim, *hidden, 1]
+    ws = [torch.randn(B, a, b, generator=g, dtype=dtype) / a ** 0.5 for a, b in zip(dims[:-1], dims[1:])]
+    bs = [torch.randn(B, b, generator=g, dtype=dtype) * 0.3 for b in dims[1:]]
+    return x, enc.frequencies.to(dtype), enc.phases.to(dtype), ws, bs
+
+
+def run_with_grads(backend, x, f, p, ws, bs, act, cot):
+    x = x.clone().requires_grad_(True)
+    ws = [w.clone().requires_grad_(True) for w in ws]
+    bs = [b.clone().requires_grad_(True) for b in bs]
+    y = fourier_mlp(x, f, p, ws, bs, act, backend=backend)
+    grads = torch.autograd.grad(y, [x, *ws, *bs], cot)
+    L = len(ws)
+    out = {"y": y.detach(), "dx": grads[0]}
+    out.update({f"dW{l}": g for l, g in enumerate(grads[1:1 + L])})
+    out.update({f"db{l}": g for l, g in enumerate(grads[1 + L:])})
+    return out
+
+
+def compare(ref, fast, dtype):
+    for name in ref:
+        # fp32 gradients are sums over N points: compare by RMS (see symfast/testing.py)
+        assert_close(name, ref[name], fast[name], rms=(dtype == torch.float32 and name != "y"))
+
+
+# Pairwise cover of B x N x H x depth x activation x dtype (+ shared x, RFF encoding).
+CASES = [
+    (1, 1, 32, 1, "relu", torch.float64, False),
+    (3, 63, 64, 2, "tanh", torch.float64, False),
+    (3, 1000, 128, 3, "silu", torch.float64, True),
+    (1, 1000, 32, 2, "sine", torch.float64, False),
+    (3, 1, 64, 3, "sine", torch.float32, False),
+    (1, 63, 128, 1, "tanh", torch.float32, True),
+    (3, 1000, 32, 3, "relu", torch.float32, False),
+    (1, 63, 64, 2, "silu", torch.float32, False),
+    (3, 1000, 64, 1, "relu", torch.float32, True),
+    (1, 1000, 128, 2, "tanh", torch.float32, False),
+    (3, 63, 32, 1, "silu", torch.float64, False),
+    (3, 63, 128, 3, "relu", torch.float64, False),
+]
+
+
+@needs_cpp
+@pytest.mark.parametrize("B,N,H,depth,act,dtype,shared", CASES,
+                         ids=[f"B{c[0]}-N{c[1]}-H{c[2]}-L{c[3]}-{c[4]}-{str(c[5])[6:]}{'-shared' if c[6] else ''}"
+                              for c in CASES])
+def test_cpu_forward_and_grads_match_reference(B, N, H, depth, act, dtype, shared):
+    x, f, p, ws, bs = make_problem(B, N, [H] * depth, dtype, shared, seed=B * N + H)
+    cot = torch.randn(B, N, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    compare(run_with_grads("reference", x, f, p, ws, bs, act, cot),
+            run_with_grads("cpu", x, f, p, ws, bs, act, cot), dtype)
+    t = torch.randn(B, N, generator=torch.Generator().manual_seed(2), dtype=dtype)
+    ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
+    fast = fourier_mlp_train_step(x, t, f, p, ws, bs, act, backend="cpu")
+    rms = dtype == torch.float32
+    assert_close("loss", ref[0], fast[0])
+    for l in range(depth + 1):
+        assert_close(f"step dW{l}", ref[1][l], fast[1][l], rms=rms)
+        assert_close(f"step db{l}", ref[2][l], fast[2][l], rms=rms)
+
+
+@needs_cpp
+@pytest.mark.parametrize("isa", ["generic", "avx2", "avx512"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_every_instruction_set_variant(isa, dtype):
+    if isa != "generic" and _ext.require_cpp().fourier_mlp_isa("auto") == "generic":
+        pytest.skip(f"CPU lacks {isa}")
+    if isa == "avx512" and _ext.require_cpp().fourier_mlp_isa("auto") != "avx512":
+        pytest.skip("CPU lacks AVX-512")
+    B, N = 2, 200
+    x, f, p, ws, bs = make_problem(B, N, [48, 40], dtype, pe="rff", K=5)  # awkward widths: padding
+    t = torch.randn(B, N, dtype=dtype, generator=torch.Generator().manual_seed(3))
+    ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, "tanh")
+    loss, dw, db = cpu.fourier_mlp_train_step(x, t, f, p, ws, bs, "tanh", isa=isa)
+    rms = dtype == torch.float32
+    assert_close(f"{isa} loss", ref[0], loss)
+    for l in range(3):
+        assert_close(f"{isa} dW{l}", ref[1][l], dw[l], rms=rms)
+        assert_close(f"{isa} db{l}", ref[2][l], db[l], rms=rms)
+    assert_close(f"{isa} y", reference.fourier_mlp(x, f, p, ws, bs, "tanh"),
+                 cpu.fourier_mlp_fwd(x, f, p, ws, bs, "tanh", isa=isa))
+
+
+@needs_cpp
+def test_sincos_polynomial_accuracy():
+    u = np.linspace(-8200, 8200, 400001, dtype=np.float32)
+    for isa in ("generic", _ext.require_cpp().fourier_mlp_isa("auto")):
+        sc = _ext.require_cpp().fourier_mlp_sincos_f32(u, isa)
+        assert np.abs(sc[0] - np.sin(u.astype(np.float64))).max() < 2e-7, isa
+        assert np.abs(sc[1] - np.cos(u.astype(np.float64))).max() < 2e-7, isa
+
+
+@needs_cpp
+def test_gradcheck_float64():
+    x, f, p, ws, bs = make_problem(1, 5, [8, 8], torch.float64, K=2)
+    inputs = [t.clone().requires_grad_(True) for t in [x, *ws, *bs]]
+
+    def fn(x, *params):
+        return fourier_mlp(x, f, p, list(params[:3]), list(params[3:]), "silu", backend="cpu")
+
+    assert torch.autograd.gradcheck(fn, inputs)
+
+
+@needs_cpp
+def test_double_backward_falls_back_to_reference():
+    """Eikonal-style loss: d/dW of a function of dy/dx (create_graph=True) goes through the reference."""
+    x, f, p, ws, bs = make_problem(2, 30, [32], torch.float64)
+    grads = {}
+    for backend in ("reference", "cpu"):
+        xx = x.clone().requires_grad_(True)
+        w0 = ws[0].clone().requires_grad_(True)
+        y = fourier_mlp(xx, f, p, [w0, ws[1]], bs, "tanh", backend=backend)
+        dx, = torch.autograd.grad(y.sum(), xx, create_graph=True)
+        eik = (dx.norm(dim=-1) - 1).pow(2).mean()
+        grads[backend] = torch.autograd.grad(eik, w0)[0]
+    assert_close("d eikonal / dW0", grads["reference"], grads["cpu"])
+
+
+@needs_cpp
+def test_deterministic_across_thread_counts_and_chunks():
+    """N spans several fixed-size work chunks; results are bitwise equal for 1 and 2 threads."""
+    B, N = 2, 3000
+    assert cpu.chunk_size(B, N) < N  # several chunks per model
+    x, f, p, ws, bs = make_problem(B, N, [32, 32], torch.float32, seed=5)
+    t = torch.randn(B, N, generator=torch.Generator().manual_seed(4))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fourier_mlp_train_step(x, t, f, p, ws, bs, "relu", backend="cpu")
+        torch.set_num_threads(2)
+        two = fourier_mlp_train_step(x, t, f, p, ws, bs, "relu", backend="cpu")
+    finally:
+        torch.set_num_threads(before)
+    for a, b in zip([one[0], *one[1], *one[2]], [two[0], *two[1], *two[2]]):
+        assert torch.equal(a, b)
+    ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, "relu")
+    assert_close("chunked loss", ref[0], one[0])
+    for l in range(3):
+        assert_close(f"chunked dW{l}", ref[1][l], one[1][l], rms=True)
+
+
+@needs_cpp
+def test_torch_compile_and_custom_op():
+    x, f, p, ws, bs = make_problem(2, 40, [32], torch.float32)
+    ws = [w.requires_grad_(True) for w in ws]
+
+    def loss_fn(x, ws, bs):
+        return fourier_mlp(x, f, p, ws, bs, "relu", backend="cpu").pow(2).sum()
+
+    compiled = torch.compile(loss_fn, backend="aot_eager", fullgraph=True)
+    g_c = torch.autograd.grad(compiled(x, ws, bs), ws)
+    g_e = torch.autograd.grad(reference.fourier_mlp(x, f, p, ws, bs, "relu").pow(2).sum(), ws)
+    for l, (a, b) in enumerate(zip(g_e, g_c)):
+        assert_close(f"compiled dW{l}", a, b, rms=True)
+    torch.library.opcheck(torch.ops.symfast.fourier_mlp.default,
+                          (x, f, p, [w.detach() for w in ws], bs, "relu", "cpu"))
+
+
+def test_nn_modules_roundtrip_sequential():
+    pe = sf.DyadicAxisPE(3)
+    torch.manual_seed(0)
+    seqs = [torch.nn.Sequential(pe, torch.nn.Linear(12, 32), torch.nn.SiLU(), torch.nn.Linear(32, 32),
+                                torch.nn.SiLU(), torch.nn.Linear(32, 1)) for _ in range(3)]
+    x = torch.rand(50, 2) * 2 - 1
+    one = sf.nn.FourierMLP.from_sequential(seqs[0])
+    assert_close("FourierMLP", seqs[0](x)[:, 0], one(x))
+    assert_close("FourierMLP -> Sequential", seqs[0](x), one.to_sequential()(x))
+    ens = sf.nn.FourierMLPEnsemble.from_sequentials(seqs)
+    y = ens(x)
+    for i in range(3):
+        assert_close(f"ensemble member {i}", seqs[i](x)[:, 0], y[i])
+        assert_close(f"ensemble[{i}]", ens[i](x), y[i])
+    xb, t = torch.rand(3, 20, 2), torch.rand(3, 20)
+    loss = ens.train_step(xb, t)
+    ref = reference.fourier_mlp_train_step(xb, t, pe.frequencies.float(), pe.phases.float(),
+                                           list(ens.weights), list(ens.biases), "silu")
+    assert_close("module loss", ref[0], loss)
+    assert_close("module dW0", ref[1][0], ens.weights[0].grad, rms=True)
+    with pytest.raises(ValueError, match="activation"):
+        sf.nn.FourierMLP.from_sequential(torch.nn.Sequential(pe, torch.nn.Linear(12, 8), torch.nn.GELU(),
+                                                             torch.nn.Linear(8, 1)))
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda a: a.update(x=a["x"][:, :5]), "x must be"),
+    (lambda a: a.update(x=torch.rand(2, 9, 3)), "x must be"),
+    (lambda a: a["weights"].__setitem__(1, torch.rand(2, 16, 32)), r"weights\[1\] must be"),
+    (lambda a: a["biases"].__setitem__(0, torch.rand(2, 31)), r"biases\[0\] must be"),
+    (lambda a: a["weights"].__setitem__(0, a["weights"][0].transpose(1, 2).contiguous().transpose(1, 2)),
+     "contiguous"),
+    (lambda a: a["weights"].__setitem__(0, a["weights"][0].double()), "dtype"),
+    (lambda a: a.update(x=a["x"].int()), "float32 or float64"),
+    (lambda a: a.update(activation="gelu"), "unsupported activation"),
+    (lambda a: a.update(weights=a["weights"][-1:], biases=a["biases"][-1:]), "hidden layer"),
+    (lambda a: a.update(backend="cuda"), "backend must be"),
+])
+def test_bad_input_raises_clear_error(mutate, match):
+    x, f, p, ws, bs = make_problem(2, 9, [32], torch.float32)
+    args = dict(x=x, frequencies=f, phases=p, weights=ws, biases=bs, activation="relu", backend="auto")
+    mutate(args)
+    with pytest.raises(ValueError, match=match):
+        fourier_mlp(**args)
+
+
+@needs_cpp
+def test_bad_values_and_widths():
+    x, f, p, ws, bs = make_problem(2, 9, [32], torch.float32)
+    for bad in (float("nan"), float("inf")):
+        xb = x.clone()
+        xb[1, 3, 0] = bad
+        with pytest.raises(ValueError, match="NaN or Inf"):
+            fourier_mlp(xb, f, p, ws, bs, "relu", backend="cpu")
+    with pytest.raises(ValueError, match="targets"):
+        fourier_mlp_train_step(x, torch.rand(2, 8), f, p, ws, bs, "relu")
+    wide = [torch.zeros(2, 16, 2048), torch.zeros(2, 2048, 1)]
+    with pytest.raises(ValueError, match="unsupported hidden width 2048"):
+        fourier_mlp(x, f, p, wide, [torch.zeros(2, 2048), torch.zeros(2, 1)], "relu")
+
+
+TRITON_SCRIPT = textwrap.dedent("""
+    import torch, symfast as sf
+    from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step, reference
+    from symfast.testing import assert_close
+    from tests.test_fourier_mlp import make_problem, run_with_grads, compare
+    for B, N, H, depth, act, shared in [(2, 70, 16, 1, "relu", False), (1, 5, 32, 2, "tanh", True),
+                                        (3, 20, 16, 3, "silu", False), (1, 9, 16, 4, "sine", False)]:
+        x, f, p, ws, bs = make_problem(B, N, [H] * depth, torch.float32, shared, K=3)
+        cot = torch.randn(B, N, generator=torch.Generator().manual_seed(1))
+        compare(run_with_grads("reference", x, f, p, ws, bs, act, cot),
+                run_with_grads("triton", x, f, p, ws, bs, act, cot), torch.float32)
+        t = torch.randn(B, N, generator=torch.Generator().manual_seed(2))
+        ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
+        fast = fourier_mlp_train_step(x, t, f, p, ws, bs, act, backend="triton")
+        assert_close("triton loss", ref[0], fast[0])
+        for l in range(depth + 1):
+            assert_close(f"triton dW{l}", ref[1][l], fast[1][l], rms=True)
+            assert_close(f"triton db{l}", ref[2][l], fast[2][l], rms=True)
+    try:
+        fourier_mlp(x.double(), f, p, [w.double() for w in ws], [b.double() for b in bs], "relu",
+                    backend="triton")
+        raise SystemExit("float64 on triton should raise")
+    except ValueError as e:
+        assert "float32 only" in str(e)
+    print("TRITON-OK")
+""")
+
+
+@pytest.mark.skipif(not _ext.HAS_TRITON, reason="triton not installed")
+def test_triton_kernels_under_interpreter():
+    """Runs in a subprocess so TRITON_INTERPRET=1 does not leak into other tests."""
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", TRITON_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0 and "TRITON-OK" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA + triton")
+def test_triton_on_gpu():
+    x, f, p, ws, bs = make_problem(4, 3000, [64, 64], torch.float32)
+    dev = [t.cuda() for t in (x, f, p)]
+    ws_c, bs_c = [w.cuda() for w in ws], [b.cuda() for b in bs]
+    cot = torch.randn(4, 3000, generator=torch.Generator().manual_seed(1)).cuda()
+    compare(run_with_grads("reference", *dev, ws_c, bs_c, "relu", cot),
+            run_with_grads("triton", *dev, ws_c, bs_c, "relu", cot), torch.float32)
