@@ -65,10 +65,8 @@ def _resolve_backend(backend: str, device: torch.device) -> str:
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     fused = _fused_step()
-    if backend == "auto":
-        if fused is None:
-            return "reference"
-        return "cpu" if device.type == "cpu" else ("triton" if device.type == "cuda" else "reference")
+    if backend == "auto":  # the fused op picks C++ on CPU, Triton on CUDA, or warns and falls back
+        return "auto" if fused is not None else "reference"
     if backend in ("cpu", "triton") and fused is None:
         raise ValueError(f"backend={backend!r} needs the fused kernels, which this build lacks")
     if backend == "cpu" and device.type != "cpu":
@@ -159,8 +157,8 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     try:
         for step in bar:
             x = _sample(sampler, gens, points, radius, dtype)
-            target = torch.cat([s.sdf(x[i * len(seed_list):(i + 1) * len(seed_list)].double())
-                                for i, s in enumerate(shape_objs)]).to(dtype)
+            target = torch.cat([s.sdf(x[i * len(seed_list):(i + 1) * len(seed_list)])
+                                for i, s in enumerate(shape_objs)])
             x, target = x.to(device), target.to(device)
             opt.zero_grad(set_to_none=True)
             if fused is not None:
@@ -195,15 +193,15 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
 
 
 def _sample(sampler, gens, n, radius, dtype) -> torch.Tensor:
-    u = torch.empty(len(gens), n, 2, dtype=torch.float64)
+    u = torch.empty(len(gens), n, 2, dtype=dtype)
     for i, g in enumerate(gens):
-        torch.rand(n, 2, generator=g, dtype=torch.float64, out=u[i])
+        torch.rand(n, 2, generator=g, dtype=dtype, out=u[i])
     if sampler == "disk":
         r, t = radius * u[..., 0].sqrt(), 2 * math.pi * u[..., 1]
         x = torch.stack((r * torch.cos(t), r * torch.sin(t)), -1)
     else:
         x = (2 * u - 1) * radius
-    return x.to(dtype)
+    return x
 
 
 def _save_checkpoint(path, config, params, opt, gens, losses, step):
