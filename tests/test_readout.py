@@ -73,7 +73,7 @@ def test_readout_errors():
 @pytest.fixture(scope="module")
 def trained():
     """Small but real training run (8 seeds): the paper's PE-dependent pattern must show."""
-    kw = dict(seeds=8, steps=300, points=1024, backend="reference", progress=False)
+    kw = dict(seeds=8, steps=300, points=1024, progress=False)  # fused kernels (checked against reference elsewhere)
     return {name: sf.fit_sdf(["triangle", "square"], pe, **kw)
             for name, pe in (("triaxis", sf.TriAxisPE()), ("dyadic", sf.DyadicAxisPE()),
                              ("rff", sf.RandomFourierPE()))}

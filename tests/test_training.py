@@ -86,3 +86,36 @@ def test_bad_arguments():
         sf.fit_sdf(["square"], pe, backend="cuda")
     with pytest.raises(ValueError, match="FourierPE"):
         sf.fit_sdf(["square"], "dyadic")
+
+
+def test_fused_cpu_backend_agrees_with_reference():
+    kw = dict(seeds=[0, 1], hidden=(16, 16), steps=15, points=96, dtype=torch.float64, progress=False)
+    ref = sf.fit_sdf(["triangle", "circle"], sf.TriAxisPE(3), backend="reference", **kw)
+    for backend in ("cpu", "auto"):
+        fast = sf.fit_sdf(["triangle", "circle"], sf.TriAxisPE(3), backend=backend, **kw)
+        for l, (a, b) in enumerate(zip(ref.weights + ref.biases, fast.weights + fast.biases)):
+            assert_close(f"{backend} param{l}", a, b, rtol=1e-7, atol=1e-9)
+        assert_close(f"{backend} losses", ref.losses, fast.losses, rtol=1e-7, atol=1e-12)
+
+
+def test_fused_triton_backend_agrees_with_reference_under_interpreter():
+    """fit_sdf(backend="triton") on CPU through TRITON_INTERPRET=1 (in a subprocess: the
+    variable must be set before triton is imported and must not leak into other tests)."""
+    pytest.importorskip("triton")
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import torch, symfast as sf\n"
+        "kw = dict(seeds=[0], hidden=(16,), activation='tanh', steps=3, points=16, progress=False)\n"
+        "r = sf.fit_sdf(['square'], sf.DyadicAxisPE(2), backend='reference', **kw)\n"
+        "t = sf.fit_sdf(['square'], sf.DyadicAxisPE(2), backend='triton', **kw)\n"
+        "err = (r.losses - t.losses).abs().max().item() / r.losses.abs().max().item()\n"
+        "assert err < 1e-4, err\n"
+        "print('ok', err)\n")
+    env = dict(os.environ, TRITON_INTERPRET="1",
+               PYTHONPATH=os.path.dirname(os.path.dirname(sf.__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
+                       cwd=os.path.dirname(__file__))
+    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr
