@@ -199,4 +199,15 @@ Registrar reg("fourier_mlp", [](py::module_& m) {
 });
 
 }  // namespace
+
+// The kernel's float32 sin/cos for other kernels (csrc/sincos.h); ISA resolved once.
+void sincos_f32_dispatch(const float* u, float* s, float* c, long n) {
+  static const std::string which = resolve_isa("auto");
+#ifdef SYMFAST_X86_CLONES
+  if (which == "avx512") return fmlp_avx512::sincos_array(u, s, c, n);
+  if (which == "avx2") return fmlp_avx2::sincos_array(u, s, c, n);
+#endif
+  fmlp_base::sincos_array(u, s, c, n);
+}
+
 }  // namespace symfast

@@ -98,3 +98,11 @@ def test_fourier_features_gradient_uses_reference():
     ref_x = x.detach().clone().requires_grad_(True)
     reference.fourier_features(ref_x, pe.frequencies, pe.phases).sum().backward()
     assert_close("dx", ref_x.grad, x.grad)
+
+
+def test_fourier_features_large_arguments_fall_back_exactly():
+    """Beyond the vectorised sin/cos range (|u| > 8000) the C++ kernel uses libm."""
+    w = torch.tensor([[4096.0 * math.pi, 0.0]])
+    x = torch.tensor([[1.5, 0.0], [0.01, 0.0]])
+    fast = fourier_features(x, w, torch.zeros(1), backend="cpu")
+    assert_close("features", reference.fourier_features(x, w, torch.zeros(1)), fast, atol=1e-6, rtol=0)
