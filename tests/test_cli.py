@@ -57,3 +57,12 @@ def test_nan_ensemble_rejected(tmp_path, capsys):
 def test_console_script_help():
     r = subprocess.run([sys.executable, "-m", "symfast.cli", "--help"], capture_output=True, text=True)
     assert r.returncode == 0 and "readout" in r.stdout
+
+
+def test_reproduce_writes_report(tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["reproduce", "--quick", "--only", "layerwise", "--out", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert "## Layerwise equivariance" in report and "ok" in report and "filters_equivariant.png" in report
+    assert main(["reproduce", "--only", "nonsense", "--out", str(out)]) == 2
+    assert "unknown study" in capsys.readouterr().err
