@@ -14,8 +14,8 @@
 namespace symfast {
 namespace {
 
-template <typename T>
-carray<T> fourier_features_fwd(carray<T> x, carray<T> freq, carray<T> phase, int num_threads) {
+// x: [N, 2], frequencies: [m, 2], phases: [m]; returns (N, m).
+std::pair<py::ssize_t, py::ssize_t> check_shapes(const py::array& x, const py::array& freq, const py::array& phase) {
   check_ndim(x, 2, "x");
   check_ndim(freq, 2, "frequencies");
   check_ndim(phase, 1, "phases");
@@ -23,6 +23,12 @@ carray<T> fourier_features_fwd(carray<T> x, carray<T> freq, carray<T> phase, int
   if (freq.shape(1) != 2) throw std::invalid_argument("frequencies must be [m, 2]");
   const py::ssize_t n = x.shape(0), m = freq.shape(0);
   if (phase.shape(0) != m) throw std::invalid_argument("phases must be [m] with m = len(frequencies)");
+  return {n, m};
+}
+
+template <typename T>
+carray<T> fourier_features_fwd(carray<T> x, carray<T> freq, carray<T> phase, int num_threads) {
+  const auto [n, m] = check_shapes(x, freq, phase);
   carray<T> out({n, 2 * m});
   const T* xp = x.data();
   const T* wp = freq.data();
@@ -48,13 +54,7 @@ carray<T> fourier_features_fwd(carray<T> x, carray<T> freq, carray<T> phase, int
 template <>
 carray<float> fourier_features_fwd<float>(carray<float> x, carray<float> freq, carray<float> phase,
                                           int num_threads) {
-  check_ndim(x, 2, "x");
-  check_ndim(freq, 2, "frequencies");
-  check_ndim(phase, 1, "phases");
-  if (x.shape(1) != 2) throw std::invalid_argument("x must be [N, 2]");
-  if (freq.shape(1) != 2) throw std::invalid_argument("frequencies must be [m, 2]");
-  const py::ssize_t n = x.shape(0), m = freq.shape(0);
-  if (phase.shape(0) != m) throw std::invalid_argument("phases must be [m] with m = len(frequencies)");
+  const auto [n, m] = check_shapes(x, freq, phase);
   carray<float> out({n, 2 * m});
   const float* xp = x.data();
   const float* wp = freq.data();
