@@ -63,7 +63,8 @@ struct Buf {
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx2,fma")
 namespace fmlp_avx512 {
 constexpr int VBYTES = 64;
-constexpr int MR = 12;
+constexpr int MR = 6;  // 6 x 4 accumulators of the 32 vector registers
+constexpr int NV = 4;
 #include "fourier_mlp_impl.h"
 }  // namespace fmlp_avx512
 #pragma GCC pop_options
@@ -71,7 +72,8 @@ constexpr int MR = 12;
 #pragma GCC target("avx2,fma")
 namespace fmlp_avx2 {
 constexpr int VBYTES = 32;
-constexpr int MR = 6;
+constexpr int MR = 6;  // 6 x 2 accumulators of the 16 vector registers
+constexpr int NV = 2;
 #include "fourier_mlp_impl.h"
 }  // namespace fmlp_avx2
 #pragma GCC pop_options
@@ -79,6 +81,7 @@ constexpr int MR = 6;
 namespace fmlp_base {
 constexpr int VBYTES = 16;
 constexpr int MR = 4;
+constexpr int NV = 2;
 #include "fourier_mlp_impl.h"
 }  // namespace fmlp_base
 
@@ -152,15 +155,22 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   pb.dx = opt_ptr<T>(dx, "dx");
   const std::string which = resolve_isa(isa);
   const int nt = clamp_threads(num_threads);
+  int flags = 0;
   {
     py::gil_scoped_release release;
 #ifdef SYMFAST_X86_CLONES
-    if (which == "avx512") fmlp_avx512::run<T>(pb, nt);
-    else if (which == "avx2") fmlp_avx2::run<T>(pb, nt);
+    if (which == "avx512") flags = fmlp_avx512::run<T>(pb, nt);
+    else if (which == "avx2") flags = fmlp_avx2::run<T>(pb, nt);
     else
 #endif
-      fmlp_base::run<T>(pb, nt);
+      flags = fmlp_base::run<T>(pb, nt);
   }
+  // The kernel checks its inputs as it reads them (free, unlike a separate pass over x).
+  const char* bad = (flags & fmlp_base::NONFINITE_X) ? "x"
+                    : (flags & fmlp_base::NONFINITE_AUX) ? (mode == 1 ? "targets" : "the incoming gradient")
+                                                          : nullptr;
+  if (bad)
+    throw std::invalid_argument(std::string(bad) + " contains NaN or Inf values; the fused kernel needs finite inputs");
   return py::none();
 }
 

@@ -1,8 +1,8 @@
 // Fused batched Fourier-PE + MLP kernel body, compiled once per instruction set.
 //
 // fourier_mlp.cpp includes this file inside `namespace symfast::fmlp_<isa>` with VBYTES
-// (vector width in bytes: 16 SSE2, 32 AVX2, 64 AVX-512) and MR (rows per register
-// block) defined, under a matching `#pragma GCC target`. No headers are included here.
+// (vector width in bytes: 16 SSE2, 32 AVX2, 64 AVX-512), MR (rows per register block) and
+// NV (vectors per register block) defined, under a matching `#pragma GCC target`. No headers are included here.
 //
 // Layout, per model b and per tile of TILE points (point-major, padded widths):
 //   h0  [TILE, dp]  = [sin(u) | cos(u) | 0-pad],  u = x @ freq^T + phase   (m = d/2)
@@ -11,7 +11,7 @@
 // and the backward of each layer over the same tile, in cache:
 //   dz_l = da_l * act'(z_l);  dW_l += a_{l-1}^T dz_l;  db_l += sum_t dz_l;  da_{l-1} = dz_l W_l^T
 // W_1's rows are permuted into the [sin | cos] order when packed and back when written.
-// Every product is one register-blocked micro-kernel C[MR, 2 vectors] += A(i, p) * Bm[p, :].
+// Every product is one register-blocked micro-kernel C[MR, NV vectors] += A(i, p) * Bm[p, :].
 
 template <typename T>
 struct Vec {
@@ -19,74 +19,132 @@ struct Vec {
   static constexpr int W = VBYTES / (int)sizeof(T);
 };
 
-constexpr int NV = 2;      // vectors per register block (columns)
-constexpr int TILE = 96;   // points per tile: a multiple of every MR used (4, 6, 12)
+constexpr int TILE = 48;   // points per tile: a multiple of every MR used (4, 6); 48 keeps more of a tile in L1 than 96 (~1.3%)
 
 inline long pad_to(long n, long w) { return (n + w - 1) / w * w; }
 
-// C[i, jv] (i < R, jv < NC vectors) = init + sum_p A[i*ars + p*aps] * Bm[p*ldb + jv*W ...]
-// init: C itself (INIT_ACC), zero (INIT_ZERO) or the bias row (INIT_BIAS); RELU stores max(., 0).
+// Epilogue of a register block, applied before it leaves the registers:
+//   EPI_NONE   store the block;
+//   EPI_RELU   store max(., 0);
+//   EPI_MASK   backward through a ReLU: store the block where mask (= the layer's ReLU output,
+//              same layout as C) is > 0, else 0, and add its column sums to gbias.
+// init: C itself (INIT_ACC), zero (INIT_ZERO) or the bias row (INIT_BIAS, added last).
 enum Init { INIT_ACC = 0, INIT_ZERO = 1, INIT_BIAS = 2 };
+enum Epi { EPI_NONE = 0, EPI_RELU = 1, EPI_MASK = 2 };
 
-template <typename T, int R, int NC, int INIT, bool RELU>
-inline void micro(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc, const T* bias) {
+template <typename T>
+struct Extra {
+  const T* bias = nullptr;   // INIT_BIAS: row added to every output row
+  const T* mask = nullptr;   // EPI_MASK: ReLU output, ld = ldc
+  T* gbias = nullptr;        // EPI_MASK: column sums accumulate here
+  Extra at(long j) const { return {bias ? bias + j : nullptr, mask ? mask + j : nullptr, gbias ? gbias + j : nullptr}; }
+};
+
+// Integer view of a vector, for sign-bit arithmetic.
+template <typename T>
+struct IVec {
+  typedef std::conditional_t<sizeof(T) == 4, int32_t, int64_t> I;
+  typedef I v __attribute__((vector_size(VBYTES)));
+};
+
+// Lane-wise ReLU helpers on the sign bit (integer ops: a vector-extension compare/select
+// compiles to slow code for AVX-512 with GCC 12; x86 max/compare intrinsics measured no faster).
+template <typename V>
+inline __attribute__((always_inline)) V relu_vec(V v) {  // max(v, 0)
+  using VI = typename IVec<std::remove_reference_t<decltype(v[0])>>::v;
+  const VI vi = (VI)v;
+  return (V)(vi & ~(vi >> (8 * (int)sizeof(v[0]) - 1)));
+}
+
+template <typename V>
+inline __attribute__((always_inline)) V where_positive(V m, V v) {  // v where m > 0 else 0; m >= 0
+  using VI = typename IVec<std::remove_reference_t<decltype(v[0])>>::v;
+  return (V)((VI)v & (-(VI)m >> (8 * (int)sizeof(v[0]) - 1)));  // -m's sign bit is set iff m > 0
+}
+
+// C[i, jv] (i < R, jv < NC vectors) = init + sum_p A[i*ars + p*aps] * Bm[p*ldb + jv*W ...]
+template <typename T, int R, int NC, int INIT, int EPI>
+inline void micro(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc, Extra<T> ex) {
   using V = typename Vec<T>::v;
   constexpr int W = Vec<T>::W;
-  V acc[R][NC];
+  V acc[R][NC];  // kept in registers: every loop over R and NC is fully unrolled (else GCC spills)
+  #pragma GCC unroll 32
   for (int i = 0; i < R; ++i)
+    #pragma GCC unroll 32
     for (int j = 0; j < NC; ++j) {
-      if constexpr (INIT == INIT_ACC) acc[i][j] = *(const V*)(C + i * ldc + j * W);
-      else if constexpr (INIT == INIT_BIAS) acc[i][j] = *(const V*)(bias + j * W);
-      else acc[i][j] = V{};
+      acc[i][j] = V{};  // C or the bias is added in the epilogue: loads ahead of the FMA chains cost ~4%
     }
   for (int p = 0; p < P; ++p) {
     V bv[NC];
+    #pragma GCC unroll 32
     for (int j = 0; j < NC; ++j) bv[j] = *(const V*)(Bm + p * ldb + j * W);
     const T* ap = A + p * aps;
+    #pragma GCC unroll 32
     for (int i = 0; i < R; ++i) {
       const T a = ap[i * ars];
+      #pragma GCC unroll 32
       for (int j = 0; j < NC; ++j) acc[i][j] += a * bv[j];
     }
   }
-  for (int i = 0; i < R; ++i) {
-    T* c = C + i * ldc;
-    for (int j = 0; j < NC; ++j) *(V*)(c + j * W) = acc[i][j];
-    if constexpr (RELU) {  // max(., 0) on the block just stored (in L1); a vector-extension
-#pragma omp simd          // compare/select compiles to slow code for AVX-512 with GCC 12
-      for (int k = 0; k < NC * W; ++k) c[k] = c[k] > T(0) ? c[k] : T(0);
-    }
+  if constexpr (EPI == EPI_MASK) {
+    V colsum[NC] = {};
+    #pragma GCC unroll 32
+    for (int i = 0; i < R; ++i)
+      #pragma GCC unroll 32
+      for (int j = 0; j < NC; ++j) {
+        acc[i][j] = where_positive(*(const V*)(ex.mask + i * ldc + j * W), acc[i][j]);
+        colsum[j] += acc[i][j];
+      }
+    #pragma GCC unroll 32
+    for (int j = 0; j < NC; ++j) *(V*)(ex.gbias + j * W) += colsum[j];
   }
+  #pragma GCC unroll 32
+  for (int i = 0; i < R; ++i)
+    #pragma GCC unroll 32
+    for (int j = 0; j < NC; ++j) {
+      V v = acc[i][j];
+      if constexpr (INIT == INIT_BIAS) v += *(const V*)(ex.bias + j * W);
+      if constexpr (INIT == INIT_ACC) v += *(const V*)(C + i * ldc + j * W);
+      if constexpr (EPI == EPI_RELU) v = relu_vec(v);
+      *(V*)(C + i * ldc + j * W) = v;
+    }
 }
 
-template <typename T, int R, int INIT, bool RELU>
+template <typename T, int R, int INIT, int EPI>
 inline void micro_rows(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc, long ncols,
-                       const T* bias) {
+                       Extra<T> ex) {
   constexpr int W = Vec<T>::W;
   long j = 0;
   for (; j + NV * W <= ncols; j += NV * W)
-    micro<T, R, NV, INIT, RELU>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, bias + j);
-  for (; j < ncols; j += W) micro<T, R, 1, INIT, RELU>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, bias + j);
+    micro<T, R, NV, INIT, EPI>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, ex.at(j));
+  if constexpr (NV > 2)
+    for (; j + 2 * W <= ncols; j += 2 * W) micro<T, R, 2, INIT, EPI>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, ex.at(j));
+  for (; j < ncols; j += W) micro<T, R, 1, INIT, EPI>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, ex.at(j));
 }
 
-template <typename T, int R, int INIT, bool RELU>
+template <typename T, int R, int INIT, int EPI>
 inline void micro_tail(int r, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc,
-                       long ncols, const T* bias) {
+                       long ncols, Extra<T> ex) {
   if constexpr (R > 0) {
-    if (r == R) return micro_rows<T, R, INIT, RELU>(P, A, ars, aps, Bm, ldb, C, ldc, ncols, bias);
-    return micro_tail<T, R - 1, INIT, RELU>(r, P, A, ars, aps, Bm, ldb, C, ldc, ncols, bias);
+    if (r == R) return micro_rows<T, R, INIT, EPI>(P, A, ars, aps, Bm, ldb, C, ldc, ncols, ex);
+    return micro_tail<T, R - 1, INIT, EPI>(r, P, A, ars, aps, Bm, ldb, C, ldc, ncols, ex);
   }
 }
 
-// C[M, ncols] (=|+=) A(M x P) @ Bm[P, ncols] (+ bias); ncols a multiple of the vector width.
-template <typename T, int INIT = INIT_ACC, bool RELU = false>
+// C[M, ncols] (=|+=) A(M x P) @ Bm[P, ncols] (+ bias, epilogue); ncols a multiple of the vector width.
+template <typename T, int INIT = INIT_ACC, int EPI = EPI_NONE>
 void gemm(long M, long ncols, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc,
-          const T* bias = nullptr) {
+          Extra<T> ex = {}) {
   long i = 0;
-  for (; i + MR <= M; i += MR)
-    micro_rows<T, MR, INIT, RELU>(P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols, bias);
-  if (i < M)
-    micro_tail<T, MR - 1, INIT, RELU>((int)(M - i), P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols,
-                                      bias);
+  for (; i + MR <= M; i += MR) {
+    Extra<T> e = ex;
+    if (e.mask) e.mask += i * ldc;
+    micro_rows<T, MR, INIT, EPI>(P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols, e);
+  }
+  if (i < M) {
+    if (ex.mask) ex.mask += i * ldc;
+    micro_tail<T, MR - 1, INIT, EPI>((int)(M - i), P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols, ex);
+  }
 }
 
 // ---- elementwise math (vectorisable scalar code; fp64 uses libm for check-grade accuracy) ----
@@ -230,7 +288,7 @@ struct Engine {
       wofs.push_back(ws);
       wtofs.push_back(wts);
       bofs.push_back(bs);
-      ws += fin[l] * foutp[l];
+      ws += l + 1 < L ? fin[l] * foutp[l] : pad_to(fin[l], W);  // output column padded to whole vectors
       wts += fout[l] * finp;
       bs += foutp[l];
     }
@@ -278,13 +336,17 @@ struct Engine {
 
   // hT[k, t]: features transposed ([sin | cos] rows, points contiguous) so the sin/cos
   // loop vectorises over points with no remainder.
-  void features(const T* x, long cnt) {
+  // Returns true if a coordinate is NaN or Inf (v - v is 0 exactly for finite v).
+  bool features(const T* x, long cnt) {
     const T* fr = pb.freq;
     const T* ph = pb.phase;
     for (long t = 0; t < TILE; ++t) {
       x0.p[t] = t < cnt ? x[2 * t] : T(0);
       x1.p[t] = t < cnt ? x[2 * t + 1] : T(0);
     }
+    int bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (long t = 0; t < TILE; ++t) bad |= (x0.p[t] - x0.p[t] != T(0)) | (x1.p[t] - x1.p[t] != T(0));
     for (long j = 0; j < m; ++j) {
       const T f0 = fr[2 * j], f1 = fr[2 * j + 1], b = ph[j];
       T* rs = h0.p + j * TILE;
@@ -300,17 +362,18 @@ struct Engine {
         rc[t] = c;
       }
     }
+    return bad != 0;
   }
 
   // z_l, a_l = act(z_l) from the previous activations A(t, k) = in[t * ars + k * aps].
   void layer_fwd(long ars, long aps, const T* in, int l) {
     const T* bias = bpk.p + bofs[l];
     if (pb.act == RELU) {  // a = max(z, 0) in the epilogue; the backward only needs a > 0
-      gemm<T, INIT_BIAS, true>(TILE, foutp[l], (int)fin[l], in, ars, aps, wpk.p + wofs[l], foutp[l], a[l].p,
-                               foutp[l], bias);
+      gemm<T, INIT_BIAS, EPI_RELU>(TILE, foutp[l], (int)fin[l], in, ars, aps, wpk.p + wofs[l], foutp[l], a[l].p,
+                                   foutp[l], {bias});
     } else {
-      gemm<T, INIT_BIAS, false>(TILE, foutp[l], (int)fin[l], in, ars, aps, wpk.p + wofs[l], foutp[l], z[l].p,
-                                foutp[l], bias);
+      gemm<T, INIT_BIAS>(TILE, foutp[l], (int)fin[l], in, ars, aps, wpk.p + wofs[l], foutp[l], z[l].p,
+                         foutp[l], {bias});
       activate<T>(pb.act, z[l].p, a[l].p, TILE * foutp[l]);
     }
   }
@@ -325,14 +388,17 @@ struct Engine {
       in = a[l].p;
       ld = foutp[l];
     }
-    const T* wo = wpk.p + wofs[L - 1];  // [H] (fan_out 1, unpadded)
+    // output layer y = a_L . w_out + b_out: one vector of products per point, then its lanes summed
+    using V = typename Vec<T>::v;
+    const T* wo = wpk.p + wofs[L - 1];  // [ld] (zero beyond fan-in)
     const T bo = bpk.p[bofs[L - 1]];
-    const long H = fin[L - 1];
+    const long nv = ld / W;
     for (long t = 0; t < TILE; ++t) {
+      const V* r = (const V*)(in + t * ld);
+      V acc = r[0] * *(const V*)wo;
+      for (long jv = 1; jv < nv; ++jv) acc += r[jv] * *(const V*)(wo + jv * W);
       T s = T(0);
-      const T* r = in + t * ld;
-#pragma omp simd reduction(+ : s)
-      for (long j = 0; j < H; ++j) s += r[j] * wo[j];
+      for (int k = 0; k < W; ++k) s += acc[k];
       yt[t] = s + bo;
     }
   }
@@ -343,33 +409,48 @@ struct Engine {
     const T* aL = a[Lh - 1].p;  // at least one hidden layer (checked by the binding)
     const long ldL = foutp[Lh - 1];
     const long H = fin[L - 1];
-    const T* wo = wpk.p + wofs[L - 1];  // [H] (fan_out 1, unpadded)
+    const T* wo = wpk.p + wofs[L - 1];  // [ldL] (zero beyond H)
     T* gwo = gw.p + wofs[L - 1];
-    T gbo = T(0);
-    // output layer: dw_out += a_L^T g, db_out += sum g, da_L = g w_out^T
+    const bool relu = pb.act == RELU;
     T* daL = da[Lh - 1].p;
-    for (long t = 0; t < TILE; ++t) {
-      const T gt = g[t];
-      gbo += gt;
-      const T* r = aL + t * ldL;
-      T* dr = daL + t * ldL;
-#pragma omp simd
-      for (long j = 0; j < H; ++j) {
-        gwo[j] += gt * r[j];
-        dr[j] = gt * wo[j];
+    // output layer: dw_out += a_L^T g, db_out += sum g, da_L = g w_out^T; for ReLU also
+    // dz_L = da_L where a_L > 0 and its bias gradient, all in one pass per column vector.
+    {
+      using V = typename Vec<T>::v;
+      T gbo = T(0);
+      for (long t = 0; t < TILE; ++t) gbo += g[t];
+      gb.p[bofs[L - 1]] += gbo;
+      T* gbL = gb.p + bofs[Lh - 1];
+      for (long j = 0; j < ldL; j += W) {
+        const V wv = *(const V*)(wo + j);
+        V gwacc = V{}, gbacc = V{};
+        for (long t = 0; t < TILE; ++t) {
+          const V r = *(const V*)(aL + t * ldL + j);
+          const T gt = g[t];
+          gwacc += gt * r;
+          V d = gt * wv;
+          if (relu) {
+            d = where_positive(r, d);
+            gbacc += d;
+          }
+          *(V*)(daL + t * ldL + j) = d;
+        }
+        *(V*)(gwo + j) += gwacc;
+        if (relu) *(V*)(gbL + j) += gbacc;
       }
-      for (long j = H; j < ldL; ++j) dr[j] = T(0);
     }
-    gb.p[bofs[L - 1]] += gbo;
+    (void)H;
     for (int l = Lh - 1; l >= 0; --l) {
       const long Hp = foutp[l];
-      T* dz = da[l].p;  // becomes dz in place
-      activate_bwd<T>(pb.act, z[l].p, a[l].p, dz, TILE * Hp);
-      T* gbl = gb.p + bofs[l];
-      for (long t = 0; t < TILE; ++t) {
-        const T* r = dz + t * Hp;
+      T* dz = da[l].p;  // becomes dz in place (for ReLU it already is, bias gradient included)
+      if (!relu) {
+        activate_bwd<T>(pb.act, z[l].p, a[l].p, dz, TILE * Hp);
+        T* gbl = gb.p + bofs[l];
+        for (long t = 0; t < TILE; ++t) {
+          const T* r = dz + t * Hp;
 #pragma omp simd
-        for (long j = 0; j < Hp; ++j) gbl[j] += r[j];
+          for (long j = 0; j < Hp; ++j) gbl[j] += r[j];
+        }
       }
       const T* prev = l > 0 ? a[l - 1].p : h0.p;
       const long ldp = l > 0 ? foutp[l - 1] : dp;
@@ -378,11 +459,13 @@ struct Engine {
         gemm<T>(fin[l], Hp, TILE, prev, 1, ldp, dz, Hp, gw.p + wofs[l], Hp);
       else  // prev = hT[k, t]
         gemm<T>(fin[l], Hp, TILE, prev, TILE, 1, dz, Hp, gw.p + wofs[l], Hp);
-      if (l > 0 || dxt) {
-        T* dprev = l > 0 ? da[l - 1].p : dh0.p;
-        // dprev[TILE, ldp] = dz[TILE, fout] @ W_l^T[fout, ldp]
-        gemm<T, INIT_ZERO>(TILE, ldp, (int)fout[l], dz, Hp, 1, wtpk.p + wtofs[l], ldp, dprev, ldp);
-      }
+      // dprev[TILE, ldp] = dz[TILE, fout] @ W_l^T[fout, ldp]; through the previous ReLU in the epilogue
+      if (l > 0 && relu)
+        gemm<T, INIT_ZERO, EPI_MASK>(TILE, ldp, (int)fout[l], dz, Hp, 1, wtpk.p + wtofs[l], ldp, da[l - 1].p, ldp,
+                                     {nullptr, a[l - 1].p, gb.p + bofs[l - 1]});
+      else if (l > 0 || dxt)
+        gemm<T, INIT_ZERO>(TILE, ldp, (int)fout[l], dz, Hp, 1, wtpk.p + wtofs[l], ldp, l > 0 ? da[l - 1].p : dh0.p,
+                           ldp);
     }
     if (dxt) {
       const T* fr = pb.freq;
@@ -419,8 +502,10 @@ struct Engine {
 
 // Runs one problem: units = (model, chunk of points); each unit is processed by one thread
 // in a fixed tile order, so results do not depend on the thread count.
+// Returns NONFINITE_* flags for inputs holding NaN or Inf (the outputs are then meaningless).
+enum { NONFINITE_X = 1, NONFINITE_AUX = 2 };
 template <typename T>
-void run(const Problem<T>& pb, int nthreads) {
+int run(const Problem<T>& pb, int nthreads) {
   const long B = pb.B, N = pb.N;
   const bool grads = pb.mode != 0;
   const long chunk = grads ? pb.chunk : 4 * TILE;
@@ -436,7 +521,8 @@ void run(const Problem<T>& pb, int nthreads) {
       pbias.emplace_back((size_t)units * pb.fan_out[l]);
     }
   }
-#pragma omp parallel num_threads(nthreads)
+  int flags = 0;
+#pragma omp parallel num_threads(nthreads) reduction(| : flags)
   {
     Engine<T> eng(pb);
     std::vector<T> yt(TILE), gt(TILE);
@@ -454,21 +540,30 @@ void run(const Problem<T>& pb, int nthreads) {
       const T* xb = pb.x + (pb.x_shared ? 0 : b * N * 2);
       for (long t0 = n0; t0 < n1; t0 += TILE) {
         const long cnt = std::min<long>(TILE, n1 - t0);
-        eng.features(xb + t0 * 2, cnt);
+        if (eng.features(xb + t0 * 2, cnt)) flags |= NONFINITE_X;
         eng.forward(yt.data());
         if (pb.y) std::copy(yt.data(), yt.data() + cnt, pb.y + b * N + t0);
         if (!grads) continue;
         const T* tg = pb.aux + b * N + t0;
-        for (long t = 0; t < TILE; ++t) gt[t] = T(0);
+        int bad = 0;  // targets / cotangent NaN or Inf
+#pragma omp simd reduction(| : bad)
+        for (long t = 0; t < cnt; ++t) bad |= tg[t] - tg[t] != T(0);
+        if (bad) flags |= NONFINITE_AUX;
+        T* gp = gt.data();
+        const T* yp = yt.data();
+        for (long t = cnt; t < TILE; ++t) gp[t] = T(0);
         if (pb.mode == 1) {
           const T scale = T(2) / T(N);
+          double tl = 0.0;
+#pragma omp simd reduction(+ : tl)
           for (long t = 0; t < cnt; ++t) {
-            const T e = yt[t] - tg[t];
-            loss += double(e) * double(e);
-            gt[t] = scale * e;
+            const T e = yp[t] - tg[t];
+            tl += double(e) * double(e);
+            gp[t] = scale * e;
           }
+          loss += tl;
         } else {
-          for (long t = 0; t < cnt; ++t) gt[t] = tg[t];
+          std::copy(tg, tg + cnt, gp);
         }
         eng.backward(gt.data(), pb.dx ? pb.dx + (b * N + t0) * 2 : nullptr, xb + t0 * 2, cnt);
       }
@@ -485,7 +580,7 @@ void run(const Problem<T>& pb, int nthreads) {
       }
     }
   }
-  if (!grads) return;
+  if (!grads) return flags;
   // Reduce per-model partials in chunk order (deterministic).
 #pragma omp parallel for schedule(static) num_threads(nthreads)
   for (long b = 0; b < B; ++b) {
@@ -507,4 +602,5 @@ void run(const Problem<T>& pb, int nthreads) {
       }
     }
   }
+  return flags;
 }

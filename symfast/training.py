@@ -139,7 +139,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
 
     weights, biases = init_weights(member_seeds, [pe.dim, *hidden, 1], dtype)
     params = [t.to(device).requires_grad_(True) for t in weights + biases]
-    opt = torch.optim.Adam(params, lr=lr, foreach=True)
+    opt = make_adam(params, lr)
     # Points: one generator per model so a model's data does not depend on its batch mates.
     gens = [torch.Generator().manual_seed(1_000_003 * sd + 7) for sd in member_seeds]
     losses = torch.zeros(int(steps), B)
@@ -190,6 +190,15 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     out = [p.detach().cpu() for p in params]
     return Ensemble(pe, out[:L], out[L:], activation, [s.name for s in member_shapes], member_seeds,
                     losses, config)
+
+
+def make_adam(params, lr: float) -> torch.optim.Adam:
+    """PyTorch's fused Adam (one kernel over all tensors; ~4x faster than foreach on CPU at
+    the issue-3 workload), or foreach Adam where the device has no fused kernel."""
+    try:
+        return torch.optim.Adam(params, lr=lr, fused=True)
+    except RuntimeError:
+        return torch.optim.Adam(params, lr=lr, foreach=True)
 
 
 def _sample(sampler, gens, n, radius, dtype) -> torch.Tensor:

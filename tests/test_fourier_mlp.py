@@ -88,7 +88,8 @@ def test_cpu_forward_and_grads_match_reference(B, N, H, depth, act, dtype, share
 @needs_cpp
 @pytest.mark.parametrize("isa", ["generic", "avx2", "avx512"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_every_instruction_set_variant(isa, dtype):
+@pytest.mark.parametrize("act", ["tanh", "relu"])  # relu: sign-bit epilogues in the micro-kernels
+def test_every_instruction_set_variant(isa, dtype, act):
     if isa != "generic" and _ext.require_cpp().fourier_mlp_isa("auto") == "generic":
         pytest.skip(f"CPU lacks {isa}")
     if isa == "avx512" and _ext.require_cpp().fourier_mlp_isa("auto") != "avx512":
@@ -96,15 +97,15 @@ def test_every_instruction_set_variant(isa, dtype):
     B, N = 2, 200
     x, f, p, ws, bs = make_problem(B, N, [48, 40], dtype, pe="rff", K=5)  # awkward widths: padding
     t = torch.randn(B, N, dtype=dtype, generator=torch.Generator().manual_seed(3))
-    ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, "tanh")
-    loss, dw, db = cpu.fourier_mlp_train_step(x, t, f, p, ws, bs, "tanh", isa=isa)
+    ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
+    loss, dw, db = cpu.fourier_mlp_train_step(x, t, f, p, ws, bs, act, isa=isa)
     rms = dtype == torch.float32
     assert_close(f"{isa} loss", ref[0], loss)
     for l in range(3):
         assert_close(f"{isa} dW{l}", ref[1][l], dw[l], rms=rms)
         assert_close(f"{isa} db{l}", ref[2][l], db[l], rms=rms)
-    assert_close(f"{isa} y", reference.fourier_mlp(x, f, p, ws, bs, "tanh"),
-                 cpu.fourier_mlp_fwd(x, f, p, ws, bs, "tanh", isa=isa))
+    assert_close(f"{isa} y", reference.fourier_mlp(x, f, p, ws, bs, act),
+                 cpu.fourier_mlp_fwd(x, f, p, ws, bs, act, isa=isa))
 
 
 @needs_cpp
@@ -226,6 +227,39 @@ def test_bad_input_raises_clear_error(mutate, match):
     mutate(args)
     with pytest.raises(ValueError, match=match):
         fourier_mlp(**args)
+
+
+@needs_cpp
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("where", ["x", "shared x", "targets", "gradient"])
+def test_kernel_names_nonfinite_inputs(dtype, where):
+    """The C++ kernel checks x and targets/cotangents as it reads them (no separate pass)."""
+    N = 200  # the bad value sits in the last, partial tile
+    shared = where == "shared x"
+    x, f, p, ws, bs = make_problem(3, N, [32], dtype, shared=shared)
+    t = torch.rand(3, N, dtype=dtype)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        if where in ("x", "shared x"):
+            xb = x.clone()
+            xb[..., N - 1, 1] = bad
+            with pytest.raises(ValueError, match="^x contains NaN or Inf"):
+                fourier_mlp(xb, f, p, ws, bs, "relu", backend="cpu")
+            with pytest.raises(ValueError, match="^x contains NaN or Inf"):
+                fourier_mlp_train_step(xb, t, f, p, ws, bs, "relu", backend="cpu")
+        elif where == "targets":
+            tb = t.clone()
+            tb[2, N - 1] = bad
+            with pytest.raises(ValueError, match="^targets contains NaN or Inf"):
+                fourier_mlp_train_step(x, tb, f, p, ws, bs, "relu", backend="cpu")
+        else:
+            w0 = ws[0].clone().requires_grad_(True)
+            y = fourier_mlp(x, f, p, [w0, ws[1]], bs, "relu", backend="cpu")
+            cot = torch.ones_like(y)
+            cot[1, N - 1] = bad
+            with pytest.raises(ValueError, match="^the incoming gradient contains NaN or Inf"):
+                y.backward(cot)
+    # finite but extreme values are not flagged
+    fourier_mlp_train_step(x, t * 1e30, f, p, ws, bs, "relu", backend="cpu")
 
 
 @needs_cpp

@@ -1,7 +1,8 @@
 """Fused PE+MLP training step: symfast vs eager and torch.compile'd reference.
 
 Workload W (issue 3): B = 256 models, N = 2048 points each, DyadicAxisPE (d = 48),
-48 -> 64 -> 64 -> 1 ReLU, fp32; one step = forward + per-model MSE + backward + Adam(foreach).
+48 -> 64 -> 64 -> 1 ReLU, fp32; one step = forward + per-model MSE + backward + Adam
+(PyTorch's fused Adam, the same optimizer for every implementation).
 Ratios are measured side by side in one run (interleaved, best of a few repeats).
 
 Peak memory: tracemalloc does not see torch's allocator, so each implementation runs two
@@ -54,7 +55,7 @@ def make_step(impl, pe, x, t, ws, bs):
     """One training step (forward + loss + backward + Adam) for impl in reference/compile/symfast."""
     f, p = pe.frequencies.float(), pe.phases.float()
     params = ws + bs
-    opt = torch.optim.Adam(params, lr=1e-3, foreach=True)
+    opt = torch.optim.Adam(params, lr=1e-3, fused=True)  # the same optimizer for every impl
     L = len(ws)
     if impl == "symfast":
         def step():

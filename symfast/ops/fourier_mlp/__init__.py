@@ -148,7 +148,7 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
         (loss [B], dW list, db list): loss[b] = mean_n (y_bn - targets_bn)^2, and the gradients
         of loss.sum() shaped like weights/biases (model b's gradient is that of its own MSE),
         accumulated per model in a fixed order (deterministic for any thread count on CPU).
-        Use as `p.grad = g` before `torch.optim.Adam(..., foreach=True).step()`.
+        Use as `p.grad = g` before `torch.optim.Adam(..., fused=True).step()`.
     """
     _validate(x, frequencies, phases, weights, biases, activation, targets)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()

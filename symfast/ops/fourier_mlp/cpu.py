@@ -11,7 +11,7 @@ import torch
 from symfast import _ext
 
 ACT_CODES = {"relu": 0, "tanh": 1, "silu": 2, "sine": 3}
-TILE = 96  # points per tile in the kernel (csrc/fourier_mlp_impl.h)
+TILE = 48  # points per tile in the kernel (csrc/fourier_mlp_impl.h)
 
 
 def chunk_size(B: int, N: int) -> int:
