@@ -10,7 +10,8 @@ training steps in a fresh subprocess and reports the growth of the process's pea
 (VmHWM from /proc/self/status; ru_maxrss elsewhere) over the peak after setup; the saved-tensor bytes of the
 reference's autograd graph are also counted exactly (saved_tensors_hooks).
 
-Run as a script for a table: `python benchmarks/benchmarks/bench_fourier_mlp.py [--quick]`.
+Run as a script for a table: `python benchmarks/benchmarks/bench_fourier_mlp.py [--quick] [--plot scaling.png]`
+(--plot: the scaling curves as a PNG).
 """
 from __future__ import annotations
 
@@ -262,7 +263,7 @@ class TrainStepScaling:
         self.call()
 
 
-def main(quick: bool = False):
+def main(quick: bool = False, plot: str | None = None):
     print(f"threads: {torch.get_num_threads()}, isa: {sf._ext.require_cpp().fourier_mlp_isa('auto')}")
     b = TrainStepW()
     b.setup()
@@ -293,6 +294,7 @@ def main(quick: bool = False):
     print("Scaling (symfast train step, no Adam; one factor varied around W):")
     grid = [(B, 2048, 64) for B in (16, 256, 1024)] + [(256, N, 64) for N in (256, 16384)] + \
         [(256, 2048, H) for H in (32, 128)]
+    rates = {}
     for B, N, H in grid[: 3 if quick else None]:
         s = TrainStepScaling()
         s.setup(B, N, H)
@@ -300,9 +302,36 @@ def main(quick: bool = False):
         c = time.process_time()
         dt = best_of(s.call, 3)
         cpu = (time.process_time() - c) / 3
-        print(f"  B={B:5d} N={N:6d} H={H:4d}: {dt * 1e3:9.1f} ms  {step_flops(B, N, 48, H, 2) / dt / 1e9:6.1f} "
+        rates[B, N, H] = step_flops(B, N, 48, H, 2) / dt / 1e9
+        print(f"  B={B:5d} N={N:6d} H={H:4d}: {dt * 1e3:9.1f} ms  {rates[B, N, H]:6.1f} "
               f"GFLOP/s  ({cpu / (B * N) * 1e9:5.0f} CPU-ns per model-point)")
+    if plot:
+        plot_scaling(rates, b.peak, plot)
+        print(f"scaling curves: {plot}")
+
+
+def plot_scaling(rates: dict, peak: float, path: str) -> None:
+    """One panel per factor (B, N, H), the other two held at W; GFLOP/s by the convention."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.4), sharey=True)
+    for ax, (k, name) in zip(axes, enumerate("BNH")):
+        pts = sorted((key[k], r) for key, r in rates.items()
+                     if all(key[j] == (W["B"], W["N"], W["H"])[j] for j in range(3) if j != k))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label="symfast fused step")
+        ax.axhline(peak, color="gray", ls="--", label="torch.mm 2048$^2$ (this run)")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(name)
+        ax.set_title(f"{name} varied, others at W")
+    axes[0].set_ylabel("GFLOP/s (3 x forward)")
+    axes[0].set_ylim(bottom=0)
+    axes[0].legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
-    main(quick="--quick" in sys.argv)
+    args = sys.argv[1:]
+    main(quick="--quick" in args, plot=args[args.index("--plot") + 1] if "--plot" in args else None)
