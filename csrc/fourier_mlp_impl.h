@@ -210,11 +210,7 @@ SF_INLINE double sigmoid_f(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 
 template <typename T>
 void activate(int act, const T* __restrict z, T* __restrict a, long n) {
-  switch (act) {
-    case RELU:
-#pragma omp simd
-      for (long i = 0; i < n; ++i) a[i] = z[i] > T(0) ? z[i] : T(0);
-      break;
+  switch (act) {  // ReLU never gets here: the GEMM epilogues apply it
     case TANH:
 #pragma omp simd
       for (long i = 0; i < n; ++i) a[i] = tanh_f(z[i]);
@@ -237,11 +233,7 @@ void activate(int act, const T* __restrict z, T* __restrict a, long n) {
 // g[i] *= act'(z[i]) given z and a = act(z).
 template <typename T>
 void activate_bwd(int act, const T* __restrict z, const T* __restrict a, T* __restrict g, long n) {
-  switch (act) {
-    case RELU:  // a > 0 iff z > 0 (z is not stored for relu)
-#pragma omp simd
-      for (long i = 0; i < n; ++i) g[i] = a[i] > T(0) ? g[i] : T(0);
-      break;
+  switch (act) {  // ReLU never gets here: the GEMM epilogues apply it
     case TANH:
 #pragma omp simd
       for (long i = 0; i < n; ++i) g[i] *= T(1) - a[i] * a[i];
