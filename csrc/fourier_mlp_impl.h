@@ -403,8 +403,7 @@ struct Engine {
     const int Lh = L - 1;
     const T* aL = a[Lh - 1].p;  // at least one hidden layer (checked by the binding)
     const long ldL = foutp[Lh - 1];
-    const long H = fin[L - 1];
-    const T* wo = wpk.p + wofs[L - 1];  // [ldL] (zero beyond H)
+    const T* wo = wpk.p + wofs[L - 1];  // [ldL] (zero beyond the fan-in)
     T* gwo = gw.p + wofs[L - 1];
     const bool relu = pb.act == RELU;
     T* daL = da[Lh - 1].p;
@@ -434,7 +433,6 @@ struct Engine {
         if (relu) *(V*)(gbL + j) += gbacc;
       }
     }
-    (void)H;
     for (int l = Lh - 1; l >= 0; --l) {
       const long Hp = foutp[l];
       T* dz = da[l].p;  // becomes dz in place (for ReLU it already is, bias gradient included)
