@@ -1,26 +1,36 @@
-"""symfast: read symmetries out of trained neural-network weights, fast."""
-from symfast import shapes
+"""symfast: read symmetries out of trained neural-network weights, fast.
+
+Layout: shared kernels in `symfast.ops` (one folder per op: public function and
+dispatch, PyTorch reference, CPU and Triton kernels); the three studies above
+them in `symfast.readout`, `symfast.layerwise` and `symfast.schur`; the command
+line in `symfast.commands`. The public names below are re-exported here.
+"""
+import sys as _sys
+
 from symfast._ext import cpp_available
-from symfast.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
-from symfast.ensemble import Ensemble
 from symfast import nn
 from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step
-from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, orthogonal_group, reflection,
-                            rotation, rotation_sweep)
-from symfast.readout import Readout, readout
-from symfast.training import fit_sdf
-# recurrent Schur ablations (papers/003)
-from symfast import rnn
 from symfast.ops.ordered_schur import OrderedSchur, ordered_schur, ordschur
-from symfast.schur_ablation import schur_ablation
-from symfast.schur_ablation import summarize as schur_ablation_summary
+# symmetry readout from neural fields
+from symfast import readout  # the package; calling it runs `symfast.readout.readout.readout`
+from symfast.readout import (DyadicAxisPE, Ensemble, FourierPE, Group, MultiAxisPE, O2Element, RandomFourierPE,
+                             Readout, TriAxisPE, cyclic, dihedral, fit_sdf, identity, orthogonal_group, reflection,
+                             rotation, rotation_sweep, samplers, shapes, sweeps)
+# layerwise equivariance
 from symfast.layerwise import (GroupActions, LatentActions, LayerAction, MatchingScores, identifiable_submodel,
                                matching_scores, project_equivariant, recover_latent_actions)
+# recurrent Schur ablations
+from symfast.schur import rnn, schur_ablation, schur_ablation_summary
 
 __version__ = "0.1.0"
 
+# `import symfast.shapes` / `symfast.sweeps` / `symfast.rnn` keep working as short names for the
+# study modules.
+for _name, _mod in (("shapes", shapes), ("samplers", samplers), ("sweeps", sweeps), ("rnn", rnn)):
+    _sys.modules.setdefault(f"symfast.{_name}", _mod)
+
 __all__ = [
-    "shapes", "cpp_available",
+    "shapes", "samplers", "sweeps", "cpp_available",
     "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
     "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic", "rotation_sweep",
     "orthogonal_group",

@@ -11,10 +11,7 @@ import pkgutil
 import sys
 
 from symfast import commands
-
-
-class UsageError(Exception):
-    """Raised by commands for bad user input; printed without a traceback."""
+from symfast.commands import UsageError
 
 
 def _command_modules():

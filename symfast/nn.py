@@ -12,7 +12,7 @@ import math
 import torch
 from torch import nn
 
-from symfast.encodings import FourierPE
+from symfast.readout.encodings import FourierPE
 from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp, fourier_mlp_train_step
 
 __all__ = ["FourierMLP", "FourierMLPEnsemble", "Sine"]

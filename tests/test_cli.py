@@ -41,7 +41,6 @@ def test_readout_cli_bad_input(bad, message, capsys, tmp_path):
 
 
 def test_nan_ensemble_rejected(tmp_path, capsys):
-    import torch
 
     import symfast as sf
 

@@ -2,7 +2,7 @@
 
 M = 4096 models, d = 48, H = 64 (float64, as the readout uses), lift sets:
 - sweep_paired: 360 rotations (1 degree), `sweep_lifts` (inverse = transposed lift: products shared);
-- sweep_independent: 360 rotations, each fitted on its own as `symfast.readout` does (no sharing);
+- sweep_independent: 360 rotations, each fitted on its own as `symfast.readout.readout` does (no sharing);
 - d4d6_<pe>: the readout's 16 candidates D4 ∪ D6 (exact lifts where liftable, Procrustes otherwise);
 - exact_<pe>: only the exact (block-permutation) lifts among them (gather path).
 Lifts are cached in the temp directory (fitting 360 Procrustes lifts takes a minute).
@@ -18,8 +18,9 @@ import numpy as np
 import torch
 
 import symfast as sf
-from symfast.groups import union
-from symfast.ops.gram_scores import gram, gram_scores, reference, sweep_lifts
+from symfast.readout.groups import union
+from symfast.ops.gram_scores import gram, gram_scores, reference
+from symfast.readout.observables import sweep_lifts
 
 M, D, H, NUM = 4096, 48, 64, 360
 LIFT_SETS = ["sweep_paired", "sweep_independent", "d4d6_triaxis", "d4d6_dyadic", "exact_triaxis", "exact_dyadic"]

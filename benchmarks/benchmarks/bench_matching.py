@@ -19,8 +19,8 @@ try:
 except ImportError:  # run as a script from a source checkout
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
     import symfast as sf
-from symfast.layerwise.matching import assign
-from symfast.layerwise.matching_reference import matching_scores_reference
+from symfast.ops.matching import assign
+from symfast.ops.matching.reference import matching_scores_reference
 from symfast.layerwise.planted import planted_mlp
 
 try:
@@ -83,7 +83,7 @@ class AssignmentRatio:
     param_names = ["problems", "weights"]
 
     def setup(self, problems, weights):
-        from symfast.layerwise.matching import cost_matrices
+        from symfast.ops.matching import cost_matrices
 
         W, lifts = _data(max(problems // 12, 1), weights)
         Wt = torch.as_tensor(W, dtype=torch.float64)

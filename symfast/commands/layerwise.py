@@ -37,7 +37,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from symfast.cli import UsageError
+    from symfast.commands import UsageError
 
     for name in ("steps", "batch", "seeds"):
         if getattr(args, name) < 1:

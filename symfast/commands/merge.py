@@ -11,7 +11,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from symfast.sweeps import SweepStore, finalize
+    from symfast.readout.sweeps import SweepStore, finalize
 
     sources = [SweepStore.open(d) for d in args.dirs]
     target = SweepStore(args.out, sources[0].spec)

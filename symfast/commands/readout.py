@@ -45,11 +45,11 @@ def _check_out(out: str) -> None:
 
 
 def run(args) -> int:
-    from symfast import shapes as shp
-    from symfast.encodings import encoding_by_name
-    from symfast.ensemble import Ensemble
-    from symfast.readout import readout
-    from symfast.training import fit_sdf
+    from symfast.readout import shapes as shp
+    from symfast.readout.encodings import encoding_by_name
+    from symfast.readout.ensemble import Ensemble
+    from symfast.readout.readout import readout
+    from symfast.readout.training import fit_sdf
 
     shape_names, pe_names = _csv(args.shapes), _csv(args.pe)
     if not shape_names or not pe_names:

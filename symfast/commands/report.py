@@ -14,9 +14,8 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from symfast.plotting import heatmap
-    from symfast.readout import Readout
-    from symfast.sweeps import load_results
+    from symfast.readout.readout import Readout
+    from symfast.readout.sweeps import load_results
 
     table = load_results(args.dir)
     obs = pd.read_csv(os.path.join(args.dir, "observed.csv"))

@@ -4,7 +4,7 @@ Example:
     symfast schur --task flipflop --seeds 5 --hidden 64 --construction orthogonal --out runs/schur
 
 Default budget: 10 epochs x 64 batches of 64 (the paper: 30 x 128; pass --epochs 30
---batches 128). Seeds are trained together (symfast.rnn.train_seeds); checkpoints in
+--batches 128). Seeds are trained together (symfast.schur.rnn.train_seeds); checkpoints in
 OUT/ckpt are reused when their configuration matches.
 """
 from __future__ import annotations
@@ -53,7 +53,7 @@ def _list(arg: str, allowed, what: str) -> list[str]:
 
 
 def _models(task, construction, args, cfg, ckdir):
-    from symfast.rnn import load_checkpoint, train_seeds
+    from symfast.schur.rnn import load_checkpoint, train_seeds
     seeds = list(range(args.seeds))
     paths = [os.path.join(ckdir, f"{task.name}_{construction}_H{args.hidden}_s{s}.pt") for s in seeds]
     models = {}
@@ -118,11 +118,11 @@ def _plot(raw, summ, spectra, alpha, path):
 
 
 def run(args) -> int:
-    from symfast.cli import UsageError
-    from symfast.rnn import TrainConfig, make_task
-    from symfast.rnn.model import CONSTRUCTIONS
+    from symfast.commands import UsageError
+    from symfast.schur.rnn import TrainConfig, make_task
+    from symfast.schur.rnn.model import CONSTRUCTIONS
     from symfast.schur import schur_blocks
-    from symfast.schur_ablation import schur_ablation, summarize
+    from symfast.schur.ablation import schur_ablation, summarize
 
     tasks = _list(args.task, TASK_NAMES, "task")
     cons = _list(args.construction, CONSTRUCTIONS, "construction")

@@ -17,7 +17,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from symfast.sweeps import load_spec, run_sweep
+    from symfast.readout.sweeps import load_spec, run_sweep
 
     spec = load_spec(args.spec)
     store = run_sweep(spec, args.out, shard=args.shard, executor=args.executor, address=args.address,

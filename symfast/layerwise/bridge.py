@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from symfast.layerwise.matching import matching_scores
+from symfast.ops.matching import matching_scores
 
 __all__ = ["first_layer", "compare_observables", "separation"]
 
@@ -55,7 +55,7 @@ def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"),
         initialised first layers (an element-specific null: lifts with fixed points score lower
         even at init).
     """
-    from symfast.shapes import by_name
+    from symfast.readout.shapes import by_name
 
     idx = ensemble.indices(shape)
     group = by_name(shape).group
@@ -70,7 +70,7 @@ def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"),
     df = pd.DataFrame({"element": names, "true_symmetry": [n in group for n in names],
                        "gram_model": gm.mean(0).numpy(), "gram_model_std": gm.std(0).numpy(),
                        "gram_ensemble": ge.numpy()})
-    from symfast.training import init_weights
+    from symfast.readout.training import init_weights
 
     w0, _ = init_weights([1000 + i for i in range(len(idx))], [ensemble.pe.dim, W1.shape[1], 1], torch.float64)
     for mode in modes:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from symfast.layerwise.layer_action import LayerAction
+
 __all__ = ["GroupActions", "HomomorphismReport", "as_named", "homomorphism_check"]
 
 
@@ -60,8 +62,6 @@ def _close(a: np.ndarray, b: np.ndarray, tol: float = 1e-8) -> bool:
 
 def _compare(P: np.ndarray, T: np.ndarray):
     """(fraction of neurons whose index or sign differ, max |log|scale_P| - log|scale_T||)."""
-    from symfast.layerwise.actions import LayerAction
-
     a, b = LayerAction.from_matrix(P), LayerAction.from_matrix(T)
     struct = float(np.mean((a.index != b.index) | (np.sign(a.scale) != np.sign(b.scale))))
     same = a.index == b.index

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from symfast.layerwise.matching import mode_for_activation
+from symfast.ops.matching import mode_for_activation
 from symfast.layerwise.network import ACTIVATIONS, MLP, as_mlp
 
 __all__ = ["identifiable_submodel", "Reduction", "near_linear_fraction"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from symfast.layerwise.matching import mode_for_activation
+from symfast.ops.matching import mode_for_activation
 from symfast.layerwise.network import MLP
 from symfast.layerwise.projection import closure, project_equivariant
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from symfast.layerwise.actions import LatentActions
+from symfast.layerwise.group import GroupActions
+from symfast.layerwise.layer_action import LayerAction
 from symfast.layerwise.network import MLP, as_mlp
 
 __all__ = ["closure", "project_equivariant", "equivariance_error", "projection_report", "repair_chain",
@@ -51,9 +54,6 @@ def closure(chains: list, max_size: int = 512) -> list:
 
 
 def _chains(actions) -> list:
-    from symfast.layerwise.actions import LatentActions
-    from symfast.layerwise.group import GroupActions
-
     if isinstance(actions, LatentActions):
         return [actions.chain()]
     if isinstance(actions, GroupActions):
@@ -80,8 +80,6 @@ def repair_chain(chain: list) -> list:
     Uses `LayerAction.restricted_to_order` (unmatched cycles of the wrong length become fixed neurons,
     ReLU scales are normalised per cycle), so the chain generates a cyclic group of order k.
     """
-    from symfast.layerwise.actions import LayerAction
-
     k = _order(chain[0], chain[-1])
     if k is None:
         raise ValueError("rho_in / rho_out have no finite order <= 64; cannot repair the hidden actions")
@@ -97,8 +95,6 @@ def normalise_scales(chains: list) -> list:
     spanning forest of the orbits of all given elements) and conjugating the bare signed permutations
     by it keeps the structure and makes the actions a representation when the permutations are one.
     """
-    from symfast.layerwise.actions import LayerAction
-
     out = [[c[0]] for c in chains]
     for l in range(1, len(chains[0]) - 1):
         acts = [LayerAction.from_matrix(c[l]) for c in chains]

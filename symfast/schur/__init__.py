@@ -1,6 +1,15 @@
-"""Schur-coordinate analysis of recurrent weights: sectors, coupling blocks, ablations."""
+"""Schur ablations of recurrent weights.
+
+Ordered real Schur coordinates of a tanh RNN's recurrent matrix, sectors and
+coupling blocks (`blocks`), zeroing coupling blocks and measuring behaviour
+(`ablation`), and the RNNs, tasks and training the study runs on (`rnn`)
+("Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457).
+"""
+from symfast.schur import rnn
+from symfast.schur.ablation import schur_ablation
+from symfast.schur.ablation import summarize as schur_ablation_summary
 from symfast.schur.blocks import (BLOCKS, SUBSETS, SchurBlocks, ablate, departure_from_normality, schur_blocks,
                                   subset_name)
 
 __all__ = ["BLOCKS", "SUBSETS", "SchurBlocks", "schur_blocks", "ablate", "subset_name",
-           "departure_from_normality"]
+           "departure_from_normality", "schur_ablation", "schur_ablation_summary", "rnn"]

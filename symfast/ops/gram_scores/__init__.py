@@ -8,7 +8,7 @@ Backends ("auto" picks the first that applies):
   blocks are scored by gathers (`BlockPermLift`, O(d^2) per pair); other (dense,
   orthogonal) lifts by ||G rho - (G rho^T)^T|| with a fused register-blocked product
   kernel over all models, sharing G rho^T when rho^T is itself in the lift set (see
-  `lifts.transpose_pairs`, `lifts.sweep_lifts`).
+  `lifts.transpose_pairs`; `symfast.readout.observables.sweep_lifts` builds sweep lifts).
 - "triton" (CUDA, or CPU under TRITON_INTERPRET=1): one program per (element,
   model block), two tl.dot per pair; block-permutation lifts are densified.
 - "reference": chunked batched einsum (`reference.py`); used by "auto" when autograd
@@ -22,9 +22,9 @@ import torch
 
 from symfast import _ext
 from symfast.ops.gram_scores import reference
-from symfast.ops.gram_scores.lifts import BlockPermLift, sweep_lifts
+from symfast.ops.gram_scores.lifts import BlockPermLift
 
-__all__ = ["gram", "gram_scores", "BlockPermLift", "sweep_lifts", "ORTHO_TOL"]
+__all__ = ["gram", "gram_scores", "BlockPermLift", "ORTHO_TOL"]
 
 _BACKENDS = ("auto", "cpu", "triton", "reference")
 # Max |rho^T rho - I| per lift dtype: the fast dense path relies on ||rho^T X rho|| = ||X||.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["BlockPermLift", "split_lifts", "transpose_pairs", "sweep_lifts"]
+__all__ = ["BlockPermLift", "split_lifts", "transpose_pairs"]
 
 
 class BlockPermLift:
@@ -157,28 +157,3 @@ def transpose_pairs(rho: torch.Tensor):
         group_end.append(len(U))
     return (torch.tensor(order, dtype=torch.int64), torch.stack(U), torch.tensor(a, dtype=torch.int64),
             torch.tensor(b, dtype=torch.int64), group_end)
-
-
-def sweep_lifts(pe, num: int = 360, **lstsq_kw) -> torch.Tensor:
-    """Orthogonal lifts [num, d, d] float64 of the rotations by 2 pi k / num, inverse pairs transposed.
-
-    Exact lifts where `pe.lift` finds one, else the orthogonal least-squares (Procrustes)
-    lift for k <= num / 2; for k > num / 2 the lift of the inverse rotation is taken as
-    the transpose of lift(R_(num - k)). This is an assumption, not an identity: a
-    Procrustes fit of R^-1 on samples differs from the transposed fit of R by sampling
-    noise (both are orthogonal, and the exact lifts satisfy it exactly). It makes
-    s(R^-1) = s(R) exactly and lets `gram_scores` share both products of a pair,
-    halving the dense work. `symfast.readout` fits every element independently instead.
-    """
-    from symfast.groups import rotation
-
-    half = {}
-    out = []
-    for k in range(num):
-        j = num - k if k > num / 2 else k
-        if j not in half:
-            g = rotation(2 * np.pi * j / num)
-            r = pe.lift(g)
-            half[j] = torch.as_tensor(r if r is not None else pe.lift_lstsq(g, orthogonal=True, **lstsq_kw)[0])
-        out.append(half[j] if j == k else half[j].T.contiguous())
-    return torch.stack(out).to(torch.float64)

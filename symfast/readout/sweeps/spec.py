@@ -13,8 +13,8 @@ import json
 import tomllib
 from dataclasses import asdict, dataclass, field
 
-from symfast import shapes as shp
-from symfast.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
+from symfast.readout import shapes as shp
+from symfast.readout.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 
 __all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding"]
 

@@ -14,11 +14,11 @@ import os
 import torch
 from tqdm.auto import tqdm
 
-from symfast import samplers
-from symfast.encodings import FourierPE
-from symfast.ensemble import Ensemble
+from symfast.readout import samplers
+from symfast.readout.encodings import FourierPE
+from symfast.readout.ensemble import Ensemble
 from symfast.ops.fourier_mlp.reference import ACTIVATIONS, fourier_mlp
-from symfast.shapes import Shape, by_name
+from symfast.readout.shapes import Shape, by_name
 
 __all__ = ["fit_sdf", "BACKENDS"]
 
@@ -92,7 +92,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     """Train len(shapes) x len(seeds) PE+MLP models on SDFs at once.
 
     Args:
-        shapes: Shape objects or names (see `symfast.shapes.NAMES`).
+        shapes: Shape objects or names (see `symfast.readout.shapes.NAMES`).
         pe: the Fourier encoding shared by all models.
         seeds: a count (seeds 0..n-1) or a list of distinct integer seeds.
         hidden: hidden widths, e.g. (64, 64) for d -> 64 -> 64 -> 1.

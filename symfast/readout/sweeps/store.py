@@ -19,7 +19,7 @@ import shutil
 
 import torch
 
-from symfast.sweeps.spec import SweepSpec
+from symfast.readout.sweeps.spec import SweepSpec
 
 __all__ = ["SweepStore", "atomic_write_bytes"]
 

@@ -2,8 +2,8 @@ import pytest
 import torch
 
 import symfast as sf
-from symfast import training
-from symfast.ensemble import Ensemble
+from symfast.readout import training
+from symfast.readout.ensemble import Ensemble
 from symfast.testing import assert_close
 
 SMALL = dict(hidden=(16, 16), steps=12, points=64, backend="reference", progress=False)
@@ -98,15 +98,9 @@ def test_fused_cpu_backend_agrees_with_reference():
         assert_close(f"{backend} losses", ref.losses, fast.losses, rtol=1e-7, atol=1e-12)
 
 
-def test_fused_triton_backend_agrees_with_reference_under_interpreter():
-    """fit_sdf(backend="triton") on CPU through TRITON_INTERPRET=1 (in a subprocess: the
-    variable must be set before triton is imported and must not leak into other tests)."""
-    pytest.importorskip("triton")
-    import os
-    import subprocess
-    import sys
-
-    code = (
+def test_fused_triton_backend_agrees_with_reference_under_interpreter(run_interpreted):
+    """fit_sdf(backend="triton") on CPU through TRITON_INTERPRET=1."""
+    run_interpreted(
         "import torch, symfast as sf\n"
         "kw = dict(seeds=[0], hidden=(16,), activation='tanh', steps=3, points=16, progress=False)\n"
         "r = sf.fit_sdf(['square'], sf.DyadicAxisPE(2), backend='reference', **kw)\n"
@@ -114,8 +108,3 @@ def test_fused_triton_backend_agrees_with_reference_under_interpreter():
         "err = (r.losses - t.losses).abs().max().item() / r.losses.abs().max().item()\n"
         "assert err < 1e-4, err\n"
         "print('ok', err)\n")
-    env = dict(os.environ, TRITON_INTERPRET="1",
-               PYTHONPATH=os.path.dirname(os.path.dirname(sf.__file__)))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300,
-                       cwd=os.path.dirname(__file__))
-    assert r.returncode == 0 and "ok" in r.stdout, r.stdout + r.stderr

@@ -17,8 +17,9 @@ import numpy as np
 import torch
 
 from symfast.ops.gram_scores import gram, gram_scores
+from symfast.readout.groups import rotation
 
-__all__ = ["observable", "extend_lift", "scores", "split_half_null", "pair_null", "OBSERVABLES"]
+__all__ = ["observable", "extend_lift", "scores", "split_half_null", "pair_null", "sweep_lifts", "OBSERVABLES"]
 
 OBSERVABLES = ("gram", "gram_bias", "prefixK (K = 1, 2, ...)")
 
@@ -109,3 +110,26 @@ def pair_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generator: to
             out.append((asym / torch.stack(denom)[:, :, None]).mean(1))
             diffs, denom = [], []
     return torch.cat(out) if out else torch.zeros(0, rho.shape[0], dtype=phi.dtype)
+
+
+def sweep_lifts(pe, num: int = 360, **lstsq_kw) -> torch.Tensor:
+    """Orthogonal lifts [num, d, d] float64 of the rotations by 2 pi k / num, inverse pairs transposed.
+
+    Exact lifts where `pe.lift` finds one, else the orthogonal least-squares (Procrustes)
+    lift for k <= num / 2; for k > num / 2 the lift of the inverse rotation is taken as
+    the transpose of lift(R_(num - k)). This is an assumption, not an identity: a
+    Procrustes fit of R^-1 on samples differs from the transposed fit of R by sampling
+    noise (both are orthogonal, and the exact lifts satisfy it exactly). It makes
+    s(R^-1) = s(R) exactly and lets `gram_scores` share both products of a pair,
+    halving the dense work. `symfast.readout.readout` fits every element independently instead.
+    """
+    half = {}
+    out = []
+    for k in range(num):
+        j = num - k if k > num / 2 else k
+        if j not in half:
+            g = rotation(2 * np.pi * j / num)
+            r = pe.lift(g)
+            half[j] = torch.as_tensor(r if r is not None else pe.lift_lstsq(g, orthogonal=True, **lstsq_kw)[0])
+        out.append(half[j] if j == k else half[j].T.contiguous())
+    return torch.stack(out).to(torch.float64)

@@ -1,12 +1,11 @@
 import math
 
-import numpy as np
 import pytest
 import torch
 
 import symfast as sf
-from symfast import samplers, shapes
-from symfast.groups import union
+from symfast.readout import samplers, shapes
+from symfast.readout.groups import union
 
 CANDIDATES = union([sf.dihedral(24), sf.dihedral(10), sf.dihedral(7)])
 

@@ -9,7 +9,7 @@ import pytest
 
 import symfast
 from symfast.cli import main
-from symfast.sweeps import SweepSpec, SweepStore, finalize, load_results, load_spec, run_sweep
+from symfast.readout.sweeps import SweepSpec, SweepStore, load_results, load_spec, run_sweep
 
 SPEC_TOML = """
 [sweep]

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from symfast import rnn
-from symfast.rnn import TrainConfig
+from symfast.schur import rnn
+from symfast.schur.rnn import TrainConfig
 
 
 @pytest.mark.parametrize("name", sorted(rnn.TASKS))

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import torch
 
-from symfast.groups import O2Element, as_element
+from symfast.readout.groups import as_element
 from symfast.ops.fourier_features import fourier_features
 
 __all__ = ["FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE"]
@@ -115,7 +115,7 @@ class FourierPE(torch.nn.Module):
         Returns:
             (rho_hat [d, d] float64 numpy, relative residual ||phi(gX) - rho_hat phi(X)|| / ||phi(gX)||).
         """
-        from symfast.samplers import sample_disk
+        from symfast.readout.samplers import sample_disk
 
         g = as_element(g)
         key = (num_samples, radius, seed)

@@ -9,7 +9,7 @@ from symfast.layerwise import (MLP, data_errors, homomorphism_check, planted_mlp
                                projection_report)
 from symfast.layerwise.data import flip_matrix, flip_permutation, from_dataset, load_local
 from symfast.layerwise.identifiable import identifiable_submodel, near_linear_fraction
-from symfast.layerwise.matching_reference import matching_scores_reference
+from symfast.ops.matching.reference import matching_scores_reference
 from symfast.layerwise.projection import closure, equivariance_error
 
 
@@ -231,7 +231,7 @@ def test_data_adapters(tmp_path):
 
 @pytest.mark.parametrize("n", [1, 2, 5, 33])
 def test_batched_assignment_cpp_matches_scipy(n):
-    from symfast.layerwise.matching import assign
+    from symfast.ops.matching import assign
 
     if not sf.cpp_available():
         pytest.skip("symfast._C not built")

@@ -1,12 +1,10 @@
-import math
 
-import numpy as np
 import pytest
 import torch
 
 import symfast as sf
-from symfast.ensemble import Ensemble
-from symfast.readout import readout
+from symfast.readout.ensemble import Ensemble
+from symfast.readout.readout import readout
 
 
 def planted_ensemble(pe, group, shape, seeds=6, H=24, seed=0):

@@ -1,7 +1,4 @@
 """gram / gram_scores: every fast path against the PyTorch reference, by name."""
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -9,8 +6,8 @@ import pytest
 import torch
 
 import symfast as sf
-from symfast.groups import union
-from symfast.observables import extend_lift
+from symfast.readout.groups import union
+from symfast.readout.observables import extend_lift
 from symfast.ops.gram_scores import BlockPermLift, gram, gram_scores, reference
 from symfast.ops.gram_scores.lifts import split_lifts, transpose_pairs
 from symfast.testing import assert_close
@@ -222,13 +219,8 @@ _TRITON_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_triton_interpreter_matches_reference():
-    pytest.importorskip("triton")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    res = subprocess.run([sys.executable, "-c", _TRITON_SCRIPT], env=env, cwd=root, capture_output=True,
-                         text=True, timeout=300)
-    assert res.returncode == 0 and "TRITON_OK" in res.stdout, res.stdout + res.stderr
+def test_triton_interpreter_matches_reference(run_interpreted):
+    run_interpreted(_TRITON_SCRIPT, expect="TRITON_OK")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

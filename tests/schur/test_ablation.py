@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import symfast as sf
-from symfast import rnn
+from symfast.schur import rnn
 from symfast.schur import SUBSETS, ablate, departure_from_normality, schur_blocks
 
 

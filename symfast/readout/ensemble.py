@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
-from symfast.encodings import FourierPE
+from symfast.readout.encodings import FourierPE
 from symfast.ops.fourier_mlp.reference import ACTIVATIONS, fourier_mlp
 
 __all__ = ["Ensemble"]

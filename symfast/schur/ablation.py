@@ -27,8 +27,8 @@ import pandas as pd
 import torch
 
 from symfast.ops.rnn_rollout import rnn_rollout
-from symfast.rnn.tasks import Copy, Task, fvu
-from symfast.schur import SUBSETS, ablate, departure_from_normality, schur_blocks, subset_name
+from symfast.schur.rnn.tasks import Copy, Task, fvu
+from symfast.schur.blocks import SUBSETS, ablate, departure_from_normality, schur_blocks, subset_name
 
 __all__ = ["schur_ablation", "summarize", "ALPHAS"]
 
@@ -49,7 +49,7 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
     """All 8 Schur block ablations of `model` on `task`, with the equal-norm random control.
 
     Args:
-        model: a symfast.rnn.TanhRNN (or anything with recurrent_weight(dtype), input_weight [H, I]
+        model: a symfast.schur.rnn.TanhRNN (or anything with recurrent_weight(dtype), input_weight [H, I]
             and readout [O, H]).
         task: the task it was trained on (its held-out batch comes from `eval_seed`).
         alpha: sector cut, or a sequence of cuts (an alpha sweep, e.g. ALPHAS).

@@ -1,8 +1,5 @@
 """Triton rollout kernel vs the PyTorch reference, on CPU under TRITON_INTERPRET=1 (subprocess,
 so the interpreter setting does not leak into other tests), and on CUDA when present."""
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -26,11 +23,8 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not _ext.HAS_TRITON, reason="triton not installed")
-def test_triton_rollout_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.getcwd() + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-2000:]
+def test_triton_rollout_interpreter(run_interpreted):
+    run_interpreted(SCRIPT, expect="ok")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA and triton")

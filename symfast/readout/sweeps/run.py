@@ -9,12 +9,12 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from symfast.ensemble import Ensemble
-from symfast.observables import observable, scores
-from symfast.readout import _lifts, default_candidates, readout
-from symfast.sweeps.spec import Batch, SweepSpec, make_encoding
-from symfast.sweeps.store import SweepStore
-from symfast.training import fit_sdf
+from symfast.readout.ensemble import Ensemble
+from symfast.readout.observables import observable, scores
+from symfast.readout.readout import _lifts, default_candidates, readout
+from symfast.readout.sweeps.spec import Batch, SweepSpec, make_encoding
+from symfast.readout.sweeps.store import SweepStore
+from symfast.readout.training import fit_sdf
 
 __all__ = ["run_sweep", "train_batch", "finalize", "parse_shard"]
 
@@ -64,7 +64,7 @@ def _ens_dict(ens: Ensemble) -> dict:
 
 
 def _ens_from(d: dict) -> Ensemble:
-    from symfast.encodings import FourierPE
+    from symfast.readout.encodings import FourierPE
 
     return Ensemble(FourierPE.from_config(d["pe"]), d["weights"], d["biases"], d["activation"], d["shapes"],
                     d["seeds"], d["losses"], d["config"])
@@ -169,7 +169,7 @@ def _concat(enss: list) -> Ensemble:
 
 
 def _write_table(df: pd.DataFrame, root: str, name: str) -> str:
-    from symfast.sweeps.store import atomic_write_bytes
+    from symfast.readout.sweeps.store import atomic_write_bytes
 
     try:
         import io

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -281,7 +279,7 @@ TRITON_SCRIPT = textwrap.dedent("""
     import torch, symfast as sf
     from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step, reference
     from symfast.testing import assert_close
-    from tests.test_fourier_mlp import make_problem, run_with_grads, compare
+    from test_fourier_mlp import make_problem, run_with_grads, compare
     for B, N, H, depth, act, shared in [(2, 70, 16, 1, "relu", False), (1, 5, 32, 2, "tanh", True),
                                         (3, 20, 16, 3, "silu", False), (1, 9, 16, 4, "sine", False)]:
         x, f, p, ws, bs = make_problem(B, N, [H] * depth, torch.float32, shared, K=3)
@@ -305,13 +303,8 @@ TRITON_SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not _ext.HAS_TRITON, reason="triton not installed")
-def test_triton_kernels_under_interpreter():
-    """Runs in a subprocess so TRITON_INTERPRET=1 does not leak into other tests."""
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", TRITON_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=300)
-    assert r.returncode == 0 and "TRITON-OK" in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
+def test_triton_kernels_under_interpreter(run_interpreted):
+    run_interpreted(TRITON_SCRIPT, expect="TRITON-OK")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA + triton")

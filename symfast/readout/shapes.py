@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from symfast.groups import Group, as_element, dihedral, orthogonal_group, reflection, rotation, union
+from symfast.readout.groups import Group, as_element, dihedral, orthogonal_group, reflection, rotation, union
 
 __all__ = ["Shape", "circle", "square", "rectangle", "ellipse", "regular_polygon", "triangle", "pentagon",
            "hexagon", "star", "polygon", "by_name", "NAMES"]
@@ -39,7 +39,7 @@ class Shape:
 
     def symmetries(self, candidates, num_points: int = 4096, tol: float = 1e-6, seed: int = 0) -> Group:
         """The candidates g with f(g^-1 x) = f(x) (max abs error < tol) on points in the unit disk."""
-        from symfast.samplers import sample_disk
+        from symfast.readout.samplers import sample_disk
 
         x = sample_disk(num_points, 1.0, torch.Generator().manual_seed(seed), torch.float64)
         f = self.sdf(x)

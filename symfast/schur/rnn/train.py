@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from symfast.rnn.model import TanhRNN
-from symfast.rnn.tasks import Task, fvu, make_task
+from symfast.schur.rnn.model import TanhRNN
+from symfast.schur.rnn.tasks import Task, fvu, make_task
 
 __all__ = ["TrainConfig", "train", "train_seeds", "save_checkpoint", "load_checkpoint", "evaluate"]
 

@@ -8,7 +8,7 @@ G_obs ⊆ G_lift ∩ G_true.
 
 Threshold: an element is observed when its score is at most the largest of
 `num_null` null scores (split halves of the seed ensemble, see
-`symfast.observables.split_half_null`): the score that seed noise alone
+`symfast.readout.observables.split_half_null`): the score that seed noise alone
 produces for that element. No hand-tuned constant; it needs >= 2 models per
 shape. Only exactly liftable elements can be observed; non-liftable ones
 (e.g. a rotation sweep) get the best orthogonal least-squares lift (Procrustes)
@@ -24,10 +24,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from symfast.ensemble import Ensemble
-from symfast.groups import Group, as_element, dihedral, rotation_sweep, union
-from symfast.observables import extend_lift, observable, pair_null, scores, split_half_null
-from symfast.shapes import by_name
+from symfast.readout.ensemble import Ensemble
+from symfast.readout.groups import Group, as_element, dihedral, rotation_sweep, union
+from symfast.readout.observables import extend_lift, observable, pair_null, scores, split_half_null
+from symfast.readout.shapes import by_name
 
 __all__ = ["readout", "Readout", "default_candidates"]
 
@@ -41,7 +41,7 @@ def default_candidates() -> Group:
 
 
 class Readout:
-    """Result of `symfast.readout`: `.table` (one row per shape, pe, observable, element),
+    """Result of `symfast.readout.readout`: `.table` (one row per shape, pe, observable, element),
     `.sweep` (rotation-sweep rows), `.observed(shape)`, `.violations`, plots."""
 
     def __init__(self, table: pd.DataFrame, sweep: pd.DataFrame):
@@ -79,13 +79,13 @@ class Readout:
 
     def plot_heatmap(self, path=None):
         """Scores as shapes x elements per encoding; observed cells marked 'o', non-liftable 'x'."""
-        from symfast.plotting import heatmap
+        from symfast.readout.plots import heatmap
 
         return heatmap(self.table, path)
 
     def plot_sweep(self, path=None):
         """Score and lift residual against rotation angle, per encoding."""
-        from symfast.plotting import sweep_curves
+        from symfast.readout.plots import sweep_curves
 
         return sweep_curves(self.sweep, path)
 
@@ -97,7 +97,7 @@ def readout(ensembles, candidates=None, observable: str = "gram", aggregate: str
     Args:
         ensembles: an `Ensemble` or a list of them (e.g. one per encoding).
         candidates: group elements to test (default D4 ∪ D6).
-        observable: "gram", "gram_bias" or "prefixK" (see `symfast.observables`).
+        observable: "gram", "gram_bias" or "prefixK" (see `symfast.readout.observables`).
         aggregate: "ensemble" (score of the seed-mean observable; DESIGN.md: this is what
             separates true from false symmetries) or "model" (mean of per-model scores).
         sweep: number of rotations in the sweep (0 to skip), scored with least-squares lifts.

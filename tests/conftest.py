@@ -1,0 +1,36 @@
+"""Shared fixtures.
+
+Tests import the installed package (pytest's default rootdir handling keeps the
+source tree off sys.path); subprocesses run from a temporary directory for the
+same reason.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from symfast import _ext
+
+
+@pytest.fixture
+def run_interpreted(tmp_path, request):
+    """Run a Python script with TRITON_INTERPRET=1 in a subprocess and return its stdout.
+
+    The variable must be set before triton is imported and must not leak into other
+    tests, hence the subprocess. Skips when triton is not installed; fails with the
+    script's output when it exits non-zero or does not print `expect`. The calling test's
+    folder is on the script's path, so it can import helpers from its test module.
+    """
+    if not _ext.HAS_TRITON:
+        pytest.skip("triton not installed")
+
+    def run(script: str, expect: str = "ok", timeout: float = 300) -> str:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env.update(TRITON_INTERPRET="1", PYTHONPATH=str(request.path.parent))
+        r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+        assert r.returncode == 0 and expect in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]
+        return r.stdout
+
+    return run
