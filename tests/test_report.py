@@ -41,3 +41,41 @@ def test_report_markdown_and_html(tmp_path):
     page = open(html_path).read()
     assert "data:image/png;base64," in page and "class='missed'" in page
 
+
+
+def _readout_table(observed: dict) -> pd.DataFrame:
+    """A readout table for triangle under dyadic and triaxis; `observed` maps (pe, element) -> bool."""
+    rows = []
+    d3 = {"r0", "r120", "r240", "m0", "m60", "m120"}
+    lift = {"dyadic": {"r0", "r90", "r180", "r270", "m0", "m45", "m90", "m135"},
+            "triaxis": {"r0", "r60", "r120", "r180", "r240", "r300", "m0", "m30", "m60", "m90", "m120", "m150"}}
+    for pe in ("dyadic", "triaxis"):
+        for e in sorted(lift["dyadic"] | lift["triaxis"]):
+            rows.append(dict(shape="triangle", pe=pe, element=e, liftable=e in lift[pe], true_symmetry=e in d3,
+                             observed=observed.get((pe, e), False)))
+    return pd.DataFrame(rows)
+
+
+def test_readout_claims_hold_on_the_expected_pattern():
+    from symfast.readout.claims import readout_claims
+
+    obs = {("dyadic", "r0"): True, ("dyadic", "m0"): True}
+    obs.update({("triaxis", e): True for e in ("r0", "r120", "r240", "m0", "m60", "m120")})
+    claims = {c.claim: c for c in readout_claims(_readout_table(obs))}
+    assert all(c.verdict == "held" for c in claims.values()), claims
+    assert claims["Every liftable true symmetry is observed (G_obs = G_lift ∩ G_true)"].measured == \
+        "matched in 2 of 2 cases"
+
+
+def test_readout_claims_report_misses_and_violations():
+    from symfast.readout.claims import readout_claims
+
+    obs = {("dyadic", "r0"): True, ("dyadic", "m0"): True, ("dyadic", "r90"): True}  # r90: a false positive
+    obs.update({("triaxis", e): True for e in ("r0", "r120", "m0", "m60", "m120")})  # r240 missed
+    claims = {c.claim: c for c in readout_claims(_readout_table(obs))}
+    assert claims["Only liftable true symmetries are observed (G_obs ⊆ G_lift ∩ G_true)"].verdict == "missed"
+    full = claims["Every liftable true symmetry is observed (G_obs = G_lift ∩ G_true)"]
+    assert full.verdict == "missed" and "missed r240" in full.note and "extra r90" in full.note
+    assert claims["A three-axis PE reveals the triangle's full D3"].measured == "5 of 6 observed"
+    assert claims["Liftable non-symmetries are rejected"].verdict == "missed"
+    assert claims["A dyadic PE hides the triangle's 120° rotations"].verdict == "held"
