@@ -59,6 +59,7 @@ class Section:
         tables: (caption, DataFrame, glossary {column: meaning}) triples.
         figures: (path, caption) pairs; paths absolute or relative to the report.
         command: the command line that produced it; seconds: its wall time; ok: whether it succeeded.
+        preformatted: plain-text output shown verbatim (e.g. a study's printed tables).
     """
 
     title: str
@@ -68,6 +69,7 @@ class Section:
     command: str = ""
     seconds: float | None = None
     ok: bool = True
+    preformatted: str = ""
 
 
 def _isa() -> str:
@@ -177,6 +179,8 @@ def render_markdown(title: str, details: dict, claims: list, sections: list, bas
         for path, caption in s.figures:
             rel = os.path.relpath(path, base) if os.path.isabs(path) else path
             out += [f"![{caption}]({rel})", "", f"*{caption}*", ""]
+        if s.preformatted:
+            out += ["```", s.preformatted.strip(), "```", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
@@ -221,6 +225,8 @@ def render_html(title: str, details: dict, claims: list, sections: list, base: s
                            + "</ul>")
         for path, caption in s.figures:
             out.append(f"<figure>{_img(path, base)}<figcaption>{e(caption)}</figcaption></figure>")
+        if s.preformatted:
+            out.append(f"<pre>{e(s.preformatted.strip())}</pre>")
     out.append("</body></html>")
     return "\n".join(out)
 

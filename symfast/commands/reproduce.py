@@ -1,9 +1,11 @@
-"""`symfast reproduce [--quick]`: the three studies at small scale, and a Markdown report.
+"""`symfast reproduce [--quick]`: the three studies, and a report that answers.
 
-Runs `symfast readout`, `symfast schur` and `symfast layerwise` into subdirectories of
---out, keeps each command's printed tables, and writes report.md with those tables
-and links to every figure. A study that fails is reported as failed (the others
-still run) and the command exits non-zero.
+Runs `symfast readout`, `symfast schur` and `symfast layerwise` into subfolders of --out
+and writes report.md and report.html: run details, one verdict table (each checked claim
+of the papers: expected, measured, held / missed / not comparable), then per study a short
+explanation, its summary tables with a column glossary, and its figures. Full tables stay
+as CSV beside it. A study that fails is reported as failed (the others still run) and the
+command exits non-zero.
 """
 from __future__ import annotations
 
@@ -15,32 +17,89 @@ import sys
 import time
 
 NAME = "reproduce"
-HELP = "run the three studies (readout, Schur ablations, layerwise actions) and write report.md"
+HELP = "run the three studies (readout, Schur ablations, layerwise actions) and write report.md / report.html"
 
-# (study, title, argv for --quick, argv for the full run); --out is appended.
+# (study, title, argv for --quick, argv for the full run, what the study does); --out is appended.
 STUDIES = [
-    ("readout", "Symmetry readout from neural-field weights (DESIGN.md section 1)",
+    ("readout", "Symmetry readout from neural-field weights",
      ["readout", "--shapes", "triangle,square", "--pe", "dyadic,triaxis,rff", "--seeds", "16", "--steps", "400",
       "--points", "1024", "--sweep", "72", "--quiet"],
-     ["readout", "--quiet"]),
-    ("schur", "Schur ablations of recurrent weights (DESIGN.md section 3)",
+     ["readout", "--quiet"],
+     "Seed ensembles of Fourier-encoded MLPs are fitted to the signed distance functions of shapes with known "
+     "symmetry groups (\"Symmetry readout from neural fields\", Chiba, Sugiyama, Uranishi, arXiv 2607.03108). "
+     "For every candidate element g of O(2) the readout scores how much the seed-mean first-layer Gram "
+     "W1ᵀW1 changes under the exact lift ρ(g) of g through the encoding, and compares the score with a "
+     "split-half noise floor of the seeds. G_obs (observed) must lie inside G_lift ∩ G_true: elements the "
+     "encoding lifts exactly and that are true symmetries of the shape."),
+    ("schur", "Schur ablations of recurrent weights",
      ["schur", "--task", "all", "--seeds", "3", "--no-progress"],
-     ["schur", "--task", "all", "--seeds", "5", "--no-progress"]),
-    ("layerwise", "Layerwise equivariance (DESIGN.md section 2)",
+     ["schur", "--task", "all", "--seeds", "5", "--no-progress"],
+     "Tanh RNNs are trained on four tasks; the recurrent matrix is put into ordered real Schur form "
+     "W = Q T Qᵀ, its eigenvalues split into a leading sector R (|λ| ≥ α ρ(W)) and the rest C, and the "
+     "coupling blocks T_RR, T_C→R and T_CC of the strictly block-upper part are zeroed, alone and together, "
+     "with input and readout weights fixed (\"Task-Restricted Symmetries in Recurrent Weight Space\", "
+     "arXiv 2606.18457). ΔFVU is the change in the fraction of variance unexplained; the random control "
+     "perturbs W by a random matrix of the same Frobenius norm."),
+    ("layerwise", "Layerwise equivariance",
      ["layerwise", "--model", "classifier", "--activation", "tanh"],
-     ["layerwise", "--model", "classifier", "--activation", "tanh", "--seeds", "2"]),
+     ["layerwise", "--model", "classifier", "--activation", "tanh", "--seeds", "2"],
+     "Networks trained to be invariant or equivariant to a horizontal flip of their input images should carry, "
+     "when their parameters are identifiable, a group action on every hidden layer that makes each layer "
+     "equivariant (\"Identifiable Equivariant Networks are Layerwise Equivariant\", Shahverdi, Marchetti, "
+     "Bökman, Kohn). The action is recovered layer by layer as a signed (tanh) or positively scaled (ReLU) "
+     "permutation of neurons by linear assignment; its weight-level error is read against random permutations."),
 ]
+
+READOUT_GLOSSARY = {
+    "G_obs": "elements whose score passes the decision rule (observed in the weights)",
+    "G_lift_and_true": "elements the encoding lifts exactly and that are true symmetries of the shape",
+    "match": "whether G_obs equals G_lift ∩ G_true",
+    "violations": "observed elements outside G_lift ∩ G_true",
+}
+
+# Captions of the figures the study commands write (by file name).
+FIGURE_CAPTIONS = {
+    "filters_equivariant.png": "First-layer filters of the flip-equivariant classifier, grouped by the orbit of "
+                               "the recovered hidden action.",
+}
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--quick", action="store_true", help="small settings: about 10 minutes on 2 CPU cores")
+    p.add_argument("--quick", action="store_true", help="small settings: a few minutes on 2 CPU cores")
     p.add_argument("--out", default="results/reproduce", help="output directory")
     p.add_argument("--only", default=None, help="comma-separated subset of: readout,schur,layerwise")
+
+
+def _readout_section(sub: str, section):
+    """Summary table, verdicts and figures of `symfast readout` from the files it wrote."""
+    import pandas as pd
+
+    from symfast.readout.claims import readout_claims
+
+    table_path, summary_path = os.path.join(sub, "readout.csv"), os.path.join(sub, "summary.csv")
+    if not (os.path.exists(table_path) and os.path.exists(summary_path)):
+        return []
+    table = pd.read_csv(table_path)
+    summary = pd.read_csv(summary_path, keep_default_na=False)
+    if {"G_obs", "G_lift_and_true"} <= set(summary.columns):
+        summary["match"] = [set(a.split()) == set(b.split()) for a, b in zip(summary["G_obs"],
+                                                                              summary["G_lift_and_true"])]
+    section.tables.append(("Observed vs expected symmetries per (shape, encoding)", summary,
+                           {k: v for k, v in READOUT_GLOSSARY.items() if k in summary.columns}))
+    captions = {"heatmap.png": "Scores per element (columns) and (shape, encoding) (rows); observed elements are "
+                               "marked. Low score = the Gram is unchanged by the element's lift.",
+                "sweep.png": "Rotation sweep: score against rotation angle per (shape, encoding)."}
+    for name, caption in captions.items():
+        if os.path.exists(os.path.join(sub, name)):
+            section.figures.append((os.path.join(sub, name), caption))
+    section.text.append("Full per-element table: `readout.csv` (score, noise floor, threshold, lift residual).")
+    return readout_claims(table)
 
 
 def run(args) -> int:
     from symfast.cli import main as cli_main
     from symfast.commands.readout import _check_out
+    from symfast.report import Section, read_claims, run_details, write_report
 
     _check_out(args.out)
     names = [s[0] for s in STUDIES]
@@ -48,8 +107,9 @@ def run(args) -> int:
     for n in only:
         if n not in names:
             raise ValueError(f"unknown study {n!r}; choose from {', '.join(names)}")
-    sections, failed = [], []
-    for name, title, quick, full in STUDIES:
+    sections, claims, failed = [], [], []
+    t_all = time.perf_counter()
+    for name, title, quick, full, intro in STUDIES:
         if name not in only:
             continue
         sub = os.path.join(args.out, name)
@@ -69,14 +129,21 @@ def run(args) -> int:
             f.write(text)
         if rc != 0:
             failed.append(name)
-        figures = sorted(glob.glob(os.path.join(sub, "**", "*.png"), recursive=True))
-        body = [f"## {title}", "", f"`symfast {' '.join(argv)}` — {'ok' if rc == 0 else f'FAILED (exit {rc})'}, "
-                f"{seconds:.0f} s", "", "```", text.strip()[-12000:], "```", ""]
-        body += [f"![{os.path.basename(p)}]({os.path.relpath(p, args.out)})" for p in figures]
-        sections.append("\n".join(body))
+        section = Section(title, [intro], command=f"symfast {' '.join(argv)}", seconds=seconds, ok=rc == 0)
+        study_claims = _readout_section(sub, section) if name == "readout" else []
+        study_claims += read_claims(os.path.join(sub, "claims.csv"))
+        if name != "readout":
+            section.preformatted = text.strip()[-12000:]
+        shown = {os.path.abspath(f) for f, _ in section.figures}
+        for fig in sorted(glob.glob(os.path.join(sub, "**", "*.png"), recursive=True)):
+            if os.path.abspath(fig) not in shown:
+                section.figures.append((fig, FIGURE_CAPTIONS.get(os.path.basename(fig), os.path.basename(fig))))
+        claims += study_claims
+        sections.append(section)
         print(f"   {name}: {'ok' if rc == 0 else 'FAILED'} in {seconds:.0f}s", file=sys.stderr)
-    report = os.path.join(args.out, "report.md")
-    with open(report, "w") as f:
-        f.write(f"# symfast reproduce{' --quick' if args.quick else ''}\n\n" + "\n\n".join(sections) + "\n")
-    print(f"report: {report}" + (f" (failed: {', '.join(failed)})" if failed else ""))
+    details = run_details(time.perf_counter() - t_all)
+    details["settings"] = "--quick" if args.quick else "full"
+    md, page = write_report(args.out, f"symfast reproduce{' --quick' if args.quick else ''}", details, claims,
+                            sections)
+    print(f"report: {md} and {page}" + (f" (failed: {', '.join(failed)})" if failed else ""))
     return 1 if failed else 0
