@@ -26,7 +26,7 @@ import torch
 
 from symfast import _ext
 
-__all__ = ["BACKENDS", "resolve", "under_functorch", "refuse_grad", "register_kernels"]
+__all__ = ["BACKENDS", "resolve", "under_functorch", "refuse_grad", "not_differentiable", "register_kernels"]
 
 BACKENDS = ("auto", "cpu", "triton", "reference")
 _ALIASES = {"cpp": "cpu", "scipy": "reference"}
@@ -132,3 +132,17 @@ def register_kernels(op, reference, kernels: dict) -> None:
     op.register_kernel("cpu")(route)
     if "triton" in kernels:
         op.register_kernel("cuda")(route)
+
+
+def not_differentiable(op) -> None:
+    """Make a custom op raise when called on inputs that require grad (no detached result)."""
+    name = op._qualname if hasattr(op, "_qualname") else str(op)
+
+    def setup_context(ctx, inputs, output):
+        raise RuntimeError(f"{name} is not differentiable, but an input requires grad; pass .detach() "
+                           f"explicitly")
+
+    def backward(ctx, *grads):  # never reached: setup_context raises first
+        raise RuntimeError(f"{name} is not differentiable")
+
+    op.register_autograd(backward, setup_context=setup_context)

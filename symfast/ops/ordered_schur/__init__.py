@@ -166,6 +166,7 @@ def ordered_schur_op(W: torch.Tensor, sector_alpha: float, tie_tol: float, backe
 
 
 _dispatch.register_kernels(ordered_schur_op, _ordered_schur_reference, {"cpu": _ordered_schur_cpu})
+_dispatch.not_differentiable(ordered_schur_op)
 
 
 @ordered_schur_op.register_fake
@@ -200,6 +201,7 @@ def ordschur_op(U: torch.Tensor, T: torch.Tensor, clusters: torch.Tensor, backen
 
 
 _dispatch.register_kernels(ordschur_op, _ordschur_reference, {"cpu": _ordschur_cpu})
+_dispatch.not_differentiable(ordschur_op)
 
 
 @ordschur_op.register_fake
