@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "common.h"
-#include "registry.h"
 #include "sincos.h"
 
 namespace symfast {
@@ -60,7 +59,6 @@ carray<float> fourier_features_fwd<float>(carray<float> x, carray<float> freq, c
   const float* wp = freq.data();
   const float* bp = phase.data();
   float* op = out.mutable_data();
-  constexpr float kPolyRange = 8000.f;  // sincos_f32_dispatch is accurate to ~1e-7 below 8200
   constexpr py::ssize_t kBlock = 128;  // points per block: u, sin, cos stay in L1/L2
   const py::ssize_t nblocks = (n + kBlock - 1) / kBlock;
   {
@@ -79,7 +77,7 @@ carray<float> fourier_features_fwd<float>(carray<float> x, carray<float> freq, c
             umax = std::max(umax, std::fabs(u[i * m + j]));
           }
         }
-        if (umax < kPolyRange) {
+        if (umax < kSinCosPolyRange) {
           sincos_f32_dispatch(u.data(), s.data(), c.data(), static_cast<long>(cnt * m));
         } else {  // beyond the polynomial's reduction range (or NaN): libm, exact to 1 ulp
           for (py::ssize_t k = 0; k < cnt * m; ++k) {
@@ -98,12 +96,14 @@ carray<float> fourier_features_fwd<float>(carray<float> x, carray<float> freq, c
   return out;
 }
 
-Registrar reg("fourier_features", [](py::module_& m) {
+}  // namespace
+
+// Bindings, called from module.cpp.
+void bind_fourier_features(py::module_& m) {
   m.def("fourier_features_fwd_f32", &fourier_features_fwd<float>, py::arg("x"), py::arg("frequencies"),
         py::arg("phases"), py::arg("num_threads") = 1, "Fourier features, float32: [N,2] -> [N,2m]");
   m.def("fourier_features_fwd_f64", &fourier_features_fwd<double>, py::arg("x"), py::arg("frequencies"),
         py::arg("phases"), py::arg("num_threads") = 1, "Fourier features, float64: [N,2] -> [N,2m]");
-});
+}
 
-}  // namespace
 }  // namespace symfast

@@ -17,7 +17,7 @@
 #include <pybind11/stl.h>
 
 #include "common.h"
-#include "registry.h"
+#include "sincos.h"
 
 namespace symfast {
 
@@ -105,11 +105,15 @@ std::string resolve_isa(const std::string& isa) {
   return isa;
 }
 
+// An output (or aux) buffer: None, or a C-contiguous writeable array of exactly T. Never a
+// converted copy: a copy would receive the results and be dropped.
 template <typename T>
 T* opt_ptr(py::object o, const char* name) {
   if (o.is_none()) return nullptr;
-  auto a = o.cast<carray<T>>();
-  return a.mutable_data();
+  if (!py::isinstance<carray<T>>(o) || !o.cast<py::array>().writeable())
+    throw py::type_error(std::string(name) + " must be a C-contiguous writeable " +
+                         (sizeof(T) == 4 ? "float32" : "float64") + " array (no conversion is made)");
+  return o.cast<carray<T>>().mutable_data();
 }
 
 template <typename T>
@@ -148,7 +152,7 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
       pb.db.push_back(db[l].mutable_data());
     }
     if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for mode 1/2");
-    pb.aux = aux.cast<carray<T>>().data();
+    pb.aux = opt_ptr<T>(aux, "aux");
   }
   pb.y = opt_ptr<T>(y, "y");
   pb.loss = opt_ptr<T>(loss, "loss");
@@ -191,24 +195,36 @@ carray<float> sincos_f32(carray<float> u, const std::string& isa) {
   return out;
 }
 
-Registrar reg("fourier_mlp", [](py::module_& m) {
+}  // namespace
+
+// Bindings, called from module.cpp.
+void bind_fourier_mlp(py::module_& m) {
+  // The kernel's activation codes and tile size, read by symfast/ops/fourier_mlp/cpu.py.
+  py::enum_<fmlp_base::Act>(m, "Activation", "Hidden activations of the fused kernel (the `act` code)")
+      .value("relu", fmlp_base::RELU)
+      .value("tanh", fmlp_base::TANH)
+      .value("silu", fmlp_base::SILU)
+      .value("sine", fmlp_base::SINE);
+  m.attr("FOURIER_MLP_TILE") = fmlp_base::TILE;
+  m.attr("SINCOS_POLY_RANGE") = kSinCosPolyRange;
   const char* doc =
       "Fused Fourier-PE + MLP (see csrc/fourier_mlp.cpp header). mode 0 forward, 1 MSE step, 2 cotangent backward";
-  m.def("fourier_mlp_run_f32", &fourier_mlp_run<float>, py::arg("x"), py::arg("frequencies"), py::arg("phases"),
-        py::arg("weights"), py::arg("biases"), py::arg("act"), py::arg("mode"), py::arg("aux"), py::arg("y"),
-        py::arg("loss"), py::arg("dx"), py::arg("dw"), py::arg("db"), py::arg("num_threads") = 1,
+  m.def("fourier_mlp_run_f32", &fourier_mlp_run<float>, py::arg("x").noconvert(), py::arg("frequencies").noconvert(),
+        py::arg("phases").noconvert(), py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"),
+        py::arg("mode"), py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
+        py::arg("db").noconvert(), py::arg("num_threads") = 1,
         py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
-  m.def("fourier_mlp_run_f64", &fourier_mlp_run<double>, py::arg("x"), py::arg("frequencies"), py::arg("phases"),
-        py::arg("weights"), py::arg("biases"), py::arg("act"), py::arg("mode"), py::arg("aux"), py::arg("y"),
-        py::arg("loss"), py::arg("dx"), py::arg("dw"), py::arg("db"), py::arg("num_threads") = 1,
+  m.def("fourier_mlp_run_f64", &fourier_mlp_run<double>, py::arg("x").noconvert(), py::arg("frequencies").noconvert(),
+        py::arg("phases").noconvert(), py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"),
+        py::arg("mode"), py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
+        py::arg("db").noconvert(), py::arg("num_threads") = 1,
         py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
   m.def("fourier_mlp_isa", [](const std::string& isa) { return resolve_isa(isa); }, py::arg("isa") = "auto",
         "Instruction set the fourier_mlp kernel uses for `isa` on this CPU");
   m.def("fourier_mlp_sincos_f32", &sincos_f32, py::arg("u"), py::arg("isa") = "auto",
         "[2, n] sin and cos of u by the fourier_mlp kernel's float32 polynomial (tests)");
-});
+}
 
-}  // namespace
 
 // The kernel's float32 sin/cos for other kernels (csrc/sincos.h); ISA resolved once.
 void sincos_f32_dispatch(const float* u, float* s, float* c, long n) {

@@ -169,7 +169,8 @@ SF_INLINE float exp_poly(float x) {  // Cephes expf, ~1 ulp on [-87, 88]
   return p * __builtin_bit_cast(float, bits);
 }
 
-// sin and cos with Cody-Waite reduction by pi/2 (accurate for |u| < ~1e4).
+// sin and cos with Cody-Waite reduction by pi/2 (accurate for |u| < ~1e4; callers check
+// |u| < kSinCosPolyRange with `sincos_in_range` and redo out-of-range rows with libm).
 SF_INLINE void sincos_poly(float u, float& s, float& c) {
   const float q = __builtin_rintf(u * 0.636619772367581343f);
   float r = u - q * 1.5703125f;
@@ -186,6 +187,10 @@ SF_INLINE void sincos_poly(float u, float& s, float& c) {
   c = ((qi + 1) & 2) ? -cc : cc;
 }
 SF_INLINE void sincos_poly(double u, double& s, double& c) { s = std::sin(u); c = std::cos(u); }
+
+// 1 when u is beyond the polynomial's range or NaN (the comparison is false for NaN).
+SF_INLINE int sincos_out_of_range(float u) { return !(__builtin_fabsf(u) < kSinCosPolyRange); }
+SF_INLINE int sincos_out_of_range(double) { return 0; }  // float64 uses libm throughout
 
 // Array form of sincos_poly (compiled for this instruction set; used by the accuracy test).
 inline void sincos_array(const float* u, float* s, float* c, long n) {
@@ -220,12 +225,16 @@ void activate(int act, const T* __restrict z, T* __restrict a, long n) {
       for (long i = 0; i < n; ++i) a[i] = z[i] * sigmoid_f(z[i]);
       break;
     default: {
-#pragma omp simd
+      int far = 0;
+#pragma omp simd reduction(| : far)
       for (long i = 0; i < n; ++i) {
         T s, c;
         sincos_poly(z[i], s, c);
         a[i] = s;
+        far |= sincos_out_of_range(z[i]);
       }
+      if (far)  // pre-activations beyond the polynomial's range: libm for this row
+        for (long i = 0; i < n; ++i) a[i] = std::sin(z[i]);
     }
   }
 }
@@ -246,11 +255,18 @@ void activate_bwd(int act, const T* __restrict z, const T* __restrict a, T* __re
       }
       break;
     default: {
+      int far = 0;
+#pragma omp simd reduction(| : far)
+      for (long i = 0; i < n; ++i) far |= sincos_out_of_range(z[i]);
+      if (far) {  // beyond the polynomial's range: libm for this row
+        for (long i = 0; i < n; ++i) g[i] *= std::cos(z[i]);
+      } else {
 #pragma omp simd
-      for (long i = 0; i < n; ++i) {
-        T s, c;
-        sincos_poly(z[i], s, c);
-        g[i] *= c;
+        for (long i = 0; i < n; ++i) {
+          T s, c;
+          sincos_poly(z[i], s, c);
+          g[i] *= c;
+        }
       }
     }
   }
@@ -348,13 +364,22 @@ struct Engine {
       T* rc = h0.p + (m + j) * TILE;
       const T* xa = x0.p;
       const T* xb = x1.p;
-#pragma omp simd aligned(rs, rc : 16)
+      int far = 0;
+#pragma omp simd aligned(rs, rc : 16) reduction(| : far)
       for (long t = 0; t < TILE; ++t) {
         const T u = f0 * xa[t] + f1 * xb[t] + b;
         T s, c;
         sincos_poly(u, s, c);
         rs[t] = s;
         rc[t] = c;
+        far |= sincos_out_of_range(u);
+      }
+      if (far) {  // arguments beyond the polynomial's range: libm, as fourier_features does
+        for (long t = 0; t < TILE; ++t) {
+          const T u = f0 * xa[t] + f1 * xb[t] + b;
+          rs[t] = std::sin(u);
+          rc[t] = std::cos(u);
+        }
       }
     }
     return bad != 0;

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "common.h"
-#include "registry.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define SYMFAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -350,7 +349,10 @@ py::tuple sym_stats(carray<T> g, int num_threads) {
   return py::make_tuple(asym, amax, bad);
 }
 
-Registrar reg("gram_scores", [](py::module_& m) {
+}  // namespace
+
+// Bindings, called from module.cpp.
+void bind_gram_scores(py::module_& m) {
   m.def("gram_fwd_f32", &gram_fwd<float>, py::arg("weights"), py::arg("num_threads") = 1,
         "Grams W W^T, float32: [M, d, H] -> [M, d, d]");
   m.def("gram_fwd_f64", &gram_fwd<double>, py::arg("weights"), py::arg("num_threads") = 1,
@@ -367,7 +369,6 @@ Registrar reg("gram_scores", [](py::module_& m) {
         py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float32 phi -> [M, E] f64");
   m.def("dense_asym_f64", &dense_asym<double>, py::arg("phi"), py::arg("multipliers"), py::arg("a"), py::arg("b"),
         py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float64 phi -> [M, E] f64");
-});
+}
 
-}  // namespace
 }  // namespace symfast

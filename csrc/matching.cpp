@@ -5,7 +5,7 @@
 // then shortest augmenting paths with dual variables (Crouse 2016, as in SciPy's
 // linear_sum_assignment) for the remaining rows; one problem per OpenMP task.
 // Each problem is solved sequentially in a fixed order: results do not depend on threads.
-// Reference: scipy.optimize.linear_sum_assignment (symfast/layerwise/matching.py::_assign).
+// Reference: scipy.optimize.linear_sum_assignment (symfast/ops/matching/__init__.py, backend="reference").
 #include <cmath>
 #include <algorithm>
 #include <cstdint>
@@ -13,9 +13,12 @@
 #include <vector>
 
 #include "common.h"
-#include "registry.h"
 
 namespace symfast {
+
+// Hidden-action family of a matching problem, exported to Python as _C.MatchMode.
+enum MatchMode { PERM = 0, SIGN = 1, SCALE = 2 };
+
 namespace {
 
 struct LsaWork {
@@ -223,7 +226,7 @@ py::tuple match_gram(carray<T> gram, carray<double> a2, carray<double> b2, int m
   if (gram.shape(2) != n) throw std::invalid_argument("gram must be [P, n, n]");
   if (a2.shape(0) != P || a2.shape(1) != n || b2.shape(0) != P || b2.shape(1) != n)
     throw std::invalid_argument("a2 and b2 must be [P, n]");
-  if (mode < 0 || mode > 2) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
+  if (mode < PERM || mode > SCALE) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
   carray<int64_t> index({P, n});
   carray<double> scale({P, n});
   const T* gp = gram.data();
@@ -246,9 +249,9 @@ py::tuple match_gram(carray<T> gram, carray<double> a2, carray<double> b2, int m
         for (int64_t i = 0; i < n; ++i) {
           double* c = cost.data() + i * n;
           const T* gi = g + i * n;
-          if (mode == 0) {
+          if (mode == PERM) {
             for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * double(gi[j]), 0.0);
-          } else if (mode == 1) {
+          } else if (mode == SIGN) {
             for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * std::abs(double(gi[j])), 0.0);
           } else {
             for (int64_t j = 0; j < n; ++j) {
@@ -266,9 +269,9 @@ py::tuple match_gram(carray<T> gram, carray<double> a2, carray<double> b2, int m
         double* s = sp + p * n;
         for (int64_t i = 0; i < n; ++i) {
           const double gij = g[i * n + out[i]];  // promoted
-          if (mode == 0)
+          if (mode == PERM)
             s[i] = 1.0;
-          else if (mode == 1)
+          else if (mode == SIGN)
             s[i] = gij < 0 ? -1.0 : 1.0;
           else
             s[i] = (gij > 0 && b[out[i]] > 0) ? gij / b[out[i]] : 1.0;
@@ -301,7 +304,7 @@ void gram_rows(const double* a, const double* wt, double* gram, int64_t H, int64
 //   W: [M, H, k] (first layers, rows = neurons), src/sign: [G, k] with (W R_g)[:, t] = sign[g, t] W[:, src[g, t]]
 //   -> (index [M, G, H] int64, scale [M, G, H] float64, rel2 [M, G] float64), where
 //   rel2 = min_P ||W R_g - P W||_F^2 / ||W||_F^2 with residuals summed from the rows (exact zeros stay 0).
-// Reference: symfast/layerwise/matching_reference.py (per model, SciPy).
+// Reference: symfast/ops/matching/reference.py (per model, SciPy).
 template <typename T>
 py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> sign, int mode, int num_threads) {
   check_ndim(W, 3, "W");
@@ -310,7 +313,7 @@ py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> si
   const int64_t M = W.shape(0), H = W.shape(1), k = W.shape(2), G = src.shape(0);
   if (src.shape(1) != k || sign.shape(0) != G || sign.shape(1) != k)
     throw std::invalid_argument("src and sign must be [G, k] with k = W.shape[2]");
-  if (mode < 0 || mode > 2) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
+  if (mode < PERM || mode > SCALE) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
   const int64_t* srcp = src.data();
   for (int64_t i = 0; i < G * k; ++i)
     if (srcp[i] < 0 || srcp[i] >= k) throw std::invalid_argument("src index out of range");
@@ -361,9 +364,9 @@ py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> si
             const double* gi = gram.data() + i * H;
             double* c = cost.data() + i * H;
             for (int64_t j = 0; j < H; ++j) {
-              if (mode == 0)
+              if (mode == PERM)
                 c[j] = std::max(a2[i] + b2[j] - 2 * gi[j], 0.0);
-              else if (mode == 1)
+              else if (mode == SIGN)
                 c[j] = std::max(a2[i] + b2[j] - 2 * std::abs(gi[j]), 0.0);
               else {
                 const double o = std::max(gi[j], 0.0);
@@ -383,9 +386,9 @@ py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> si
             const int64_t j = out[i];
             const double gij = gram[i * H + j];
             bool ok = true;
-            if (mode == 0)
+            if (mode == PERM)
               s[i] = 1.0;
-            else if (mode == 1)
+            else if (mode == SIGN)
               s[i] = gij < 0 ? -1.0 : 1.0;
             else {
               ok = gij > 0 && b2[j] > 0;
@@ -411,7 +414,14 @@ py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> si
   return py::make_tuple(index, scale, rel2);
 }
 
-Registrar reg("matching", [](py::module_& m) {
+}  // namespace
+
+// Bindings, called from module.cpp.
+void bind_matching(py::module_& m) {
+  py::enum_<MatchMode>(m, "MatchMode", "Matching modes (the `mode` code): permutations, signed, positively scaled")
+      .value("perm", PERM)
+      .value("sign", SIGN)
+      .value("scale", SCALE);
   m.def("match_signed_lifts_f32", &match_signed_lifts<float>, py::arg("W"), py::arg("src"), py::arg("sign"),
         py::arg("mode"), py::arg("num_threads") = 1,
         "Matching observable for signed-permutation lifts, float32 W [M, H, k]");
@@ -426,7 +436,6 @@ Registrar reg("matching", [](py::module_& m) {
         "Batched neuron matching from float32 Gram matrices (costs in float64)");
   m.def("lsa_batched", &lsa_batched, py::arg("cost"), py::arg("num_threads") = 1,
         "Batched linear sum assignment: cost [P, n, n] float64 -> [P, n] int64 column per row");
-});
+}
 
-}  // namespace
 }  // namespace symfast

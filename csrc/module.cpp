@@ -1,5 +1,16 @@
-// symfast._C: the compiled CPU kernels. Bindings self-register (registry.h).
-#include "registry.h"
+// symfast._C: the compiled CPU kernels, torch-free (called through symfast.ops).
+// One bind_<op> per csrc/<op>.cpp, listed here explicitly.
+#include <pybind11/pybind11.h>
+
+namespace symfast {
+namespace py = pybind11;
+void bind_fourier_features(py::module_& m);
+void bind_fourier_mlp(py::module_& m);
+void bind_gram_scores(py::module_& m);
+void bind_matching(py::module_& m);
+void bind_ordered_schur(py::module_& m);
+void bind_rnn_rollout(py::module_& m);
+}  // namespace symfast
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "symfast CPU kernels (C++/OpenMP, torch-free; called through symfast.ops)";
@@ -8,5 +19,10 @@ PYBIND11_MODULE(_C, m) {
 #else
   m.attr("has_openmp") = false;
 #endif
-  for (auto& [name, fn] : symfast::registry()) fn(m);
+  symfast::bind_fourier_features(m);
+  symfast::bind_fourier_mlp(m);
+  symfast::bind_gram_scores(m);
+  symfast::bind_matching(m);
+  symfast::bind_ordered_schur(m);
+  symfast::bind_rnn_rollout(m);
 }

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "common.h"
-#include "registry.h"
 
 namespace symfast {
 namespace {
@@ -59,7 +58,9 @@ static inline void tanh_row(double* x, int n) {
 
 // One time step for ROWS rows: hn[r, i] = act(sum_j h[r, j] WT[j, i] + u[r, i]).
 template <typename T>
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)  // GCC x86-64 only (aarch64, clang: plain)
 __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
 void step_rows(const T* __restrict WT, const T* __restrict h, T* __restrict hn, const T* const* u, int nrows,
                int Hp, int H) {
   for (int r0 = 0; r0 < nrows; r0 += ROWS) {
@@ -152,14 +153,16 @@ py::tuple rnn_rollout(carray<T> W, carray<T> ux, carray<T> V, carray<T> h0, bool
   return py::make_tuple(Y, Hs);
 }
 
-Registrar reg("rnn_rollout", [](py::module_& m) {
+}  // namespace
+
+// Bindings, called from module.cpp.
+void bind_rnn_rollout(py::module_& m) {
   m.def("rnn_rollout_f32", &rnn_rollout<float>, py::arg("W"), py::arg("ux"), py::arg("V"), py::arg("h0"),
         py::arg("return_hidden") = false, py::arg("num_threads") = 1,
         "Fused tanh-RNN rollouts, float32: W[A,H,H], ux[B,T,H], V[O,H], h0[B,H] -> (y[A,B,T,O], hs)");
   m.def("rnn_rollout_f64", &rnn_rollout<double>, py::arg("W"), py::arg("ux"), py::arg("V"), py::arg("h0"),
         py::arg("return_hidden") = false, py::arg("num_threads") = 1,
         "Fused tanh-RNN rollouts, float64 (std::tanh)");
-});
+}
 
-}  // namespace
 }  // namespace symfast

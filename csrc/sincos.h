@@ -4,6 +4,9 @@
 #pragma once
 
 namespace symfast {
-// s[i] = sin(u[i]), c[i] = cos(u[i]) for i < n.
+// Largest |u| for which the polynomial is used; beyond it (or for NaN) callers use libm.
+constexpr float kSinCosPolyRange = 8000.f;
+
+// s[i] = sin(u[i]), c[i] = cos(u[i]) for i < n (|u| < kSinCosPolyRange).
 void sincos_f32_dispatch(const float* u, float* s, float* c, long n);
 }  // namespace symfast

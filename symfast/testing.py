@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["TOLERANCES", "assert_close"]
+__all__ = ["TOLERANCES", "FAST_OPCHECK", "assert_close", "opcheck"]
+
+# torch.library.opcheck's checks without the slow dynamic-shape tracing (test_aot_dispatch_dynamic,
+# seconds per call on 2 cores): tests run the full opcheck once per op and backend, this subset
+# for the other parametrisations.
+FAST_OPCHECK = ("test_schema", "test_autograd_registration", "test_faketensor")
 
 # dtype -> (rtol, atol). float32 kernels reorder sums and use fused multiply-adds,
 # so they agree to a few ulps times the reduction depth, not to the last bit.
@@ -47,3 +52,10 @@ def assert_close(name: str, ref, fast, rms: bool = False, rtol: float | None = N
         raise AssertionError(
             f"{name}: {int(bad.sum())}/{bad.numel()} elements differ; first at {idx}: "
             f"fast {f[idx].item():.6e} vs reference {r[idx].item():.6e} (rtol {rtol}, atol {atol})")
+
+
+def opcheck(op, args, fast: bool = False) -> None:
+    """`torch.library.opcheck` raising on any failure; fast=True skips the dynamic-shape tracing."""
+    utils = FAST_OPCHECK if fast else ("test_schema", "test_autograd_registration", "test_faketensor",
+                                       "test_aot_dispatch_dynamic")
+    torch.library.opcheck(op, args, test_utils=utils)

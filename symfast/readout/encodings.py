@@ -52,7 +52,7 @@ class FourierPE(torch.nn.Module):
         """x: [..., 2] (float32/float64, any device) -> [..., d] in x's dtype."""
         if not isinstance(x, torch.Tensor):
             x = torch.as_tensor(x)
-        if not x.is_floating_point():
+        if not x.is_floating_point() and not x.is_complex():  # complex: fourier_features raises
             x = x.to(torch.get_default_dtype())
         return fourier_features(x, self.frequencies, self.phases)
 

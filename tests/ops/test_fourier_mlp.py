@@ -116,6 +116,46 @@ def test_sincos_polynomial_accuracy():
 
 
 @needs_cpp
+@pytest.mark.parametrize("act", ["relu", "sine"])
+def test_large_pe_arguments_match_reference(act):
+    """|x| from 1 to 1e8 (PE arguments u up to ~2.5e9): beyond |u| = 8000 the kernel must switch
+    to libm as fourier_features does (the polynomial alone gave 9.86 vs 1.03 at x = (3, 5e6)).
+    Axis-aligned frequencies and zero phases make u = fl(w x) the same float32 number in the kernel
+    and the float32 reference, so the comparison measures sin/cos, not the rounding of u."""
+    pe = sf.DyadicAxisPE(4)
+    f, p = pe.frequencies.float(), pe.phases.float()
+    g = torch.Generator().manual_seed(0)
+    ws = [torch.randn(2, pe.dim, 16, generator=g) / 3, torch.randn(2, 16, 1, generator=g) / 4]
+    bs = [torch.randn(2, 16, generator=g) * 0.1, torch.zeros(2, 1)]
+    for logx in range(0, 9):
+        x = (torch.rand(2, 60, 2, generator=g) * 2 - 1) * 10.0 ** logx
+        x[0, 0] = torch.tensor([3.0, 5e6]) if logx >= 6 else x[0, 0]
+        ref = reference.fourier_mlp(x, f, p, ws, bs, act)
+        assert_close(f"y |x|~1e{logx}", ref, fourier_mlp(x, f, p, ws, bs, act, backend="cpu"))
+        t = torch.zeros(2, 60)
+        r = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
+        k = fourier_mlp_train_step(x, t, f, p, ws, bs, act, backend="cpu")
+        assert_close(f"loss |x|~1e{logx}", r[0], k[0])
+        assert_close(f"dW0 |x|~1e{logx}", r[1][0], k[1][0], rms=True)
+
+
+@needs_cpp
+def test_sine_activation_large_preactivations():
+    """Hidden pre-activations up to ~1e8: sin stays in [-1, 1] (the polynomial alone gave 2e24);
+    at ~2e4 (beyond the polynomial's range, still resolvable in float32) it matches the reference."""
+    x, f, p, ws, bs = make_problem(2, 64, [16, 16], torch.float32, seed=3)
+    for scale in (2e4 / 16, 1e6, 1e8):
+        big = [ws[0], ws[1] * scale, ws[2]]
+        y = fourier_mlp(x, f, p, big, bs, "sine", backend="cpu")
+        bound = (ws[2].abs().sum(dim=(1, 2)) + bs[2].abs().sum(1))[:, None] + 1e-3
+        assert torch.isfinite(y).all() and (y.abs() <= bound).all(), f"scale {scale:g}: max |y| {y.abs().max():.3g}"
+        if scale < 1e5:
+            ref = reference.fourier_mlp(x.double(), f.double(), p.double(), [w.double() for w in big],
+                                        [b.double() for b in bs], "sine")
+            assert_close("y sine 2e4", ref.float(), y, rms=True, rtol=1e-2)
+
+
+@needs_cpp
 def test_gradcheck_float64():
     x, f, p, ws, bs = make_problem(1, 5, [8, 8], torch.float64, K=2)
     inputs = [t.clone().requires_grad_(True) for t in [x, *ws, *bs]]

@@ -5,7 +5,8 @@ import scipy.linalg as sla
 import torch
 
 import symfast as sf
-from symfast.ops.ordered_schur import reference
+from symfast.ops.ordered_schur import ordered_schur_op, ordschur_op, reference
+from symfast.testing import opcheck
 
 
 def _matrices(kind: str, n: int, seed: int) -> np.ndarray:
@@ -140,6 +141,66 @@ def test_ordschur_multi_cluster():
 def test_bad_input(bad, match):
     with pytest.raises(ValueError, match=match):
         sf.ordered_schur(bad)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_opcheck(backend):
+    rng = np.random.default_rng(0)
+    W = torch.from_numpy(rng.standard_normal((3, 5, 5)))
+    opcheck(ordered_schur_op, (W, 0.9, 1e-9, backend))
+    s = sf.ordered_schur(W)
+    lab = torch.from_numpy(np.take_along_axis(rng.integers(0, 3, (3, 5)), s.block_start.numpy(), 1).astype(np.float64))
+    opcheck(ordschur_op, (s.Q, s.T, lab, backend))
+
+
+def test_inputs_requiring_grad_raise():
+    W = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(RuntimeError, match="ordered_schur is not differentiable, but W require"):
+        sf.ordered_schur(W)
+    s = sf.ordered_schur(W.detach())
+    with pytest.raises(RuntimeError, match="ordschur is not differentiable, but U require"):
+        sf.ordschur(s.Q.requires_grad_(), s.T, np.zeros(4, np.int64))
+    with torch.no_grad():  # explicitly outside autograd: fine
+        assert sf.ordered_schur(W).T.shape == (4, 4)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("tie_tol", [-1e-3, float("nan"), float("inf")])
+def test_bad_tie_tol_raises_on_both_backends(backend, tie_tol):
+    with pytest.raises(ValueError, match="tie_tol must be"):
+        sf.ordered_schur(np.eye(3), tie_tol=tie_tol, backend=backend)
+    with pytest.raises(ValueError, match="sector_alpha must be finite"):
+        sf.ordered_schur(np.eye(3), sector_alpha=float("nan"), backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("scale", [1e-200, 1e200, 1e300])
+def test_extreme_scales_factorise(backend, scale):
+    W = np.random.default_rng(1).standard_normal((6, 6))
+    res = sf.ordered_schur(scale * W, backend=backend)
+    ref = sf.ordered_schur(W, backend=backend)
+    np.testing.assert_allclose(res.T / scale, ref.T, rtol=0, atol=1e-12 * np.abs(ref.T).max())
+    np.testing.assert_allclose(res.Q, ref.Q, atol=1e-12)
+    np.testing.assert_allclose(np.abs(res.eigvals) / scale, np.abs(ref.eigvals), rtol=1e-12)
+    assert res.recon_err < 1e-12
+    r2 = sf.ordschur(res.Q, res.T, np.arange(6)[::-1].copy() * 0, backend=backend)
+    assert r2.recon_err < 1e-12
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_ordschur_rejects_t_not_in_schur_form(backend):
+    s = sf.ordered_schur(np.random.default_rng(2).standard_normal((6, 6)))
+    lab = np.zeros(6, np.int64)
+    U = s.Q
+    bad = np.triu(np.random.default_rng(3).standard_normal((6, 6)), -1)  # full subdiagonal
+    with pytest.raises(ValueError, match="two consecutive non-zero subdiagonal"):
+        sf.ordschur(U, bad, lab, backend=backend)
+    real_pair = np.triu(np.ones((6, 6)))
+    real_pair[1, 0] = 1.0  # a 2x2 block [[1, 1], [1, 1]]: real eigenvalues, not standard form
+    with pytest.raises(ValueError, match="not a complex pair in standard form"):
+        sf.ordschur(U, real_pair, lab, backend=backend)
+    with pytest.raises(ValueError, match="quasi-upper-triangular"):
+        sf.ordschur(U, np.ones((6, 6)), lab, backend=backend)
 
 
 def test_reference_block_helpers():

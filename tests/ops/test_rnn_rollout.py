@@ -3,8 +3,8 @@ import pytest
 import torch
 
 from symfast import _ext
-from symfast.ops.rnn_rollout import rnn_rollout
-from symfast.testing import assert_close
+from symfast.ops.rnn_rollout import rnn_rollout, rnn_rollout_op
+from symfast.testing import assert_close, opcheck
 
 
 def _data(A, B, T, H, I, O, dtype, seed=0, scale=0.9):
@@ -59,11 +59,49 @@ def test_rollout_deterministic_across_threads():
     assert (a == b).all()
 
 
-def test_rollout_grad_falls_back_to_reference():
-    W, U, V, x, _ = _data(2, 2, 3, 5, 2, 1, torch.float64)
-    W.requires_grad_()
-    rnn_rollout(W, U, V, x).sum().backward()
-    assert W.grad is not None and torch.isfinite(W.grad).all()
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("backend", ["cpu", "reference"])
+def test_opcheck(dtype, backend):
+    W, U, V, x, h0 = _data(2, 3, 4, 5, 2, 1, dtype)
+    for ret, grad in ((False, False), (True, True)):
+        args = [t.clone().requires_grad_(grad) for t in (W, U, V, x, h0)]
+        opcheck(rnn_rollout_op, (*args, ret, backend), fast=dtype != torch.float64)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("return_hidden", [False, True], ids=["y", "y_hs"])
+def test_gradients_match_reference(dtype, return_hidden):
+    """dW, dU, dV, dx, dh0 of the C++ forward (BPTT through the reference) against the reference."""
+    data = _data(3, 4, 6, 9, 2, 2, dtype)
+    g = torch.Generator().manual_seed(5)
+    grads = {}
+    for backend in ("reference", "cpu"):
+        args = [t.clone().requires_grad_(True) for t in data]
+        out = rnn_rollout(*args, return_hidden=return_hidden, backend=backend)
+        outs = list(out) if return_hidden else [out]
+        g.manual_seed(5)
+        cots = [torch.randn(o.shape, generator=g, dtype=dtype) for o in outs]
+        grads[backend] = torch.autograd.grad(outs, args, cots)
+    for name, r, f in zip(("dW", "dU", "dV", "dx", "dh0"), grads["reference"], grads["cpu"]):
+        assert_close(name, r, f, rms=dtype == torch.float32)
+
+
+@pytest.mark.parametrize("name", ["W", "U", "V", "x", "h0"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_nan_in_any_input_raises(name, dtype):
+    args = dict(zip(("W", "U", "V", "x", "h0"), _data(1, 2, 3, 4, 2, 1, dtype)))
+    args[name] = args[name].clone()
+    args[name].view(-1)[0] = float("nan")
+    with pytest.raises(ValueError, match=f"{name} contains NaN"):
+        rnn_rollout(**args, backend="cpu")
+
+
+def test_complex_inputs_raise():
+    W, U, V, x, h0 = _data(1, 2, 3, 4, 2, 1, torch.float64)
+    with pytest.raises(ValueError, match="x must be a real floating-point tensor, got torch.complex128"):
+        rnn_rollout(W, U, V, x.to(torch.complex128), h0)
+    with pytest.raises(ValueError, match="W must be a real floating-point tensor"):
+        rnn_rollout(W.to(torch.complex128), U, V, x, h0)
 
 
 @pytest.mark.parametrize("kw, match", [

@@ -1,54 +1,97 @@
-"""Fourier positional features with device dispatch.
+"""Fourier positional features: `torch.ops.symfast.fourier_features` and its public function.
 
-CPU float32/float64 -> C++ kernel (`csrc/fourier_features.cpp`); other
-devices, or when autograd needs a graph -> the PyTorch reference.
+Where things live:
+  reference     symfast/ops/fourier_features/reference.py (PyTorch, the ground truth)
+  CPU kernel    csrc/fourier_features.cpp via cpu.py (float32: vectorised polynomial sin/cos,
+                libm beyond |u| = 8000; float64: libm)
+  Triton        none (on CUDA the reference's two elementwise kernels are already memory-bound)
+  tests         tests/ops/test_fourier_features.py; benchmark benchmarks/benchmarks/bench_fourier_features.py
+Gradients to x, frequencies and phases come from the saved output (d sin u = cos u du).
 """
 from __future__ import annotations
 
 import torch
 
-from symfast import _ext
-from symfast.ops.fourier_features import reference
+from symfast.ops import _dispatch
+from symfast.ops.fourier_features import cpu, reference
 
 __all__ = ["fourier_features"]
 
 
-def fourier_features(
-    x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, backend: str = "auto"
-) -> torch.Tensor:
+@torch.library.custom_op("symfast::fourier_features", mutates_args=())
+def fourier_features_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
+                        backend: str) -> torch.Tensor:
+    """x: [..., 2], frequencies: [m, 2], phases: [m] (one dtype and device) -> [..., 2m]."""
+    return reference.fourier_features(x, frequencies, phases)
+
+
+_dispatch.register_kernels(fourier_features_op, reference.fourier_features, {"cpu": cpu.fourier_features})
+
+
+@fourier_features_op.register_fake
+def _(x, frequencies, phases, backend):
+    return x.new_empty(*x.shape[:-1], 2 * frequencies.shape[0])
+
+
+def _setup_context(ctx, inputs, output):
+    x, frequencies, _, _ = inputs
+    ctx.save_for_backward(x, frequencies, output)
+
+
+def _backward(ctx, grad):
+    x, w, out = ctx.saved_tensors
+    # out = [sin u, cos u] interleaved: d/du = g_sin cos u - g_cos sin u
+    du = grad[..., 0::2] * out[..., 1::2] - grad[..., 1::2] * out[..., 0::2]
+    need_x, need_w, need_b, _ = ctx.needs_input_grad
+    m = w.shape[0]
+    dx = du @ w if need_x else None
+    dw = du.reshape(-1, m).T @ x.reshape(-1, 2) if need_w else None
+    db = du.reshape(-1, m).sum(0) if need_b else None
+    return dx, dw, db, None
+
+
+fourier_features_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _check_real(t, name: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.is_complex() or not t.is_floating_point():
+        raise ValueError(f"{name} must be a real floating-point tensor, got {t.dtype}")
+
+
+def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
+                     backend: str = "auto") -> torch.Tensor:
     """Fourier features sin/cos(w_j . x + b_j), interleaved per frequency.
 
+    Differentiable in x, frequencies and phases on every backend; works under torch.compile
+    (fullgraph) and torch.func transforms (those run the reference: plain PyTorch, about
+    the speed of `backend="reference"`).
+
     Args:
-        x: [..., 2] coordinates (float32 or float64).
+        x: [..., 2] coordinates, real floating point.
         frequencies: [m, 2]; phases: [m]. Cast to x's dtype and device.
-        backend: "auto" (C++ on CPU when no gradient is needed), "cpu" or "reference".
+        backend: "auto" (C++ for float32/float64 CPU tensors, else the reference), "cpu" or
+            "reference" (see `symfast.ops._dispatch`).
 
     Returns:
         [..., 2m] features in x's dtype.
     """
-    if x.shape[-1] != 2:
+    for name, t in (("x", x), ("frequencies", frequencies), ("phases", phases)):
+        _check_real(t, name)
+    if x.ndim < 1 or x.shape[-1] != 2:
         raise ValueError(f"x must be [..., 2], got {list(x.shape)}")
     if frequencies.ndim != 2 or frequencies.shape[1] != 2:
         raise ValueError(f"frequencies must be [m, 2], got {list(frequencies.shape)}")
     if phases.shape != frequencies.shape[:1]:
         raise ValueError(f"phases must be [{frequencies.shape[0]}], got {list(phases.shape)}")
-    if backend not in ("auto", "cpu", "reference"):
-        raise ValueError(f"backend must be 'auto', 'cpu' or 'reference', got {backend!r}")
     w = frequencies.to(device=x.device, dtype=x.dtype)
     b = phases.to(device=x.device, dtype=x.dtype)
-    needs_grad = torch.is_grad_enabled() and x.requires_grad
-    use_cpp = (
-        backend == "cpu"
-        or (backend == "auto" and x.device.type == "cpu" and not needs_grad and _ext.cpp_available())
-    ) and x.dtype in (torch.float32, torch.float64)
-    if not use_cpp:
+    be = _dispatch.resolve("fourier_features", backend, x.device)
+    if be == "cpu" and x.dtype not in (torch.float32, torch.float64):
         if backend == "cpu":
-            raise ValueError(f"backend='cpu' needs float32/float64 CPU input, got {x.dtype} on {x.device}")
+            raise ValueError(f"backend='cpu' needs float32/float64 input, got {x.dtype}")
+        be = "reference"
+    if be == "reference" or _dispatch.under_functorch(x, w, b):
         return reference.fourier_features(x, w, b)
-    if x.device.type != "cpu":
-        raise ValueError(f"backend='cpu' needs a CPU tensor, got device {x.device}")
-    C = _ext.require_cpp()
-    fn = C.fourier_features_fwd_f32 if x.dtype == torch.float32 else C.fourier_features_fwd_f64
-    flat = x.detach().reshape(-1, 2).contiguous()
-    out = fn(flat.numpy(), w.contiguous().numpy(), b.contiguous().numpy(), _ext.num_threads())
-    return torch.from_numpy(out).reshape(*x.shape[:-1], 2 * w.shape[0])
+    return fourier_features_op(x, w, b, be)

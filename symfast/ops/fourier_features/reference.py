@@ -4,13 +4,15 @@ from __future__ import annotations
 import torch
 
 
-def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor) -> torch.Tensor:
+def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
+                     backend: str = "reference") -> torch.Tensor:
     """Fourier features, interleaved sin/cos per frequency.
 
     Args:
         x: [..., 2] coordinates.
         frequencies: [m, 2] frequency vectors w_j (same dtype/device as x).
         phases: [m] phases b_j.
+        backend: ignored (the op's signature).
 
     Returns:
         [..., 2m] with out[..., 2j] = sin(w_j . x + b_j), out[..., 2j+1] = cos(w_j . x + b_j).

@@ -1,27 +1,35 @@
 """Fused batched Fourier-PE + MLP: forward, backward and training step for B models.
 
 Model b: y = W_out act(... act(phi(x) W_1 + b_1) ...) + b_out with phi a Fourier PE
-(frequencies + phases shared by the batch) computed on the fly. Dispatch:
-  CPU float32/float64 -> C++ kernel (`csrc/fourier_mlp.cpp`, OpenMP over (model, point chunk)),
-  CUDA float32        -> Triton kernels (`triton.py`),
-  backend="reference" -> the PyTorch reference (`reference.py`), the ground truth.
+(frequencies + phases shared by the batch) computed on the fly.
+
+Where things live:
+  ops           _op.py: torch.ops.symfast.fourier_mlp (+ _backward) and fourier_mlp_train_step
+  reference     symfast/ops/fourier_mlp/reference.py (PyTorch, the ground truth)
+  CPU kernel    csrc/fourier_mlp.cpp + csrc/fourier_mlp_impl.h via cpu.py (OpenMP over
+                (model, point chunk); AVX-512 / AVX2 / baseline chosen at run time)
+  Triton        triton.py (CUDA float32)
+  tests         tests/ops/test_fourier_mlp.py, tests/ops/test_transforms.py
+  benchmark     benchmarks/benchmarks/bench_fourier_mlp.py
+Backends resolve in `symfast.ops._dispatch` ("auto": C++ on CPU, Triton on CUDA).
 Gradients reach every weight, bias and x (custom op + autograd, usable in torch.compile);
-double backward and gradients to frequencies/phases go through the reference.
+double backward and gradients to frequencies/phases go through the reference. Under
+torch.func transforms (vmap, grad, jacrev) the reference runs instead of the kernels
+(plain PyTorch, exact; costs the reference's speed: ~6x the fused kernel for a training step).
 """
 from __future__ import annotations
-
-import warnings
 
 import torch
 
 from symfast import _ext
+from symfast.ops import _dispatch
 from symfast.ops.fourier_mlp import reference
 from symfast.ops.fourier_mlp._op import fourier_mlp_op, fourier_mlp_train_step_op
 
 __all__ = ["fourier_mlp", "fourier_mlp_train_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH"]
 
 ACTIVATIONS = ("relu", "tanh", "silu", "sine")
-BACKENDS = ("auto", "cpu", "triton", "reference")
+BACKENDS = _dispatch.BACKENDS
 MAX_WIDTH = 1024  # widest layer the CPU kernel accepts (its tile buffers scale with it)
 mse_loss = reference.mse_loss
 
@@ -80,34 +88,11 @@ def _validate(x, frequencies, phases, weights, biases, activation, targets=None)
 
 
 def _resolve_backend(backend: str, x: torch.Tensor, weights) -> str:
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
-    dev = x.device
-    if backend == "reference":
-        return backend
-    if backend == "cpu":
-        if dev.type != "cpu":
-            raise ValueError(f"backend='cpu' needs CPU tensors, got device {dev}")
-        _ext.require_cpp()
-        return backend
-    if backend == "triton":
-        from symfast.ops.fourier_mlp import triton as tri
-        if not _ext.triton_usable(dev):
-            raise ValueError(f"backend='triton' needs a CUDA device (or TRITON_INTERPRET=1 on CPU); got {dev}")
-        problem = tri.unsupported(x.dtype, weights)
-        if problem:
-            raise ValueError(f"backend='triton' does not support this model: {problem}")
-        return backend
-    if dev.type == "cpu":
-        return "cpu" if _ext.cpp_available() else "reference"
-    if dev.type == "cuda" and _ext.triton_usable(dev):
+    problem = None
+    if _ext.HAS_TRITON and (x.device.type == "cuda" or backend == "triton"):
         from symfast.ops.fourier_mlp import triton as tri
         problem = tri.unsupported(x.dtype, weights)
-        if not problem:
-            return "triton"
-        warnings.warn(f"fourier_mlp: Triton kernel unavailable ({problem}); using the PyTorch reference",
-                      stacklevel=3)
-    return "reference"
+    return _dispatch.resolve("fourier_mlp", backend, x.device, triton=True, triton_problem=problem)
 
 
 def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, weights, biases,
@@ -120,7 +105,8 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
         weights: L+1 tensors, fan-in first: [B, d, H_1], ..., [B, H_L, 1] (L >= 1 hidden layers).
         biases: L+1 tensors [B, fan_out].
         activation: "relu", "tanh", "silu" or "sine" (hidden layers).
-        backend: "auto" (C++ on CPU, Triton on CUDA), "cpu", "triton" or "reference".
+        backend: "auto" (C++ on CPU, Triton on CUDA), "cpu", "triton" or "reference"
+            (see `symfast.ops._dispatch`).
 
     Returns:
         [B, N] outputs. Gradients flow to x, weights and biases; gradients to
@@ -130,7 +116,8 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
     backend = _resolve_backend(backend, x, weights)
-    if backend == "reference" or frequencies.requires_grad or phases.requires_grad:
+    if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
+            or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
         return reference.fourier_mlp(x, frequencies, phases, list(weights), list(biases), activation)
     return fourier_mlp_op(x, frequencies, phases, list(weights), list(biases), activation, backend)
 
@@ -154,7 +141,7 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
     backend = _resolve_backend(backend, x, weights)
-    if backend == "reference":
+    if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
         return reference.fourier_mlp_train_step(x, targets, frequencies, phases, list(weights), list(biases),
                                                 activation)
     L = len(weights)

@@ -10,8 +10,9 @@ import torch
 
 from symfast import _ext
 
-ACT_CODES = {"relu": 0, "tanh": 1, "silu": 2, "sine": 3}
-TILE = 48  # points per tile in the kernel (csrc/fourier_mlp_impl.h)
+# The kernel's activation codes and points per tile, read from the extension (never mirrored).
+ACT_CODES = {name: int(code) for name, code in _ext._C.Activation.__members__.items()} if _ext._C else {}
+TILE = int(_ext._C.FOURIER_MLP_TILE) if _ext._C else 48
 
 
 def chunk_size(B: int, N: int) -> int:

@@ -14,7 +14,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["BlockPermLift", "split_lifts", "transpose_pairs"]
+__all__ = ["BlockPermLift", "ORTHO_TOL", "blockperm_to_dense", "split_lifts", "transpose_pairs"]
+
+# Max |rho^T rho - I| per lift dtype: the fast dense path relies on ||rho^T X rho|| = ||X||.
+ORTHO_TOL = {torch.float64: 1e-8, torch.float32: 1e-5}
 
 
 class BlockPermLift:
@@ -42,6 +45,12 @@ class BlockPermLift:
             raise ValueError("perm rows must be permutations of 0..m-1")
         if not torch.isfinite(blocks).all():
             raise ValueError("blocks contain NaN or Inf")
+        if E and m:  # gathered scores assume orthogonal blocks, as every exact lift has
+            err = (blocks.transpose(-1, -2) @ blocks - torch.eye(2, dtype=torch.float64)).abs().amax(dim=(-1, -2))
+            if (err > ORTHO_TOL[torch.float64]).any():
+                e, j = (int(i) for i in (err > ORTHO_TOL[torch.float64]).nonzero()[0])
+                raise ValueError(f"block {j} of lift {e} is not orthogonal: max |B^T B - I| = "
+                                 f"{float(err[e, j]):.3e} > {ORTHO_TOL[torch.float64]:.0e}")
         self.perm, self.blocks, self.dim = perm.contiguous(), blocks.contiguous(), dim
 
     def __len__(self) -> int:
@@ -70,13 +79,18 @@ class BlockPermLift:
 
     def to_dense(self) -> torch.Tensor:
         """[E, d, d] float64."""
-        E, m = self.perm.shape
-        out = torch.zeros(E, m, 2, m, 2, dtype=torch.float64)
-        e = torch.arange(E)[:, None].expand(E, m)
-        j = torch.arange(m)[None, :].expand(E, m)
-        out[e, j, :, self.perm, :] = self.blocks
-        out = out.reshape(E, 2 * m, 2 * m)
-        return out[:, : self.dim, : self.dim].contiguous()
+        return blockperm_to_dense(self.perm, self.blocks, self.dim)
+
+
+def blockperm_to_dense(perm: torch.Tensor, blocks: torch.Tensor, dim: int) -> torch.Tensor:
+    """Dense [E, dim, dim] lifts from perm [E, m] and blocks [E, m, 2, 2] (no validation: traceable)."""
+    E, m = perm.shape
+    out = blocks.new_zeros(E, m, 2, m, 2)
+    e = torch.arange(E, device=perm.device)[:, None].expand(E, m)
+    j = torch.arange(m, device=perm.device)[None, :].expand(E, m)
+    out[e, j, :, perm, :] = blocks
+    out = out.reshape(E, 2 * m, 2 * m)
+    return out[:, :dim, :dim].contiguous()
 
 
 def _as_lifts(lifts) -> torch.Tensor:

@@ -1,16 +1,30 @@
 """Batched neuron matching: min over signed/scaled permutations P of ||A - P B||.
 
-The core of latent-action recovery (DESIGN.md section 2) and of the readout's
-"matching" observable (section 1): for each of M problems, rows a_i of A and
-b_j of B ([M, H, k]) are paired by a linear assignment on the cost
+The core of latent-action recovery and of the readout's "matching" observable: for each
+of M problems, rows a_i of A and b_j of B ([M, H, k]) are paired by a linear assignment on
+the cost
 
     perm : ||a_i - b_j||^2                   = |a|^2 + |b|^2 - 2<a, b>
     sign : min_s ||a_i - s b_j||^2, s = +-1  = |a|^2 + |b|^2 - 2|<a, b>|
     scale: min_c ||a_i - c b_j||^2, c > 0    = |a|^2 - max(<a, b>, 0)^2 / |b|^2
 
-All M cost matrices come from one batched matmul (no Python loop over
-neurons); the assignments run in one C++ call over all problems (symfast._C.lsa_batched,
-OpenMP), or SciPy's `linear_sum_assignment` per problem when the extension is not built.
+All M cost matrices come from one batched matmul (no Python loop over neurons).
+
+Ops (not differentiable: inputs that require grad raise; the public functions pass detached
+costs and keep residuals differentiable where they are computed from the rows):
+  torch.ops.symfast.assign(cost [P, n, n] f64) -> [P, n] int64
+  torch.ops.symfast.match_gram(gram [P, n, n], a2 [P, n], b2 [P, n], mode) -> (index, scale f64)
+  torch.ops.symfast.match_signed_lifts(W [M, H, k], src [G, k], sign [G, k], mode)
+      -> (index [M, G, H], scale [M, G, H] f64, rel2 [M, G] f64)
+Where things live:
+  reference     SciPy's linear_sum_assignment per problem (the "reference" kernels here) and
+                symfast/ops/matching/reference.py (the whole observable per model, for tests)
+  CPU kernel    csrc/matching.cpp (shortest augmenting paths, OpenMP over problems; mode codes
+                from symfast._C.MatchMode)
+  Triton        none (assignment is sequential per problem)
+  tests         tests/ops/test_matching.py, tests/layerwise/test_layerwise.py
+  benchmark     benchmarks/benchmarks/bench_matching.py
+Backends: "auto", "cpu", "reference" ("cpp"/"scipy" still accepted, deprecated).
 """
 from __future__ import annotations
 
@@ -19,6 +33,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
+
+from symfast import _ext
+from symfast.ops import _dispatch
 
 __all__ = ["MODES", "mode_for_activation", "cost_matrices", "assign", "match_rows", "matching_scores", "MatchingScores"]
 
@@ -70,82 +87,165 @@ def cost_matrices(A: torch.Tensor, B: torch.Tensor, mode: str):
     return cost.clamp(min=0), gram, a2, b2
 
 
-def _use_cpp(backend: str) -> bool:
-    if backend not in ("auto", "cpp", "scipy"):
-        raise ValueError(f"backend must be 'auto', 'cpp' or 'scipy', got {backend!r}")
-    if backend == "scipy":
-        return False
-    from symfast import _ext
-
-    has = _ext.cpp_available() and hasattr(_ext.require_cpp(), "match_gram_f32")
-    if backend == "cpp" and not has:
-        _ext.require_cpp()
-        raise RuntimeError("symfast._C is built without the matching kernels; rebuild it")
-    return has
+def _mode_code(mode: str) -> int:
+    """The kernel's code for a mode (symfast._C.MatchMode; the Python order when _C is absent)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return int(_ext._C.MatchMode.__members__[mode]) if _ext._C else MODES.index(mode)
 
 
+def _resolve(backend: str) -> str:
+    return _dispatch.resolve("matching", backend, "cpu")
+
+
+# ---- ops --------------------------------------------------------------------------------
+def _assign_reference(cost, backend):
+    c = cost.numpy()
+    out = np.empty(c.shape[:2], dtype=np.int64)
+    for m in range(c.shape[0]):
+        out[m] = linear_sum_assignment(c[m])[1]
+    return torch.from_numpy(out)
+
+
+def _assign_cpu(cost, backend):
+    return torch.from_numpy(_ext.require_cpp().lsa_batched(cost.contiguous().numpy(), _ext.num_threads()))
+
+
+@torch.library.custom_op("symfast::assign", mutates_args=())
+def assign_op(cost: torch.Tensor, backend: str) -> torch.Tensor:
+    """cost: [P, n, n] float64 CPU, finite -> [P, n] int64 column per row (an optimal assignment)."""
+    return _assign_reference(cost, backend)
+
+
+def _match_gram_reference(gram, a2, b2, mode, backend):
+    safe = torch.where(b2 > 0, b2, torch.ones_like(b2))
+    g64 = gram.to(torch.float64)
+    name = MODES[mode] if not _ext._C else _ext._C.MatchMode(mode).name
+    if name == "perm":
+        cost = a2[..., :, None] + b2[..., None, :] - 2 * g64
+    elif name == "sign":
+        cost = a2[..., :, None] + b2[..., None, :] - 2 * g64.abs()
+    else:
+        cost = a2[..., :, None] - g64.clamp(min=0).pow(2) / safe[..., None, :]
+    index = _assign_reference(cost.clamp(min=0).contiguous(), backend)
+    g = torch.gather(g64, 2, index[..., None])[..., 0]
+    bsel = torch.gather(b2, 1, index)
+    ok = (g > 0) & (bsel > 0)
+    if name == "perm":
+        scale = torch.ones_like(g)
+    elif name == "sign":
+        scale = torch.where(g < 0, -torch.ones_like(g), torch.ones_like(g))
+    else:  # a non-positive overlap leaves c = 0 optimal; keep 1 so the action stays invertible
+        scale = torch.where(ok, g / torch.where(bsel > 0, bsel, torch.ones_like(bsel)), torch.ones_like(g))
+    return [index, scale]
+
+
+def _match_gram_cpu(gram, a2, b2, mode, backend):
+    fn = getattr(_ext.require_cpp(), "match_gram_f32" if gram.dtype == torch.float32 else "match_gram_f64")
+    idx, sc = fn(gram.contiguous().numpy(), a2.contiguous().numpy(), b2.contiguous().numpy(), mode,
+                 _ext.num_threads())
+    return [torch.from_numpy(idx), torch.from_numpy(sc)]
+
+
+@torch.library.custom_op("symfast::match_gram", mutates_args=())
+def match_gram_op(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: int,
+                  backend: str) -> list[torch.Tensor]:
+    """gram: [P, n, n] float32/float64 CPU, a2, b2: [P, n] float64 -> [index [P, n] int64, scale [P, n] f64]."""
+    return _match_gram_reference(gram, a2, b2, mode, backend)
+
+
+def _signed_lifts_reference(W, src, sign, mode, backend):
+    G, k = src.shape
+    R = torch.zeros(G, k, k, dtype=W.dtype)
+    R[torch.arange(G)[:, None], src, torch.arange(k)[None, :]] = sign.to(W.dtype)
+    M, H, _ = W.shape
+    name = MODES[mode] if not _ext._C else _ext._C.MatchMode(mode).name
+    rel2, index, scale = [], [], []
+    for c0 in range(0, M, 32):
+        r, i, sc = _scores_chunk(W[c0:c0 + 32], R, True, name, "reference")
+        rel2.append(r), index.append(i), scale.append(sc)
+    return [torch.cat(index).reshape(M, G, H), torch.cat(scale).reshape(M, G, H).to(torch.float64),
+            torch.cat(rel2).to(torch.float64)]
+
+
+def _signed_lifts_cpu(W, src, sign, mode, backend):
+    fn = getattr(_ext.require_cpp(), "match_signed_lifts_" + ("f32" if W.dtype == torch.float32 else "f64"))
+    idx, sc, rel = fn(W.contiguous().numpy(), src.contiguous().numpy(), sign.contiguous().numpy(), mode,
+                      _ext.num_threads())
+    return [torch.from_numpy(idx), torch.from_numpy(sc), torch.from_numpy(rel)]
+
+
+@torch.library.custom_op("symfast::match_signed_lifts", mutates_args=())
+def match_signed_lifts_op(W: torch.Tensor, src: torch.Tensor, sign: torch.Tensor, mode: int,
+                          backend: str) -> list[torch.Tensor]:
+    """W: [M, H, k] float32/float64 CPU; lifts g as signed column permutations (W R_g)[:, t] =
+    sign[g, t] W[:, src[g, t]] (src [G, k] int64, sign [G, k] f64) -> [index [M, G, H] int64,
+    scale [M, G, H] f64, rel2 [M, G] f64 squared relative residuals]."""
+    return _signed_lifts_reference(W, src, sign, mode, backend)
+
+
+for _op, _ref, _cpu in ((assign_op, _assign_reference, _assign_cpu),
+                        (match_gram_op, _match_gram_reference, _match_gram_cpu),
+                        (match_signed_lifts_op, _signed_lifts_reference, _signed_lifts_cpu)):
+    _dispatch.register_kernels(_op, _ref, {"cpu": _cpu})
+    _dispatch.not_differentiable(_op)
+
+
+@assign_op.register_fake
+def _(cost, backend):
+    return cost.new_empty(cost.shape[:2], dtype=torch.int64)
+
+
+@match_gram_op.register_fake
+def _(gram, a2, b2, mode, backend):
+    return [a2.new_empty(a2.shape, dtype=torch.int64), a2.new_empty(a2.shape, dtype=torch.float64)]
+
+
+@match_signed_lifts_op.register_fake
+def _(W, src, sign, mode, backend):
+    M, H, _ = W.shape
+    G = src.shape[0]
+    return [W.new_empty(M, G, H, dtype=torch.int64), W.new_empty(M, G, H, dtype=torch.float64),
+            W.new_empty(M, G, dtype=torch.float64)]
+
+
+# ---- public functions -------------------------------------------------------------------
 def assign(cost, backend: str = "auto") -> np.ndarray:
     """Batched linear sum assignment: [P, n, n] costs -> [P, n] column index per row.
 
-    backend: "cpp" (symfast._C.lsa_batched: shortest augmenting path from a row reduction, OpenMP
-    over problems, torch's thread count), "scipy" (linear_sum_assignment per problem) or "auto"
-    (cpp when built). Both return an optimal assignment; with ties they may pick different ones.
+    backend: "cpu" (symfast._C.lsa_batched: shortest augmenting path from a row reduction, OpenMP
+    over problems, torch's thread count), "reference" (SciPy's linear_sum_assignment per problem)
+    or "auto" (cpu when built). Both return an optimal assignment; with ties they may pick
+    different ones.
     """
+    be = _resolve(backend)
+    if isinstance(cost, torch.Tensor):
+        _dispatch.refuse_grad("assign", cost=cost)
+        cost = cost.detach().cpu().numpy()
     cost = np.ascontiguousarray(cost, dtype=np.float64)
     if cost.ndim != 3 or cost.shape[1] != cost.shape[2]:
         raise ValueError(f"cost must be [P, n, n], got {list(cost.shape)}")
     if not np.isfinite(cost).all():
         raise ValueError("cost has NaN or inf entries")
-    if _use_cpp(backend):
-        from symfast import _ext
-
-        return _ext.require_cpp().lsa_batched(cost, _ext.num_threads())
-    out = np.empty(cost.shape[:2], dtype=np.int64)
-    for m in range(cost.shape[0]):
-        _, col = linear_sum_assignment(cost[m])
-        out[m] = col
-    return out
+    return assign_op(torch.from_numpy(cost), be).numpy()
 
 
 def _match_gram(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: str, backend: str):
     """Assignments from inner products gram [P, n, n], a2 [P, n], b2 [P, n] -> (index, scale, ok).
 
     ok [P, n]: the matched pair overlaps positively (for "scale": otherwise c = 0 would be optimal
-    and the action keeps c = 1).
+    and the action keeps c = 1). The assignment is discrete: computed on detached inputs.
     """
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    if _use_cpp(backend):  # cost built per problem inside the kernel: only the Gram crosses memory
-        from symfast import _ext
-
-        gc = gram.detach().cpu()
-        if gc.dtype not in (torch.float32, torch.float64):
-            gc = gc.double()
-        fn = getattr(_ext.require_cpp(), "match_gram_f32" if gc.dtype == torch.float32 else "match_gram_f64")
-        idx_np, sc_np = fn(gc.contiguous().numpy(), a2.detach().double().cpu().numpy(),
-                           b2.detach().double().cpu().numpy(), MODES.index(mode), _ext.num_threads())
-        index = torch.as_tensor(idx_np, device=gram.device)
-        scale = torch.as_tensor(sc_np, device=gram.device).to(gram.dtype)
-        g = torch.gather(gram, 2, index[..., None])[..., 0]
-        return index, scale, (g > 0) & (torch.gather(b2, 1, index) > 0)
-    safe = torch.where(b2 > 0, b2, torch.ones_like(b2))
-    if mode == "perm":
-        cost = a2[..., :, None] + b2[..., None, :] - 2 * gram
-    elif mode == "sign":
-        cost = a2[..., :, None] + b2[..., None, :] - 2 * gram.abs()
-    else:
-        cost = a2[..., :, None] - gram.clamp(min=0).pow(2) / safe[..., None, :]
-    index = torch.as_tensor(assign(cost.clamp(min=0).detach().cpu().numpy(), "scipy"), device=gram.device)
+    code = _mode_code(mode)
+    gc = gram.detach().cpu()
+    if gc.dtype not in (torch.float32, torch.float64):
+        gc = gc.double()
+    index, scale = match_gram_op(gc.contiguous(), a2.detach().double().cpu().contiguous(),
+                                 b2.detach().double().cpu().contiguous(), code, _resolve(backend))
+    index = index.to(gram.device)
+    scale = scale.to(gram.device, gram.dtype)
     g = torch.gather(gram, 2, index[..., None])[..., 0]
-    bsel = torch.gather(b2, 1, index)
-    ok = (g > 0) & (bsel > 0)
-    if mode == "perm":
-        scale = torch.ones_like(g)
-    elif mode == "sign":
-        scale = torch.where(g < 0, -torch.ones_like(g), torch.ones_like(g))
-    else:  # a non-positive overlap leaves c = 0 optimal; keep 1 so the action stays invertible
-        scale = torch.where(ok, g / torch.where(bsel > 0, bsel, torch.ones_like(bsel)), torch.ones_like(g))
-    return index, scale, ok
+    return index, scale, (g > 0) & (torch.gather(b2, 1, index) > 0)
 
 
 def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str, backend: str = "auto"):
@@ -311,7 +411,7 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
             "auto" raises when H == d.
         biases: optional [M, H] first-layer biases; appended as a column (rho extended by 1).
         mode: "sign" (signed permutations, default), "perm" or "scale".
-        backend: assignment backend, "auto" (C++ when built), "cpp" or "scipy".
+        backend: assignment backend, "auto" (C++ when built), "cpu" or "reference".
         chunk: models per batched step (bounds memory: chunk x G Gram matrices of [H, H]).
 
     Returns:
@@ -365,18 +465,11 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
     orthogonal = bool((R @ R.transpose(1, 2) - eye).abs().max() < 1e-12)
     R = R.to(W.dtype)
     sp = _signed_permutation(R)
-    if sp is not None and _use_cpp(backend) and Wm.dtype in (torch.float32, torch.float64):
-        from symfast import _ext  # the whole observable in one kernel call, each problem in cache
-
-        fn = getattr(_ext.require_cpp(), "match_signed_lifts_" + ("f32" if Wm.dtype == torch.float32 else "f64"),
-                     None)  # None: an older build of the extension
-    else:
-        fn = None
-    if fn is not None:
-        idx_np, sc_np, rel_np = fn(Wm.cpu().contiguous().numpy(), sp[0].numpy(), sp[1].double().numpy(),
-                                   MODES.index(mode), _ext.num_threads())
-        per_model = np.sqrt(rel_np)
-        return MatchingScores(names, per_model, per_model.mean(0), per_model.std(0), idx_np, sc_np)
+    be = _resolve(backend)
+    if sp is not None and Wm.dtype in (torch.float32, torch.float64):  # the whole observable in one call
+        idx, sc, rel = match_signed_lifts_op(Wm.cpu().contiguous(), sp[0], sp[1].double(), _mode_code(mode), be)
+        per_model = np.sqrt(rel.numpy())
+        return MatchingScores(names, per_model, per_model.mean(0), per_model.std(0), idx.numpy(), sc.numpy())
     rel2, index, scale = [], [], []
     for c0 in range(0, M, chunk):  # chunks of models keep the Gram matrices in cache
         r, i, sc = _scores_chunk(Wm[c0:c0 + chunk], R, orthogonal, mode, backend)

@@ -1,18 +1,29 @@
 """Batched ordered real Schur decomposition and multi-cluster reordering.
 
-CPU float64 C++ kernel (`csrc/schur.cpp`, SciPy's bundled LAPACK dgees/dtrexc
-reached through its PyCapsules, OpenMP over the batch); the SciPy reference
-loop (`reference.py`) with backend="reference".
+    ordered_schur(W [..., n, n]) -> OrderedSchur     torch.ops.symfast.ordered_schur
+    ordschur(U, T, clusters) -> OrderedSchur          torch.ops.symfast.ordschur
+
+Where things live:
+  reference     symfast/ops/ordered_schur/reference.py (scipy.linalg.schur + a Python dtrexc loop)
+  CPU kernel    csrc/ordered_schur.cpp via cpu.py (SciPy's bundled LAPACK dgees/dtrexc reached
+                through its PyCapsules, OpenMP over the batch)
+  Triton        none (LAPACK-style sequential swaps; float64)
+  tests         tests/ops/test_ordered_schur.py; benchmark benchmarks/benchmarks/bench_schur.py
+The ops take and return float64 tensors ([M, n, n] batches); `OrderedSchur` is the public
+result (torch or numpy like the input). Not differentiable: inputs that require grad raise.
+Matrices are scaled by a power of two before factorising (exact; errors are relative), so
+entries near 1e±300 neither overflow nor underflow the checks.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from symfast import _ext
-from symfast.ops.ordered_schur import reference
+from symfast.ops import _dispatch
+from symfast.ops.ordered_schur import cpu, reference
 
 __all__ = ["ordered_schur", "ordschur", "OrderedSchur"]
 
@@ -57,25 +68,33 @@ class OrderedSchur:
         return [(int(i), int(sz[i])) for i in range(len(st)) if st[i] == i]
 
 
-def _as_batch(W, name: str) -> tuple[np.ndarray, tuple, bool]:
+def _as_batch(W, name: str) -> tuple[torch.Tensor, tuple, bool]:
+    """[M, n, n] float64 CPU tensor, leading shape, whether the input was a tensor."""
     is_torch = isinstance(W, torch.Tensor)
     if is_torch:
-        if W.dtype not in (torch.float32, torch.float64):
+        if W.is_complex() or W.dtype not in (torch.float32, torch.float64):
             raise ValueError(f"{name} must be float32 or float64, got {W.dtype}")
-        arr = W.detach().cpu().double().numpy()
+        t = W.detach().cpu().double()
     else:
         arr = np.asarray(W)
         if arr.dtype not in (np.float32, np.float64):
             raise ValueError(f"{name} must be float32 or float64, got {arr.dtype}")
-        arr = arr.astype(np.float64)
-    if arr.ndim < 2 or arr.shape[-1] != arr.shape[-2]:
-        raise ValueError(f"{name} must be [..., n, n] (square), got {list(arr.shape)}")
-    if arr.shape[-1] == 0:
-        raise ValueError(f"{name} must have n >= 1, got {list(arr.shape)}")
-    if not np.isfinite(arr).all():
+        t = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float64))
+    if t.ndim < 2 or t.shape[-1] != t.shape[-2]:
+        raise ValueError(f"{name} must be [..., n, n] (square), got {list(t.shape)}")
+    if t.shape[-1] == 0:
+        raise ValueError(f"{name} must have n >= 1, got {list(t.shape)}")
+    if not bool(torch.isfinite(t).all()):
         raise ValueError(f"{name} contains NaN or Inf")
-    lead = arr.shape[:-2]
-    return np.ascontiguousarray(arr.reshape(-1, arr.shape[-1], arr.shape[-1])), lead, is_torch
+    lead = tuple(t.shape[:-2])
+    return t.reshape(-1, t.shape[-1], t.shape[-1]).contiguous(), lead, is_torch
+
+
+def _pow2_scale(A: torch.Tensor) -> torch.Tensor:
+    """[M] powers of two s with max |s A_m| in [0.5, 1) (1 for a zero matrix): exact rescaling."""
+    amax = A.abs().flatten(1).amax(dim=1)
+    _, e = torch.frexp(torch.where(amax > 0, amax, torch.ones_like(amax)))
+    return torch.ldexp(torch.ones_like(amax), -e)
 
 
 def _structure(T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -121,6 +140,105 @@ def _wrap(Q, T, ev, info, nR, lead, is_torch):
     return OrderedSchur(**out)
 
 
+# ---- ops: float64 tensors in and out ----------------------------------------------------
+def _ordered_schur_reference(W, sector_alpha, tie_tol, backend):
+    A = W.numpy()
+    res = [reference.ordered_schur(a, sector_alpha, tie_tol) for a in A]
+    Q = np.stack([r[0] for r in res])
+    T = np.stack([r[1] for r in res])
+    ev = np.stack([r[2] for r in res])
+    info = np.array([[np.linalg.norm(q @ t @ q.T - a) / max(np.linalg.norm(a), 1e-300),
+                      np.linalg.norm(q.T @ q - np.eye(len(a))), r[3], r[4]]
+                     for q, t, a, r in zip(Q, T, A, res)], dtype=np.float64).reshape(-1, 4)
+    nR = np.array([r[5] for r in res], np.int64)
+    return [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, T, np.stack([ev.real, ev.imag], -1), info, nR)]
+
+
+def _ordered_schur_cpu(W, sector_alpha, tie_tol, backend):
+    return list(cpu.ordered_schur(W, sector_alpha, tie_tol))
+
+
+@torch.library.custom_op("symfast::ordered_schur", mutates_args=())
+def ordered_schur_op(W: torch.Tensor, sector_alpha: float, tie_tol: float, backend: str) -> list[torch.Tensor]:
+    """W: [M, n, n] float64 CPU -> [Q [M, n, n], T [M, n, n], eigvals [M, n, 2] (re, im),
+    info [M, 4] (recon_err, orth_err, failed_swaps, sector_failures), n_R [M] int64]."""
+    return _ordered_schur_reference(W, sector_alpha, tie_tol, backend)
+
+
+_dispatch.register_kernels(ordered_schur_op, _ordered_schur_reference, {"cpu": _ordered_schur_cpu})
+_dispatch.not_differentiable(ordered_schur_op)
+
+
+@ordered_schur_op.register_fake
+def _(W, sector_alpha, tie_tol, backend):
+    M, n, _ = W.shape
+    return [torch.empty_like(W), torch.empty_like(W), W.new_empty(M, n, 2), W.new_empty(M, 4),
+            W.new_empty(M, dtype=torch.int64)]
+
+
+def _ordschur_reference(U, T, clusters, backend):
+    Ua, Ta, lab = U.numpy(), T.numpy(), clusters.numpy()
+    n = Ta.shape[-1]
+    res = [reference.ordschur(u, t, c) for u, t, c in zip(Ua, Ta, lab)]
+    Q = np.stack([r[0] for r in res])
+    T2 = np.stack([r[1] for r in res])
+    ev = np.stack([reference.block_eigvals(t) for t in T2])
+    info = np.array([[np.linalg.norm(q @ t @ q.T - u @ t0 @ u.T) / max(np.linalg.norm(u @ t0 @ u.T), 1e-300),
+                      np.linalg.norm(q.T @ q - np.eye(n)), r[2], 0]
+                     for q, t, u, t0, r in zip(Q, T2, Ua, Ta, res)], dtype=np.float64).reshape(-1, 4)
+    return [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, T2, np.stack([ev.real, ev.imag], -1), info)]
+
+
+def _ordschur_cpu(U, T, clusters, backend):
+    return list(cpu.ordschur(U, T, clusters))
+
+
+@torch.library.custom_op("symfast::ordschur", mutates_args=())
+def ordschur_op(U: torch.Tensor, T: torch.Tensor, clusters: torch.Tensor, backend: str) -> list[torch.Tensor]:
+    """U, T: [M, n, n] float64 CPU real Schur pairs, clusters: [M, n] float64 labels ->
+    [Q, T2, eigvals [M, n, 2], info [M, 4]] (as `ordered_schur_op`)."""
+    return _ordschur_reference(U, T, clusters, backend)
+
+
+_dispatch.register_kernels(ordschur_op, _ordschur_reference, {"cpu": _ordschur_cpu})
+_dispatch.not_differentiable(ordschur_op)
+
+
+@ordschur_op.register_fake
+def _(U, T, clusters, backend):
+    M, n, _ = T.shape
+    return [torch.empty_like(T), torch.empty_like(T), T.new_empty(M, n, 2), T.new_empty(M, 4)]
+
+
+def _check_schur_form(T: np.ndarray) -> None:
+    """Quasi-upper-triangular with 2x2 blocks only for complex pairs in standard form (as LAPACK's)."""
+    M, n, _ = T.shape
+    if np.abs(np.tril(T, -2)).max(initial=0.0) > 0:
+        raise ValueError("T must be quasi-upper-triangular (a real Schur form): entries below the "
+                         "first subdiagonal are non-zero")
+    if n < 2:
+        return
+    sub = np.diagonal(T, offset=-1, axis1=1, axis2=2) != 0  # [M, n-1]
+    if (sub[:, :-1] & sub[:, 1:]).any():
+        raise ValueError("T is not in real Schur form: two consecutive non-zero subdiagonal entries "
+                         "(diagonal blocks are at most 2x2)")
+    m, i = np.nonzero(sub)
+    a, b, c, d = T[m, i, i], T[m, i, i + 1], T[m, i + 1, i], T[m, i + 1, i + 1]
+    scale = np.maximum(np.abs(T[m]).reshape(len(m), -1).max(1), 1e-300)
+    bad = ~((np.sign(b) * np.sign(c) < 0) & (np.abs(a - d) <= 1e-12 * scale))  # signs: b c may underflow
+    if bad.any():
+        k = int(np.nonzero(bad)[0][0])
+        raise ValueError(f"T is not in real Schur form: the 2x2 block at rows {i[k]}, {i[k] + 1} of matrix "
+                         f"{m[k]} is not a complex pair in standard form [[a, b], [c, a]] with b c < 0")
+
+
+def _check_scalar(name: str, v) -> float:
+    v = float(v)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    return v
+
+
 def ordered_schur(W, sector_alpha: float = 0.9, tie_tol: float = 1e-9, backend: str = "auto") -> OrderedSchur:
     """Ordered real Schur decomposition of a batch, blocks sorted by |lambda|, non-increasing.
 
@@ -133,36 +251,33 @@ def ordered_schur(W, sector_alpha: float = 0.9, tie_tol: float = 1e-9, backend: 
     (reconstruction and orthogonality <= 1e-9, else RuntimeError).
 
     Args:
-        W: [..., n, n] torch tensor or numpy array, float32/float64, finite.
-        sector_alpha: sector cut for the first pass (<= 0: a single pass).
-        tie_tol: relative tie tolerance on moduli.
+        W: [..., n, n] torch tensor or numpy array, float32/float64, finite; not requiring grad
+            (the decomposition is not differentiable).
+        sector_alpha: sector cut for the first pass (<= 0: a single pass); finite.
+        tie_tol: relative tie tolerance on moduli, finite and >= 0.
         backend: "auto"/"cpu" (C++ kernel) or "reference" (scipy + Python dtrexc loop).
 
     Returns:
         OrderedSchur (float64; torch tensors if W is a tensor, else numpy arrays).
     """
-    if backend not in ("auto", "cpu", "reference"):
-        raise ValueError(f"backend must be 'auto', 'cpu' or 'reference', got {backend!r}")
+    _dispatch.refuse_grad("ordered_schur", W=W)
+    sector_alpha = _check_scalar("sector_alpha", sector_alpha)
+    tie_tol = _check_scalar("tie_tol", tie_tol)
+    if tie_tol < 0:
+        raise ValueError(f"tie_tol must be >= 0, got {tie_tol}")
+    be = _dispatch.resolve("ordered_schur", backend, "cpu")
     A, lead, is_torch = _as_batch(W, "W")
-    if backend == "reference" or (backend == "auto" and not _ext.cpp_available()):
-        res = [reference.ordered_schur(a, sector_alpha, tie_tol) for a in A]
-        Q = np.stack([r[0] for r in res])
-        T = np.stack([r[1] for r in res])
-        ev = np.stack([r[2] for r in res])
-        info = np.array([[np.linalg.norm(q @ t @ q.T - a) / max(np.linalg.norm(a), 1e-300),
-                          np.linalg.norm(q.T @ q - np.eye(len(a))), r[3], r[4]]
-                         for q, t, a, r in zip(Q, T, A, res)], dtype=np.float64).reshape(-1, 4)
-        nR = np.array([r[5] for r in res], np.int64)
-    else:
-        C = _ext.require_cpp()
-        Q, T, e2, info, sec = C.ordered_schur_f64(A, float(sector_alpha), float(tie_tol), _ext.num_threads())
-        if (info[:, 2] < 0).any():
-            m = int(np.nonzero(info[:, 2] < 0)[0][0])
-            raise RuntimeError(f"ordered_schur: LAPACK dgees failed (INFO={int(info[m, 3])}) for matrix {m}")
-        ev = e2[..., 0] + 1j * e2[..., 1]
-        nR = sec[:, 0]
+    s = _pow2_scale(A)
+    Q, T, e2, info, nR = ordered_schur_op(A * s[:, None, None], sector_alpha, tie_tol, be)
+    if be == "cpu" and bool((info[:, 2] < 0).any()):
+        m = int(torch.nonzero(info[:, 2] < 0)[0])
+        raise RuntimeError(f"ordered_schur: LAPACK dgees failed (INFO={int(info[m, 3])}) for matrix {m}")
+    info = info.numpy()
     _check(info, "ordered_schur")
-    return _wrap(Q, T, ev, info, nR, lead, is_torch)
+    T = T / s[:, None, None]
+    e2 = e2 / s[:, None, None]
+    ev = e2[..., 0].numpy() + 1j * e2[..., 1].numpy()
+    return _wrap(Q.numpy(), T.numpy(), ev, info, nR.numpy(), lead, is_torch)
 
 
 def ordschur(U, T, clusters, backend: str = "auto") -> OrderedSchur:
@@ -173,7 +288,9 @@ def ordschur(U, T, clusters, backend: str = "auto") -> OrderedSchur:
     offers two clusters only.
 
     Args:
-        U: [..., n, n] orthogonal; T: [..., n, n] real Schur form (W = U T U^T).
+        U: [..., n, n] orthogonal; T: [..., n, n] real Schur form (W = U T U^T): quasi-upper-
+            triangular, 2x2 blocks only for complex pairs in standard form [[a, b], [c, a]], b c < 0
+            (anything else raises). Neither may require grad.
         clusters: [..., n] integer labels, one per diagonal position (both rows of a
             2x2 block must carry the same label).
         backend: "auto"/"cpu" or "reference".
@@ -181,8 +298,8 @@ def ordschur(U, T, clusters, backend: str = "auto") -> OrderedSchur:
     Returns:
         OrderedSchur of the reordered pair (n_R = n; eigenvalues re-read off T).
     """
-    if backend not in ("auto", "cpu", "reference"):
-        raise ValueError(f"backend must be 'auto', 'cpu' or 'reference', got {backend!r}")
+    _dispatch.refuse_grad("ordschur", U=U, T=T)
+    be = _dispatch.resolve("ordschur", backend, "cpu")
     Ua, lead, is_torch = _as_batch(U, "U")
     Ta, lead_t, _ = _as_batch(T, "T")
     if Ua.shape != Ta.shape or lead != lead_t:
@@ -195,23 +312,16 @@ def ordschur(U, T, clusters, backend: str = "auto") -> OrderedSchur:
     if not np.issubdtype(lab.dtype, np.integer):
         raise ValueError(f"clusters must be integer labels, got {lab.dtype}")
     lab = lab.reshape(-1, n).astype(np.float64)
-    if np.abs(np.tril(Ta, -2)).max(initial=0.0) > 0:
-        raise ValueError("T must be quasi-upper-triangular (a real Schur form)")
-    start, size = _structure(Ta)
+    _check_schur_form(Ta.numpy())
+    start, size = _structure(Ta.numpy())
     two = size == 2
     if n > 1 and (two[:, :-1] & (start[:, :-1] == np.arange(n - 1)) & (lab[:, :-1] != lab[:, 1:])).any():
         raise ValueError("clusters must give both rows of a 2x2 block (a conjugate pair) the same label")
-    if backend == "reference" or (backend == "auto" and not _ext.cpp_available()):
-        res = [reference.ordschur(u, t, c) for u, t, c in zip(Ua, Ta, lab)]
-        Q = np.stack([r[0] for r in res])
-        T2 = np.stack([r[1] for r in res])
-        ev = np.stack([reference.block_eigvals(t) for t in T2])
-        info = np.array([[np.linalg.norm(q @ t @ q.T - u @ t0 @ u.T) / max(np.linalg.norm(u @ t0 @ u.T), 1e-300),
-                          np.linalg.norm(q.T @ q - np.eye(n)), r[2], 0]
-                         for q, t, u, t0, r in zip(Q, T2, Ua, Ta, res)], dtype=np.float64).reshape(-1, 4)
-    else:
-        C = _ext.require_cpp()
-        Q, T2, e2, info = C.ordschur_f64(Ua, Ta, np.ascontiguousarray(lab), _ext.num_threads())
-        ev = e2[..., 0] + 1j * e2[..., 1]
+    s = _pow2_scale(Ta)
+    Q, T2, e2, info = ordschur_op(Ua, Ta * s[:, None, None], torch.from_numpy(np.ascontiguousarray(lab)), be)
+    info = info.numpy()
     _check(info, "ordschur")
-    return _wrap(Q, T2, ev, info, np.full(len(Ta), n, np.int64), lead, is_torch)
+    T2 = T2 / s[:, None, None]
+    e2 = e2 / s[:, None, None]
+    ev = e2[..., 0].numpy() + 1j * e2[..., 1].numpy()
+    return _wrap(Q.numpy(), T2.numpy(), ev, info, np.full(len(Ta), n, np.int64), lead, is_torch)

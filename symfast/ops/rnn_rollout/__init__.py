@@ -1,40 +1,122 @@
 """Fused rollouts of many tanh-RNN recurrent matrices over the same inputs.
 
-CPU float32/float64 without autograd -> C++ kernel (`csrc/rnn_rollout.cpp`: the
-whole time loop in one call, OpenMP over variants x batch tiles, vectorised
-register-blocked matvec and tanh); CUDA float32 without autograd -> Triton kernel
-(`triton.py`, W kept on chip for all steps; also on CPU under TRITON_INTERPRET=1 with
-backend="triton"); otherwise the PyTorch reference. The input projection `U x_t` is
-shared by all variants and computed once with torch.
+    rnn_rollout(W [A, H, H], U, V, x, h0) -> y [A, B, T, O]         torch.ops.symfast.rnn_rollout
+
+Where things live:
+  reference     symfast/ops/rnn_rollout/reference.py (a Python loop over time steps)
+  CPU kernel    csrc/rnn_rollout.cpp via cpu.py: the whole time loop in one call, OpenMP over
+                variants x batch tiles, vectorised register-blocked matvec and a rational tanh
+  Triton        triton.py: W kept on chip for all steps (float32, no return_hidden; CUDA, or
+                CPU under TRITON_INTERPRET=1 with backend="triton")
+  tests         tests/ops/test_rnn_rollout.py, tests/ops/test_rnn_rollout_triton.py
+  benchmark     benchmarks/benchmarks/bench_schur.py (the ablation's rollouts)
+The input projection U x_t is shared by all variants and computed once with torch.
+Gradients to W, U, V, x and h0 go through the reference's autograd (BPTT, recomputed in
+the backward: the fused forward keeps no hidden states).
 """
 from __future__ import annotations
 
 import torch
 
-from symfast import _ext
-from symfast.ops.rnn_rollout import reference
+from symfast.ops import _dispatch
+from symfast.ops.rnn_rollout import cpu, reference
 
 __all__ = ["rnn_rollout"]
+
+_NAMES = ("W", "U", "V", "x", "h0")
+
+
+def _check_finite(tensors) -> None:
+    # the float32 kernels' rational tanh maps NaN to finite values: check every input first
+    for name, t in zip(_NAMES, tensors):
+        if t.numel() and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} contains NaN or Inf")
+
+
+def _reference(W, U, V, x, h0, return_hidden, backend):
+    out = reference.rnn_rollout(W, U, V, x, h0, return_hidden=True)
+    return [out[0], out[1] if return_hidden else x.new_empty(0)]
+
+
+def _cpu(W, U, V, x, h0, return_hidden, backend):
+    _check_finite((W, U, V, x, h0))
+    return list(cpu.rnn_rollout(W, U, V, x, h0, return_hidden))
+
+
+def _triton(W, U, V, x, h0, return_hidden, backend):
+    from symfast.ops.rnn_rollout.triton import rnn_rollout_fwd
+
+    _check_finite((W, U, V, x, h0))
+    return [rnn_rollout_fwd(W, x @ U.T, V, h0), x.new_empty(0)]
+
+
+@torch.library.custom_op("symfast::rnn_rollout", mutates_args=())
+def rnn_rollout_op(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.Tensor, h0: torch.Tensor,
+                   return_hidden: bool, backend: str) -> list[torch.Tensor]:
+    """W: [A, H, H], U: [H, I], V: [O, H], x: [B, T, I], h0: [B, H] -> [y [A, B, T, O], hs [A, B, T, H] or [0]]."""
+    return _reference(W, U, V, x, h0, return_hidden, backend)
+
+
+_dispatch.register_kernels(rnn_rollout_op, _reference, {"cpu": _cpu, "triton": _triton})
+
+
+@rnn_rollout_op.register_fake
+def _(W, U, V, x, h0, return_hidden, backend):
+    A, H = W.shape[0], W.shape[1]
+    B, T = x.shape[0], x.shape[1]
+    return [x.new_empty(A, B, T, V.shape[0]), x.new_empty(A, B, T, H) if return_hidden else x.new_empty(0)]
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:5])
+    ctx.return_hidden = inputs[5]
+
+
+def _backward(ctx, grads):
+    inputs = ctx.saved_tensors
+    need = ctx.needs_input_grad[:5]
+    gy, ghs = grads
+    with torch.enable_grad():
+        leaves = [t.detach().requires_grad_(n) for t, n in zip(inputs, need)]
+        y, hs = reference.rnn_rollout(*leaves, return_hidden=True)
+        outs, cots = [y], [gy]
+        if ctx.return_hidden and ghs is not None:
+            outs.append(hs)
+            cots.append(ghs)
+        wrt = [t for t, n in zip(leaves, need) if n]
+        gs = iter(torch.autograd.grad(outs, wrt, cots, allow_unused=True))
+    out = [next(gs) if n else None for n in need]
+    out = [torch.zeros_like(t) if n and g is None else g for t, n, g in zip(inputs, need, out)]
+    return (*out, None, None)
+
+
+rnn_rollout_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def rnn_rollout(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.Tensor, h0: torch.Tensor | None = None,
                 return_hidden: bool = False, backend: str = "auto"):
     """Roll out `h_t = tanh(W_a h_{t-1} + U x_t)`, `y_t = V h_t` for all variants a at once.
 
+    Differentiable in W, U, V, x and h0 on every backend (the backward runs the reference's BPTT).
+
     Args:
         W: [A, H, H] recurrent matrices (or [H, H] for one).
         U: [H, I] input weights; V: [O, H] readout (shared by all variants).
         x: [B, T, I] inputs (batch first); h0: [B, H] initial state (default zeros).
+            All real floating point (complex raises); cast to x's dtype.
         return_hidden: also return the hidden states.
-        backend: "auto" (C++ on CPU / Triton on CUDA when no gradient is needed), "cpu",
-            "triton" (float32; return_hidden not supported) or "reference".
+        backend: "auto" (C++ on CPU, Triton on CUDA), "cpu", "triton" (float32; return_hidden not
+            supported) or "reference" (see `symfast.ops._dispatch`).
 
     Returns:
         y: [A, B, T, O] (or [B, T, O] for a single [H, H] W), and hs: [A, B, T, H] when
-        return_hidden. Float32 uses a rational tanh accurate to a few ulp.
+        return_hidden. Float32 kernels use a rational tanh accurate to a few ulp; NaN or Inf
+        in any input raises on the fast paths.
     """
-    if backend not in ("auto", "cpu", "triton", "reference"):
-        raise ValueError(f"backend must be 'auto', 'cpu', 'triton' or 'reference', got {backend!r}")
+    for name, t in zip(_NAMES, (W, U, V, x, h0)):
+        if t is not None and (not isinstance(t, torch.Tensor) or t.is_complex() or not t.is_floating_point()):
+            raise ValueError(f"{name} must be a real floating-point tensor, got "
+                             f"{t.dtype if isinstance(t, torch.Tensor) else type(t).__name__}")
     single = W.ndim == 2
     if single:
         W = W.unsqueeze(0)
@@ -51,42 +133,22 @@ def rnn_rollout(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.Tens
         raise ValueError(f"h0 must be [B, H] = [{x.shape[0]}, {H}], got {list(h0.shape)}")
     dt = x.dtype
     W, U, V = W.to(dt), U.to(dt), V.to(dt)
-    h0 = None if h0 is None else h0.to(dt)
-    needs_grad = torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (W, U, V, x, h0))
-    use_triton = (backend == "triton" or (backend == "auto" and x.device.type == "cuda" and not needs_grad
-                                           and not return_hidden and _ext.triton_usable(x.device)))
-    if use_triton:
-        if not _ext.triton_usable(x.device) or dt != torch.float32 or return_hidden:
-            raise ValueError("backend='triton' needs float32 tensors on CUDA (or CPU under TRITON_INTERPRET=1) "
-                             f"and return_hidden=False; got {dt} on {x.device}")
-        from symfast.ops.rnn_rollout.triton import rnn_rollout_fwd
-        with torch.no_grad():
-            ux = x @ U.T
-            hz = torch.zeros(x.shape[0], H, dtype=dt, device=x.device) if h0 is None else h0
-            y = rnn_rollout_fwd(W.detach(), ux, V.detach(), hz.detach())
-        return y[0] if single else y
-    use_cpp = (backend == "cpu" or (backend == "auto" and x.device.type == "cpu" and not needs_grad
-                                    and _ext.cpp_available())) and dt in (torch.float32, torch.float64)
-    if not use_cpp:
+    h0 = x.new_zeros(x.shape[0], H) if h0 is None else h0.to(dt)
+    problem = None
+    if dt != torch.float32:
+        problem = f"dtype {dt} (float32 only)"
+    elif return_hidden:
+        problem = "return_hidden=True"
+    be = _dispatch.resolve("rnn_rollout", backend, x.device, triton=True, triton_problem=problem)
+    if be == "cpu" and dt not in (torch.float32, torch.float64):
         if backend == "cpu":
-            raise ValueError(f"backend='cpu' needs float32/float64 CPU tensors, got {dt} on {x.device}")
+            raise ValueError(f"backend='cpu' needs float32/float64 tensors, got {dt}")
+        be = "reference"
+    if _dispatch.under_functorch(W, U, V, x, h0):
         out = reference.rnn_rollout(W, U, V, x, h0, return_hidden)
     else:
-        if x.device.type != "cpu":
-            raise ValueError(f"backend='cpu' needs CPU tensors, got device {x.device}")
-        for name, t in (("W", W), ("x", x)):
-            if not torch.isfinite(t).all():
-                raise ValueError(f"{name} contains NaN or Inf")
-        C = _ext.require_cpp()
-        fn = C.rnn_rollout_f32 if dt == torch.float32 else C.rnn_rollout_f64
-        with torch.no_grad():
-            ux = (x @ U.T).contiguous()
-            hz = torch.zeros(x.shape[0], H, dtype=dt) if h0 is None else h0.contiguous()
-            y, hs = fn(W.detach().contiguous().numpy(), ux.numpy(), V.detach().contiguous().numpy(),
-                       hz.detach().numpy(), bool(return_hidden), _ext.num_threads())
-        y = torch.from_numpy(y)
-        out = (y, torch.from_numpy(hs)) if return_hidden else y
+        y, hs = rnn_rollout_op(W, U, V, x, h0, bool(return_hidden), be)
+        out = (y, hs) if return_hidden else y
     if single:
         out = tuple(o[0] for o in out) if return_hidden else out[0]
     return out

@@ -1,0 +1,148 @@
+"""Backend resolution for every op, written once.
+
+Backends, the same names for every op:
+  "auto"      the fastest kernel that fits the device (below), else the reference;
+  "cpu"       the C++ kernel in `symfast._C` (CPU tensors);
+  "triton"    the Triton kernel (CUDA, or CPU tensors under TRITON_INTERPRET=1);
+  "reference" the plain PyTorch/SciPy implementation (`symfast/ops/<op>/reference.py`).
+The old matching names "cpp" and "scipy" still mean "cpu" and "reference" (DeprecationWarning).
+
+"auto" on a CPU tensor picks "cpu" when `_C` is built, on a CUDA tensor "triton" when
+triton is installed and the op has a Triton kernel; where a kernel exists but cannot run
+(CPU without `_C`, CUDA without triton) it warns once per op and uses the reference.
+Under torch.func transforms (vmap, grad, jacrev) every op takes the reference: the
+kernels have no batching rules, and the reference is plain PyTorch that functorch
+transforms exactly (cost: the reference's speed, see each op's docstring).
+
+Per-device kernels are registered on each `torch.ops.symfast.<op>` with
+`register_kernels`: the op's default implementation is the reference, and its CPU/CUDA
+kernels route the resolved backend name to the C++ or Triton launcher.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from symfast import _ext
+
+__all__ = ["BACKENDS", "resolve", "under_functorch", "refuse_grad", "not_differentiable", "register_kernels"]
+
+BACKENDS = ("auto", "cpu", "triton", "reference")
+_ALIASES = {"cpp": "cpu", "scipy": "reference"}
+_warned: set[str] = set()
+
+
+def _warn_once(op: str, msg: str) -> None:
+    if op not in _warned:
+        _warned.add(op)
+        warnings.warn(f"symfast.{op}: {msg}", RuntimeWarning, stacklevel=4)
+
+
+def check_name(backend: str) -> str:
+    """The canonical backend name; ValueError for an unknown one."""
+    if backend in _ALIASES:
+        new = _ALIASES[backend]
+        warnings.warn(f"backend={backend!r} is deprecated; use {new!r}", DeprecationWarning, stacklevel=3)
+        return new
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+    return backend
+
+
+def under_functorch(*tensors) -> bool:
+    """True when any tensor is wrapped by a torch.func transform (vmap, grad, jacrev, ...)."""
+    if torch.compiler.is_compiling():  # dynamo traces the plain-tensor path
+        return False
+    return any(isinstance(t, torch.Tensor) and torch._C._functorch.is_functorch_wrapped_tensor(t)
+               for t in tensors)
+
+
+def resolve(op: str, backend: str, device: torch.device, *, cpu: bool = True, triton: bool = False,
+            triton_problem: str | None = None) -> str:
+    """Resolve `backend` for an op on `device`.
+
+    Args:
+        op: op name for messages.
+        backend: a name from `BACKENDS` (or a deprecated alias).
+        device: the device of the op's main input.
+        cpu: the op has a C++ kernel. triton: the op has a Triton kernel.
+        triton_problem: why the Triton kernel cannot take these inputs (None: it can).
+
+    Returns:
+        "cpu", "triton" or "reference". Raises ValueError when an explicit backend cannot run.
+    """
+    backend = check_name(backend)
+    dev = torch.device(device)
+    if backend == "reference":
+        return backend
+    if backend == "cpu":
+        if not cpu:
+            raise ValueError(f"{op} has no C++ kernel; use backend='auto' or 'reference'")
+        if dev.type != "cpu":
+            raise ValueError(f"backend='cpu' needs CPU tensors, got device {dev}")
+        _ext.require_cpp()
+        return backend
+    if backend == "triton":
+        if not triton:
+            raise ValueError(f"{op} has no Triton kernel; use backend='auto' or 'reference'")
+        if not _ext.triton_usable(dev):
+            raise ValueError(f"backend='triton' needs triton and a CUDA device (or TRITON_INTERPRET=1 on CPU); "
+                             f"got device {dev}")
+        if triton_problem:
+            raise ValueError(f"backend='triton' does not support these inputs: {triton_problem}")
+        return backend
+    if dev.type == "cpu" and cpu:
+        if _ext.cpp_available():
+            return "cpu"
+        _warn_once(op, "symfast._C is not built; using the (slower) PyTorch reference")
+    elif dev.type == "cuda" and triton:
+        if not _ext.HAS_TRITON:
+            _warn_once(op, "triton is not installed; using the (slower) PyTorch reference on CUDA")
+        elif triton_problem:
+            _warn_once(op, f"Triton kernel unavailable ({triton_problem}); using the PyTorch reference")
+        else:
+            return "triton"
+    return "reference"
+
+
+def refuse_grad(op: str, **tensors) -> None:
+    """Raise when a non-differentiable op gets inputs that require grad (instead of detaching them)."""
+    if not torch.is_grad_enabled():
+        return
+    names = [n for n, t in tensors.items() if isinstance(t, torch.Tensor) and t.requires_grad]
+    if names:
+        raise RuntimeError(f"{op} is not differentiable, but {', '.join(names)} require(s) grad; "
+                           f"pass .detach() explicitly")
+
+
+def register_kernels(op, reference, kernels: dict) -> None:
+    """Register per-device kernels on a custom op whose default implementation is the reference.
+
+    Args:
+        op: a `torch.library.custom_op` whose last argument is the resolved backend name.
+        reference: the op's reference implementation (same signature).
+        kernels: backend name ("cpu", "triton") -> implementation with the op's signature.
+            The CPU kernel serves "cpu" and, under TRITON_INTERPRET=1, "triton"; the CUDA
+            kernel serves "triton"; anything else falls through to the reference.
+    """
+    def route(*args):
+        return kernels.get(args[-1], reference)(*args)
+
+    op.register_kernel("cpu")(route)
+    if "triton" in kernels:
+        op.register_kernel("cuda")(route)
+
+
+def not_differentiable(op) -> None:
+    """Make a custom op raise when called on inputs that require grad (no detached result)."""
+    name = op._qualname if hasattr(op, "_qualname") else str(op)
+
+    def setup_context(ctx, inputs, output):
+        raise RuntimeError(f"{name} is not differentiable, but an input requires grad; pass .detach() "
+                           f"explicitly")
+
+    def backward(ctx, *grads):  # never reached: setup_context raises first
+        raise RuntimeError(f"{name} is not differentiable")
+
+    op.register_autograd(backward, setup_context=setup_context)

@@ -1,0 +1,116 @@
+"""torch.compile and torch.func over the ops and the modules built on them, against the reference.
+
+Under torch.func transforms the ops run their PyTorch reference (symfast.ops._dispatch); these
+tests pin that the results equal the reference's, on the default backend.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.func import grad, jacrev, vmap
+
+import symfast as sf
+from symfast import _ext
+from symfast.ops.fourier_features import reference as ff_ref
+from symfast.ops.fourier_mlp import fourier_mlp, reference as mlp_ref
+from symfast.ops.gram_scores import gram, gram_scores, reference as gs_ref
+from symfast.testing import assert_close
+
+needs_cpp = pytest.mark.skipif(not _ext.cpp_available(), reason="symfast._C not built")
+
+
+def _model(ensemble=False, act="tanh", dtype=torch.float64):
+    g = torch.Generator().manual_seed(0)
+    pe = sf.DyadicAxisPE(3)
+    if ensemble:
+        return sf.nn.FourierMLPEnsemble(pe, (16, 16), num_models=3, activation=act, dtype=dtype, generator=g)
+    return sf.nn.FourierMLP(pe, (16, 16), activation=act, dtype=dtype, generator=g)
+
+
+def _ref_forward(m, x):
+    f, p = m.pe.frequencies.to(x.dtype), m.pe.phases.to(x.dtype)
+    return mlp_ref.fourier_mlp(x, f, p, list(m.weights), list(m.biases), m.activation)
+
+
+def _points(n, dtype=torch.float64, seed=1):
+    return torch.rand(n, 2, generator=torch.Generator().manual_seed(seed), dtype=dtype) * 2 - 1
+
+
+@needs_cpp
+def test_vmap_jacrev_sdf_normals_match_reference():
+    """Per-point normals by vmap(jacrev(model)): the everyday neural-field pattern."""
+    m = _model()
+    x = _points(50)
+    normals = vmap(jacrev(m))(x)  # [N, 2]
+    xr = x.clone().requires_grad_(True)
+    (ref,) = torch.autograd.grad(_ref_forward(m, xr[None].expand(1, -1, -1).reshape(-1, 2))[0].sum(), xr)
+    assert_close("normals", ref, normals)
+
+
+@needs_cpp
+def test_grad_and_vmap_over_ensemble_match_reference():
+    m = _model(ensemble=True)
+    x = _points(20)
+    y = vmap(lambda p: m(p[None]))(x)  # [N, B, 1]
+    assert_close("vmap y", _ref_forward(m, x).T[..., None], y)
+    params = {k: v.detach() for k, v in m.named_parameters()}
+
+    def loss(params, x):
+        return torch.func.functional_call(m, params, (x,)).pow(2).mean()
+
+    g = grad(loss)(params, x)
+    ref = torch.autograd.grad(_ref_forward(m, x).pow(2).mean(), list(m.parameters()))
+    for (name, _), r in zip(m.named_parameters(), ref):
+        assert_close(f"d{name}", r, g[name])
+
+
+@needs_cpp
+def test_vmap_jacrev_fourier_pe_matches_reference():
+    pe = sf.DyadicAxisPE(3)
+    x = _points(30)
+    jac = vmap(jacrev(pe))(x)  # [N, d, 2]
+    ref = vmap(jacrev(lambda p: ff_ref.fourier_features(p, pe.frequencies, pe.phases)))(x)
+    assert_close("dphi/dx", ref, jac)
+    assert_close("vmap phi", ff_ref.fourier_features(x, pe.frequencies, pe.phases), vmap(pe)(x))
+
+
+@needs_cpp
+def test_compile_fullgraph_fourier_pe_and_gradients():
+    pe = sf.DyadicAxisPE(3)
+    x = _points(40, torch.float32).requires_grad_(True)
+    compiled = torch.compile(pe, backend="aot_eager", fullgraph=True)
+    y = compiled(x)
+    ref = ff_ref.fourier_features(x, pe.frequencies.float(), pe.phases.float())
+    assert_close("phi", ref, y)
+    cot = torch.randn_like(ref)
+    assert_close("dx", torch.autograd.grad(ref, x, cot)[0], torch.autograd.grad(y, x, cot)[0])
+
+
+@needs_cpp
+def test_compile_fullgraph_gram_scores_and_gradients():
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(4, 6, 9, generator=g, dtype=torch.float64, requires_grad=True)
+    rho, _ = torch.linalg.qr(torch.randn(3, 6, 6, generator=g, dtype=torch.float64))
+
+    def scores(w):
+        return gram_scores(gram(w), rho)
+
+    compiled = torch.compile(scores, backend="aot_eager", fullgraph=True)
+    s = compiled(w)
+    ref = gs_ref.gram_scores(gs_ref.gram(w), rho)
+    assert_close("scores", ref, s)
+    cot = torch.randn(4, 3, generator=g, dtype=torch.float64)
+    assert_close("dW", torch.autograd.grad(ref, w, cot)[0], torch.autograd.grad(s, w, cot)[0])
+
+
+@needs_cpp
+def test_compile_fullgraph_fused_mlp_module():
+    m = _model(ensemble=True, act="relu", dtype=torch.float32)
+    x = _points(64, torch.float32)
+    compiled = torch.compile(m, backend="aot_eager", fullgraph=True)
+    y = compiled(x)
+    assert_close("y", _ref_forward(m, x), y)
+    gs = torch.autograd.grad(y.pow(2).sum(), list(m.parameters()))
+    refs = torch.autograd.grad(_ref_forward(m, x).pow(2).sum(), list(m.parameters()))
+    for (name, _), r, f in zip(m.named_parameters(), refs, gs):
+        assert_close(f"d{name}", r, f, rms=True)
