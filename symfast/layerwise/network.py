@@ -120,7 +120,7 @@ class MLP:
         mods = []
         names = {v: k for k, v in _MODULES.items()}
         for l, (W, b) in enumerate(self.layers):
-            lin = torch.nn.Linear(W.shape[1], W.shape[0])
+            lin = torch.nn.Linear(W.shape[1], W.shape[0], dtype=dtype)  # no float32 round trip
             with torch.no_grad():
                 lin.weight.copy_(torch.as_tensor(W))
                 lin.bias.copy_(torch.as_tensor(b))
