@@ -25,9 +25,11 @@ def add_arguments(p):
                         "torchvision, never downloads), or a path to an .npz with images/labels")
     p.add_argument("--root", default=None, help="local dataset directory for --data cifar10/mnist/...")
     p.add_argument("--limit", type=int, default=None, help="use at most this many images")
-    p.add_argument("--model", choices=["mlp", "classifier", "autoencoder", "cnn"], default="mlp",
+    p.add_argument("--model", choices=["mlp", "classifier", "autoencoder", "cnn", "attention"], default="mlp",
                    help="mlp (= classifier): invariant MLP classifier; autoencoder: equivariant MLP autoencoder; "
-                        "cnn: invariant CNN classifier (valid 3x3 convs, average pooling)")
+                        "cnn: invariant CNN classifier (valid 3x3 convs, average pooling); attention: a 4-head "
+                        "block on a synthetic token-smoothing task, equivariant to swapping feature pairs "
+                        "(--data, --activation ignored)")
     p.add_argument("--activation", choices=sorted(ACTIVATION_TABLE), default="tanh",
                    help="hidden activation; its latent group decides the matching (see the user guide)")
     p.add_argument("--suite", action="store_true",
@@ -50,6 +52,7 @@ def _run_suite(args, data) -> int:
     import json
 
     from symfast.layerwise.activations import table_markdown
+    from symfast.layerwise.attention import attention_experiment, format_attention
     from symfast.layerwise.suite import autoencoder_regimes, format_regimes, format_suite, plot_regimes, run_suite
 
     log = lambda m: print("  " + m, file=sys.stderr, flush=True)  # noqa: E731
@@ -58,18 +61,22 @@ def _run_suite(args, data) -> int:
     rows = run_suite(data, steps=steps, cnn_steps=cnn_steps, cnn_channels=(8, 16) if args.quick else (16, 32),
                      equivariance_weight=args.equivariance_weight, progress=log)
     regimes = autoencoder_regimes(data, steps=ae_steps, progress=log)
+    log("attention block (synthetic smoothing task)")
+    att = attention_experiment(steps=300 if args.quick else args.steps)
     fig = os.path.join(args.out, "regimes.png")
     plot_regimes(regimes, fig)
     text = ["## Latent groups by activation", "", table_markdown(), "",
             f"## Flip-invariant classifiers on {data.name} (layer 1; equivariance weight {args.equivariance_weight})",
             "", format_suite(rows), "",
             "## Autoencoder with the equivariance loss: input scale x weight decay (tanh)", "",
-            format_regimes(regimes), "", f"figure: {fig}"]
+            format_regimes(regimes), "", f"figure: {fig}", "",
+            "## Multi-head attention (4 heads, d = 4, features swapped in pairs; synthetic smoothing task)", "",
+            format_attention(att)]
     print("\n".join(text))
     with open(os.path.join(args.out, "suite.md"), "w") as f:
         f.write("\n".join(text) + "\n")
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"suite": rows, "autoencoder_regimes": regimes, "seconds": time.perf_counter() - t0}, f, indent=1)
+        json.dump({"suite": rows, "autoencoder_regimes": regimes, "attention": att, "seconds": time.perf_counter() - t0}, f, indent=1)
     print(f"wrote {args.out}/suite.md, results.json ({time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -103,6 +110,20 @@ def _run_cnn(args, data) -> int:
     return 0
 
 
+def _run_attention(args) -> int:
+    import json
+
+    from symfast.layerwise.attention import attention_experiment, format_attention
+
+    t0 = time.perf_counter()
+    rows = attention_experiment(steps=args.steps, seed=0)
+    print(format_attention(rows))
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"attention": rows, "seconds": time.perf_counter() - t0}, f, indent=1)
+    print(f"wrote {args.out}/results.json ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
 def run(args) -> int:
     from symfast.commands import UsageError
 
@@ -127,6 +148,8 @@ def run(args) -> int:
     from symfast.layerwise.network import as_mlp
     from symfast.layerwise.plots import plot_filters_by_orbit
 
+    if args.model == "attention" and not args.suite:
+        return _run_attention(args)
     data = load_image_data(args.data, args.root, args.limit)
     if args.suite:
         return _run_suite(args, data)

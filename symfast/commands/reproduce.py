@@ -27,8 +27,8 @@ STUDIES = [
      ["schur", "--task", "all", "--seeds", "3", "--no-progress"],
      ["schur", "--task", "all", "--seeds", "5", "--no-progress"]),
     ("layerwise", "Layerwise equivariance (DESIGN.md section 2)",
-     ["layerwise", "--model", "classifier", "--activation", "tanh"],
-     ["layerwise", "--model", "classifier", "--activation", "tanh", "--seeds", "2"]),
+     ["layerwise", "--suite", "--quick"],
+     ["layerwise", "--suite", "--steps", "1500"]),
 ]
 
 

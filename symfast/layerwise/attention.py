@@ -24,7 +24,8 @@ from scipy.optimize import linear_sum_assignment
 from symfast.ops.matching import assign
 
 __all__ = ["Attention", "attention_forward", "AttentionAction", "recover_attention_action",
-           "recover_attention_action_reference", "planted_attention", "train_attention", "attention_experiment"]
+           "recover_attention_action_reference", "planted_attention", "train_attention", "attention_experiment",
+           "format_attention"]
 
 
 def _t(x, name):
@@ -225,6 +226,16 @@ def train_attention(rho, d: int = 4, heads: int = 4, k: int = 2, n: int = 8, equ
               ((heads, d, k), (heads, d, k), (heads, d, k), (heads, k, d))]
     opt = torch.optim.Adam(params, lr=lr)
     gen = torch.Generator().manual_seed(seed)
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny tensors: threads only add overhead
+    try:
+        _fit(params, opt, gen, rho_t, n, d, batch, steps, equivariance_weight)
+    finally:
+        torch.set_num_threads(old)
+    return Attention(*(p.detach() for p in params))
+
+
+def _fit(params, opt, gen, rho_t, n, d, batch, steps, equivariance_weight):
     for _ in range(steps):
         X = torch.randn(batch, n, d, generator=gen)
         Y = torch.softmax(-torch.cdist(X, X) ** 2, -1) @ X
@@ -236,7 +247,6 @@ def train_attention(rho, d: int = 4, heads: int = 4, k: int = 2, n: int = 8, equ
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return Attention(*(p.detach() for p in params))
 
 
 def attention_experiment(steps: int = 600, seed: int = 0) -> list:
@@ -255,3 +265,14 @@ def attention_experiment(steps: int = 600, seed: int = 0) -> list:
                      "task_error": float((out - Y).norm() / Y.norm()), "heads": act.counts(),
                      "index": act.index.tolist()})
     return rows
+
+
+def format_attention(rows: list) -> str:
+    """Markdown table of `attention_experiment` rows."""
+    out = ["| variant | qk error | ov error | parameter error | random heads | end-to-end err | task err | "
+           "heads fixed/cycled |", "|" + "---|" * 8]
+    for r in rows:
+        out.append(f"| {r['variant']} | {r['qk_error']:.3f} | {r['ov_error']:.3f} | {r['param_error']:.3f} | "
+                   f"{r['random']:.3f} | {r['end_to_end']:.3f} | {r['task_error']:.3f} | "
+                   f"{r['heads']['fixed']}/{r['heads']['cycled']} |")
+    return "\n".join(out)
