@@ -77,7 +77,7 @@ _SIGNED = "signed permutations (h -> S P h)"
 
 ACTIVATION_TABLE = {a.name: a for a in [
     Activation("tanh", np.tanh, torch.tanh, "sign", _ID, _ZERO, _SIGNED,
-               "identifiable for generic weights; units in the near-linear range (|z| < 0.5) are not"),
+               "identifiable for generic weights; units in the near-linear range (abs(z) < 0.5) are not"),
     Activation("sine", np.sin, torch.sin, "sign", _ID, _ZERO, _SIGNED,
                "bias shifts by pi (sin(z + pi) = -sin z) and 2 pi are further symmetries, not recovered"),
     Activation("sigmoid", _sigmoid, torch.sigmoid, "sign", _ID, lambda d: (1.0 - d) / 2.0,

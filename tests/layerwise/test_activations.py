@@ -132,3 +132,11 @@ def test_act_module_roundtrip():
     np.testing.assert_allclose(seq(torch.as_tensor(x)).detach().numpy(), net(x), atol=1e-10)
     with pytest.raises(ValueError, match="slope"):
         as_mlp(torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.LeakyReLU(0.2), torch.nn.Linear(4, 1)))
+
+
+def test_user_guide_shows_the_table():
+    """The guide page carries the activation table verbatim (one source: ACTIVATION_TABLE)."""
+    import pathlib
+
+    page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "guide" / "layerwise.md"
+    assert table_markdown() in page.read_text()
