@@ -26,7 +26,7 @@ STUDIES = [
     ("schur", "Schur ablations of recurrent weights (DESIGN.md section 3)",
      ["schur", "--task", "all", "--seeds", "3", "--no-progress"],
      ["schur", "--task", "all", "--seeds", "5", "--no-progress"]),
-    ("layerwise", "Layerwise equivariance (DESIGN.md section 2)",
+    ("layerwise", "Layerwise equivariance: latent actions of MLPs, CNNs and attention",
      ["layerwise", "--suite", "--quick"],
      ["layerwise", "--suite", "--steps", "1500"]),
 ]

@@ -1,11 +1,13 @@
-"""Recover the hidden-layer actions that make each layer of an MLP equivariant (papers/001).
+"""Recover the hidden-layer actions that make each layer of an MLP equivariant.
 
 Given rho_in (and rho_out) for a group element g, layer by layer find rho_l, a
-permutation of neurons with signs (odd activations) or positive scalings (ReLU),
-minimising ||[W_l rho_{l-1}, b_l] - rho_l [W_l, b_l]|| by linear assignment on
-the transformed weight rows. Errors are read against a random-permutation
+permutation of neurons with the scalings the activation allows (`activations`: signs for
+tanh / sigmoid / sine, positive scalings for ReLU, real ones for monomials), minimising
+||[W_l R_{l-1}, W_l c_{l-1} + b_l] - rho_l [W_l, b_l]|| by linear assignment on the transformed
+weight rows, where h -> R h + c is the action rho_{l-1} induces on the activations (c != 0 only
+for sigmoid: sigmoid(-z) = 1 - sigmoid(z)). Errors are read against a random-permutation
 baseline; counts of symmetric filters only below a residual threshold, since the
-assignment always returns *some* permutation (DESIGN.md section 2).
+assignment always returns *some* permutation (read errors next to the data-level ones).
 """
 from __future__ import annotations
 
