@@ -1,8 +1,9 @@
 """`symfast layerwise`: train with a flip-equivariance loss, recover hidden actions, compare to a control.
 
-Example:
-    symfast layerwise --data digits --model classifier --activation tanh \\
-        --equivariance-weight 1.0 --out runs/layerwise
+Examples:
+    symfast layerwise --data digits --model mlp --activation sigmoid --out runs/layerwise
+    symfast layerwise --model cnn --activation relu --out runs/cnn
+    symfast layerwise --suite --out runs/suite      # architectures x activations + autoencoder regimes
 """
 from __future__ import annotations
 
@@ -17,13 +18,24 @@ HELP = ("Train MLPs with a horizontal-flip equivariance loss (and a control with
 
 
 def add_arguments(p):
+    from symfast.layerwise.activations import ACTIVATION_TABLE
+
     p.add_argument("--data", default="digits",
                    help="'digits' (sklearn, bundled), 'cifar10'/'mnist'/'fashionmnist' (needs --root, "
                         "torchvision, never downloads), or a path to an .npz with images/labels")
     p.add_argument("--root", default=None, help="local dataset directory for --data cifar10/mnist/...")
     p.add_argument("--limit", type=int, default=None, help="use at most this many images")
-    p.add_argument("--model", choices=["classifier", "autoencoder"], default="classifier")
-    p.add_argument("--activation", choices=["tanh", "relu"], default="tanh")
+    p.add_argument("--model", choices=["mlp", "classifier", "autoencoder", "cnn", "attention"], default="mlp",
+                   help="mlp (= classifier): invariant MLP classifier; autoencoder: equivariant MLP autoencoder; "
+                        "cnn: invariant CNN classifier (valid 3x3 convs, average pooling); attention: a 4-head "
+                        "block on a synthetic token-smoothing task, equivariant to swapping feature pairs "
+                        "(--data, --activation ignored)")
+    p.add_argument("--activation", choices=sorted(ACTIVATION_TABLE), default="tanh",
+                   help="hidden activation; its latent group decides the matching (see the user guide)")
+    p.add_argument("--suite", action="store_true",
+                   help="run the summary instead: mlp and cnn x tanh/sigmoid/relu (equivariant + control) and "
+                        "the autoencoder regime grid; writes suite.md, regimes.png, results.json")
+    p.add_argument("--quick", action="store_true", help="with --suite: fewer steps and smaller CNNs")
     p.add_argument("--equivariance-weight", type=float, default=1.0)
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (e.g. 0.5)")
     p.add_argument("--steps", type=int, default=1500)
@@ -34,6 +46,82 @@ def add_arguments(p):
                    help="per-neuron matching residual below which a neuron counts as fixed/paired")
     p.add_argument("--no-control", action="store_true", help="skip the control trained without the loss")
     p.add_argument("--out", default="layerwise_out", help="output directory (PNG + results.json)")
+
+
+def _run_suite(args, data) -> int:
+    import json
+
+    from symfast.layerwise.activations import table_markdown
+    from symfast.layerwise.attention import attention_experiment, format_attention
+    from symfast.layerwise.suite import autoencoder_regimes, format_regimes, format_suite, plot_regimes, run_suite
+
+    log = lambda m: print("  " + m, file=sys.stderr, flush=True)  # noqa: E731
+    t0 = time.perf_counter()
+    steps, cnn_steps, ae_steps = (600, 500, 400) if args.quick else (args.steps, args.steps, args.steps)
+    rows = run_suite(data, steps=steps, cnn_steps=cnn_steps, cnn_channels=(8, 16) if args.quick else (16, 32),
+                     equivariance_weight=args.equivariance_weight, progress=log)
+    regimes = autoencoder_regimes(data, steps=ae_steps, progress=log)
+    log("attention block (synthetic smoothing task)")
+    att = attention_experiment(steps=300 if args.quick else args.steps)
+    fig = os.path.join(args.out, "regimes.png")
+    plot_regimes(regimes, fig)
+    text = ["## Latent groups by activation", "", table_markdown(), "",
+            f"## Flip-invariant classifiers on {data.name} (layer 1; equivariance weight {args.equivariance_weight})",
+            "", format_suite(rows), "",
+            "## Autoencoder with the equivariance loss: input scale x weight decay (tanh)", "",
+            format_regimes(regimes), "", f"figure: {fig}", "",
+            "## Multi-head attention (4 heads, d = 4, features swapped in pairs; synthetic smoothing task)", "",
+            format_attention(att)]
+    print("\n".join(text))
+    with open(os.path.join(args.out, "suite.md"), "w") as f:
+        f.write("\n".join(text) + "\n")
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"suite": rows, "autoencoder_regimes": regimes, "attention": att, "seconds": time.perf_counter() - t0}, f, indent=1)
+    print(f"wrote {args.out}/suite.md, results.json ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _run_cnn(args, data) -> int:
+    import json
+
+    import numpy as np
+
+    from symfast.layerwise.cnn_experiments import format_cnn_results, run_cnn_experiment
+    from symfast.layerwise.conv import as_cnn
+    from symfast.layerwise.plots import plot_filters_by_orbit
+
+    t0 = time.perf_counter()
+    res = run_cnn_experiment(data, args.activation, args.equivariance_weight, args.weight_decay, args.steps,
+                             tuple(range(args.seeds)), not args.no_control, args.threshold, lr=args.lr,
+                             batch=args.batch, progress=lambda m: print("  " + m, file=sys.stderr, flush=True))
+    print(format_cnn_results(res))
+    for variant in ("equivariant", "control"):
+        if res[variant]:
+            W = as_cnn(res["nets"][(variant, 0)]).convs[0][0]
+            path = os.path.join(args.out, f"filters_{variant}.png")
+            groups = plot_filters_by_orbit(W.reshape(len(W), -1), W.shape[1:], res[variant][0].actions, path,
+                                           title=f"cnn ({args.activation}), {variant}: layer-1 kernels by orbit")
+            print(f"wrote {path}: {groups}")
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"results": {v: [r.row() for r in res[v]] for v in ("equivariant", "control")},
+                   "seconds": time.perf_counter() - t0}, f, indent=1,
+                  default=lambda o: o.tolist() if isinstance(o, np.ndarray) else str(o))
+    print(f"wrote {args.out}/results.json ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _run_attention(args) -> int:
+    import json
+
+    from symfast.layerwise.attention import attention_experiment, format_attention
+
+    t0 = time.perf_counter()
+    rows = attention_experiment(steps=args.steps, seed=0)
+    print(format_attention(rows))
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump({"attention": rows, "seconds": time.perf_counter() - t0}, f, indent=1)
+    print(f"wrote {args.out}/results.json ({time.perf_counter() - t0:.1f} s)")
+    return 0
 
 
 def run(args) -> int:
@@ -60,12 +148,19 @@ def run(args) -> int:
     from symfast.layerwise.network import as_mlp
     from symfast.layerwise.plots import plot_filters_by_orbit
 
+    if args.model == "attention" and not args.suite:
+        return _run_attention(args)
     data = load_image_data(args.data, args.root, args.limit)
+    if args.suite:
+        return _run_suite(args, data)
+    if args.model == "cnn":
+        return _run_cnn(args, data)
+    model = "classifier" if args.model == "mlp" else args.model
     print(f"{data.name}: {len(data.x)} images of shape {data.shape}, horizontal flip; "
           f"{args.model} ({args.activation}), equivariance weight {args.equivariance_weight}, "
           f"weight decay {args.weight_decay}, {args.steps} steps", flush=True)
     t0 = time.perf_counter()
-    res = run_experiment(data, args.model, args.activation, args.equivariance_weight, args.weight_decay,
+    res = run_experiment(data, model, args.activation, args.equivariance_weight, args.weight_decay,
                          args.steps, tuple(range(args.seeds)), not args.no_control, args.threshold, args.lr,
                          args.batch, progress=lambda m: print("  " + m, file=sys.stderr, flush=True))
     print(format_results(res))

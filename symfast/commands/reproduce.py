@@ -40,9 +40,9 @@ STUDIES = [
      "with input and readout weights fixed (\"Task-Restricted Symmetries in Recurrent Weight Space\", "
      "arXiv 2606.18457). ΔFVU is the change in the fraction of variance unexplained; the random control "
      "perturbs W by a random matrix of the same Frobenius norm."),
-    ("layerwise", "Layerwise equivariance",
-     ["layerwise", "--model", "classifier", "--activation", "tanh"],
-     ["layerwise", "--model", "classifier", "--activation", "tanh", "--seeds", "2"],
+    ("layerwise", "Layerwise equivariance: latent actions of MLPs, CNNs and attention",
+     ["layerwise", "--suite", "--quick"],
+     ["layerwise", "--suite", "--steps", "1500"],
      "Networks trained to be invariant or equivariant to a horizontal flip of their input images should carry, "
      "when their parameters are identifiable, a group action on every hidden layer that makes each layer "
      "equivariant (\"Identifiable Equivariant Networks are Layerwise Equivariant\", Shahverdi, Marchetti, "

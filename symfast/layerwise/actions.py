@@ -1,11 +1,13 @@
-"""Recover the hidden-layer actions that make each layer of an MLP equivariant (papers/001).
+"""Recover the hidden-layer actions that make each layer of an MLP equivariant.
 
 Given rho_in (and rho_out) for a group element g, layer by layer find rho_l, a
-permutation of neurons with signs (odd activations) or positive scalings (ReLU),
-minimising ||[W_l rho_{l-1}, b_l] - rho_l [W_l, b_l]|| by linear assignment on
-the transformed weight rows. Errors are read against a random-permutation
+permutation of neurons with the scalings the activation allows (`activations`: signs for
+tanh / sigmoid / sine, positive scalings for ReLU, real ones for monomials), minimising
+||[W_l R_{l-1}, W_l c_{l-1} + b_l] - rho_l [W_l, b_l]|| by linear assignment on the transformed
+weight rows, where h -> R h + c is the action rho_{l-1} induces on the activations (c != 0 only
+for sigmoid: sigmoid(-z) = 1 - sigmoid(z)). Errors are read against a random-permutation
 baseline; counts of symmetric filters only below a residual threshold, since the
-assignment always returns *some* permutation (DESIGN.md section 2).
+assignment always returns *some* permutation (read errors next to the data-level ones).
 """
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ import torch
 from symfast.layerwise.group import GroupActions, as_named, homomorphism_check
 from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction
 from symfast.layerwise.network import MLP, as_mlp, check_rho
-from symfast.ops.matching import match_rows, mode_for_activation
+from symfast.layerwise.activations import activation as activation_entry
+from symfast.layerwise.activations import best_scales, match_rows, post_action
 
 __all__ = ["LayerAction", "LatentActions", "recover_latent_actions", "data_errors", "DEFAULT_THRESHOLD"]
 
@@ -39,7 +42,10 @@ class LatentActions:
         bias_errors: [L] ||b_l - rho_l b_l|| / ||b_l||.
         baseline: [L] the same error with a random permutation (best signs/scales) in place of the
             recovered action at that layer (for the output layer: at its input), mean over draws.
-        mode: "sign", "scale" or "perm"; threshold: residual threshold used by `counts`.
+        mode: matching mode of the activation ("sign", "scale", "real_scale", "perm");
+        threshold: residual threshold used by `counts`.
+        activation: the hidden activation's table name (actions are stored on pre-activations;
+            `post_actions` gives the induced, possibly affine, action on the activations).
         data_errors: [L] data-level errors (when data was given, see `data_errors`).
         data_residuals: per hidden layer [H] data-level neuron residuals
             ||h_i(gx) - s_i h_{pi(i)}(x)|| / ||h_i(gx)|| over the data.
@@ -56,11 +62,17 @@ class LatentActions:
     threshold: float = DEFAULT_THRESHOLD
     data_errors: np.ndarray | None = field(default=None)
     data_residuals: list | None = field(default=None)
+    activation: str = "tanh"
 
     @property
     def matrices(self) -> list:
-        """[rho_1, ..., rho_{L-1}] as [H_l, H_l] matrices."""
+        """[rho_1, ..., rho_{L-1}] as [H_l, H_l] matrices (on pre-activations)."""
         return [a.matrix for a in self.actions]
+
+    def post_actions(self) -> list:
+        """Per hidden layer (R [H, H], offset [H]): act(rho_l z) = R act(z) + offset."""
+        ent = activation_entry(self.activation)
+        return [post_action(a.index, a.scale, ent) for a in self.actions]
 
     def chain(self) -> list:
         """[rho_in, rho_1, ..., rho_{L-1}, rho_out]."""
@@ -105,39 +117,38 @@ class LatentActions:
 def _random_baseline(A: np.ndarray, Bw: np.ndarray, Baug: np.ndarray, Aaug: np.ndarray, mode: str,
                      rng: np.random.Generator, draws: int) -> float:
     """Mean over random permutations pi of ||A - S P B|| / ||A|| with the best S given pi."""
-    H = Bw.shape[0]
     errs = []
     for _ in range(draws):
-        pi = rng.permutation(H)
-        g = (Aaug * Baug[pi]).sum(1)
-        if mode == "sign":
-            s = np.where(g < 0, -1.0, 1.0)
-        elif mode == "scale":
-            b2 = (Baug[pi] ** 2).sum(1)
-            s = np.where((g > 0) & (b2 > 0), g / np.where(b2 > 0, b2, 1.0), 1.0)
-        else:
-            s = np.ones(H)
+        pi = rng.permutation(Bw.shape[0])
+        s = best_scales(Aaug, Baug[pi], mode)
         errs.append(_rel(A - s[:, None] * Bw[pi], Bw))
     return float(np.mean(errs))
 
 
-def _recover_one(net: MLP, rho_in, rho_out, name, mode, threshold, draws, seed) -> LatentActions:
+def transformed_rows(W: np.ndarray, b: np.ndarray, R_prev: np.ndarray, c_prev: np.ndarray):
+    """Rows of the layer seen through the previous layer's action h -> R h + c: (W R, W c + b)."""
+    return W @ R_prev, W @ c_prev + b
+
+
+def _recover_one(net: MLP, rho_in, rho_out, name, threshold, draws, seed) -> LatentActions:
     rng = np.random.default_rng(seed)
-    prev = rho_in
+    ent = activation_entry(net.activation)
+    mode = ent.mode
+    prev, c_prev = rho_in, np.zeros(rho_in.shape[0])
     actions, errors, berr, base = [], [], [], []
     for l, (W, b) in enumerate(net.layers):
-        A = W @ prev
+        A, Ab = transformed_rows(W, b, prev, c_prev)
         if l == net.num_layers - 1:
             R = rho_out
         else:
-            Aaug, Baug = np.concatenate([A, b[:, None]], 1), np.concatenate([W, b[:, None]], 1)
-            idx, sc, res, _ = match_rows(torch.as_tensor(Aaug), torch.as_tensor(Baug), mode)
-            act = LayerAction(idx.numpy(), sc.numpy(), res.numpy())
+            Aaug, Baug = np.concatenate([A, Ab[:, None]], 1), np.concatenate([W, b[:, None]], 1)
+            idx, sc, res = match_rows(torch.as_tensor(Aaug), torch.as_tensor(Baug), mode)
+            act = LayerAction(idx, sc, res)
             actions.append(act)
             R = act.matrix
             base.append(_random_baseline(A, W, Baug, Aaug, mode, rng, draws))
         errors.append(_rel(A - R @ W, W))
-        berr.append(_rel(b - R @ b, b))
+        berr.append(_rel(Ab - R @ b, b))
         if l == net.num_layers - 1:  # output layer: a random action at its input
             H = W.shape[1]
             if l == 0:
@@ -145,14 +156,15 @@ def _recover_one(net: MLP, rho_in, rho_out, name, mode, threshold, draws, seed) 
             else:
                 vals = []
                 for _ in range(draws):
-                    pi, s = rng.permutation(H), (rng.choice([-1.0, 1.0], H) if mode == "sign" else np.ones(H))
-                    P = np.zeros((H, H))
-                    P[np.arange(H), pi] = s
+                    pi = rng.permutation(H)
+                    s = rng.choice([-1.0, 1.0], H) if mode in ("sign", "real_scale") else np.ones(H)
+                    P, cp = post_action(pi, s, ent)
                     vals.append(_rel(W @ P - R @ W, W))
                 base.append(float(np.mean(vals)))
-        prev = R
+        else:
+            prev, c_prev = post_action(act.index, act.scale, ent)
     return LatentActions(name, rho_in, rho_out, actions, np.array(errors), np.array(berr), np.array(base),
-                         mode, threshold)
+                         mode, threshold, activation=ent.name)
 
 
 def data_errors(net, result: LatentActions, x, neuron_residuals: bool = False):
@@ -172,14 +184,15 @@ def data_errors(net, result: LatentActions, x, neuron_residuals: bool = False):
     if not np.isfinite(x).all():
         raise ValueError("data has NaN or inf entries")
     hx, hgx = net.hidden(x), net.hidden(x @ result.rho_in.T)
-    out = [_rel(hg - h @ R.T, h) for h, hg, R in zip(hx, hgx, result.matrices)]
+    post = result.post_actions()
+    out = [_rel(hg - h @ R.T - c, h) for h, hg, (R, c) in zip(hx, hgx, post)]
     out.append(_rel(net(x @ result.rho_in.T) - net(x) @ result.rho_out.T, net(x)))
     if not neuron_residuals:
         return np.array(out)
     res = []
-    for h, hg, R in zip(hx, hgx, result.matrices):
+    for h, hg, (R, c) in zip(hx, hgx, post):
         n = np.linalg.norm(hg, axis=0)
-        res.append(np.linalg.norm(hg - h @ R.T, axis=0) / np.where(n > 0, n, 1.0))
+        res.append(np.linalg.norm(hg - h @ R.T - c, axis=0) / np.where(n > 0, n, 1.0))
     return np.array(out), res
 
 
@@ -193,9 +206,10 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
             name -> [d0, d0], a list, or a [K, d0, d0] array (e.g. all of D4, or generators).
         rho_out: [dL, dL] output representation(s), same structure as rho_in; None = identity
             (an invariant network, e.g. a classifier).
-        activation: hidden activation for a list of layers ("tanh", "relu", "sine", ...); read
-            from the modules for a Sequential. Odd ones give signed permutations, ReLU positive
-            scalings, others plain permutations.
+        activation: hidden activation for a list of layers (a name of
+            `symfast.layerwise.activations.ACTIVATION_TABLE`); read from the modules for a Sequential.
+            The table says which scalings the matching allows (signs for tanh / sine / sigmoid, with an
+            affine offset for sigmoid; positive scalings for ReLU; real ones for monomials).
         data: optional [N, d0] inputs; adds data-level errors (`data_errors`).
         threshold: per-neuron residual threshold for counts of fixed / antisymmetric / cycled neurons.
         random_draws: random permutations averaged in the baseline; seed: their seed.
@@ -204,13 +218,12 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
         `LatentActions` for a single rho_in; `GroupActions` (with a homomorphism check) for several.
     """
     net = as_mlp(layers, activation)
-    mode = mode_for_activation(net.activation)
     d0, dL = net.sizes[0], net.sizes[-1]
     multi = isinstance(rho_in, (dict, list, tuple)) or np.ndim(rho_in) == 3
     if not multi:
         ri = check_rho(rho_in, d0, "rho_in")
         ro = np.eye(dL) if rho_out is None else check_rho(rho_out, dL, "rho_out")
-        res = _recover_one(net, ri, ro, "g", mode, threshold, random_draws, seed)
+        res = _recover_one(net, ri, ro, "g", threshold, random_draws, seed)
         if data is not None:
             res.data_errors, res.data_residuals = data_errors(net, res, data, True)
         return res
@@ -222,7 +235,7 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
     for k in ins:
         ri = check_rho(ins[k], d0, f"rho_in[{k}]")
         ro = np.eye(dL) if outs[k] is None else check_rho(outs[k], dL, f"rho_out[{k}]")
-        elems[k] = _recover_one(net, ri, ro, k, mode, threshold, random_draws, seed)
+        elems[k] = _recover_one(net, ri, ro, k, threshold, random_draws, seed)
         if data is not None:
             elems[k].data_errors, elems[k].data_residuals = data_errors(net, elems[k], data, True)
     return GroupActions(elems)

@@ -9,12 +9,13 @@ directory, always with download=False) or `load_npz` (arrays `images`, `labels`)
 from __future__ import annotations
 
 import os
+import pickle
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-__all__ = ["ImageData", "load_digits", "from_dataset", "load_local", "load_npz", "load_image_data",
+__all__ = ["ImageData", "load_digits", "from_dataset", "load_local", "load_npz", "load_image_data", "load_cifar10",
            "flip_permutation", "flip_matrix"]
 
 
@@ -109,6 +110,72 @@ def from_dataset(dataset, limit: int | None = None, name: str = "dataset") -> Im
     return ImageData(x, np.asarray(ys, np.int64), tuple(int(s) for s in shape), name)
 
 
+# What a CIFAR10 batch pickle may reference: numpy array reconstruction and nothing else.
+_PICKLE_ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+                   ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+                   ("numpy._core.multiarray", "scalar"), ("_codecs", "encode")}
+
+
+class _ArraysOnlyUnpickler(pickle.Unpickler):
+    """Unpickles builtins and numpy arrays only; any other class or function is refused."""
+
+    def find_class(self, module, name):
+        if (module, name) in _PICKLE_ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a dataset pickle")
+
+
+def _read_cifar_batch(path: str):
+    with open(path, "rb") as f:
+        d = _ArraysOnlyUnpickler(f, encoding="bytes").load()
+    if not isinstance(d, dict):
+        raise ValueError(f"{path!r} is not a CIFAR10 batch (a dict), got {type(d).__name__}")
+    d = {(k.decode() if isinstance(k, bytes) else k): v for k, v in d.items()}
+    if "data" not in d or "labels" not in d:
+        raise ValueError(f"{path!r} must hold 'data' and 'labels', has {sorted(map(str, d))}")
+    x = np.asarray(d["data"])
+    y = np.asarray(d["labels"], dtype=np.int64)
+    if x.dtype != np.uint8 or x.ndim != 2 or x.shape[1] != 3072 or len(y) != len(x):
+        raise ValueError(f"{path!r}: data must be uint8 [N, 3072] with N labels, got {x.dtype} {list(x.shape)}, "
+                         f"{len(y)} labels")
+    return x, y
+
+
+def load_cifar10(root: str, train: bool = True, limit: int | None = None) -> ImageData:
+    """CIFAR10 from its own on-disk format (python pickle batches), without torchvision.
+
+    Args:
+        root: a directory holding `cifar-10-batches-py/` or the batch files themselves
+            (`data_batch_1` ... `data_batch_5`, `test_batch`; each a dict with `data` uint8 [N, 3072]
+            (R, G, B planes of 32 x 32) and `labels` [N]). The pickles are read with an unpickler that
+            only builds numpy arrays and builtins, never arbitrary classes.
+        train: data_batch_* (True) or test_batch (False).
+
+    Returns:
+        ImageData with x [N, 3072] in [0, 1], shape (3, 32, 32).
+    """
+    if not root or not os.path.isdir(root):
+        raise FileNotFoundError(f"dataset root {root!r} is not a directory (symfast never downloads data)")
+    base = os.path.join(root, "cifar-10-batches-py")
+    base = base if os.path.isdir(base) else root
+    names = [f"data_batch_{i}" for i in range(1, 6)] if train else ["test_batch"]
+    files = [os.path.join(base, n) for n in names if os.path.isfile(os.path.join(base, n))]
+    if not files:
+        raise FileNotFoundError(f"no CIFAR10 batches ({names[0]}, ...) under {root!r} (symfast never downloads data)")
+    xs, ys, n = [], [], 0
+    for path in files:
+        x, y = _read_cifar_batch(path)
+        xs.append(x)
+        ys.append(y)
+        n += len(x)
+        if limit is not None and n >= limit:
+            break
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    if limit is not None:
+        x, y = x[:limit], y[:limit]
+    return ImageData(x.astype(np.float32) / 255.0, y, (3, 32, 32), "cifar10")
+
+
 def load_local(name: str, root: str, train: bool = True, limit: int | None = None) -> ImageData:
     """A torchvision dataset the user already has under `root` (never downloaded).
 
@@ -122,6 +189,8 @@ def load_local(name: str, root: str, train: bool = True, limit: int | None = Non
         raise ValueError(f"unknown local dataset {name!r}; choose from {sorted(table)} or use from_dataset()")
     if not root or not os.path.isdir(root):
         raise FileNotFoundError(f"dataset root {root!r} is not a directory (symfast never downloads data)")
+    if key == "cifar10":  # its own pickle format, read safely without torchvision
+        return load_cifar10(root, train, limit)
     try:
         import torchvision
     except ImportError as e:

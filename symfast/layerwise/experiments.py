@@ -4,7 +4,7 @@ Classifiers are trained to be invariant (loss weight * |f(gx) - f(x)|^2),
 autoencoders to be equivariant (|f(gx) - g f(x)|^2), next to a control trained
 without the loss. Then the hidden actions are recovered, read against a random
 baseline and at the data level, and the network is projected onto them
-(DESIGN.md section 2; paper experiment on CIFAR10, here digits by default).
+(the paper's experiment is on CIFAR10; here digits by default).
 """
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ import torch
 from symfast.layerwise.actions import DEFAULT_THRESHOLD, LatentActions, recover_latent_actions
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation
 from symfast.layerwise.identifiable import identifiable_submodel, near_linear_fraction
-from symfast.layerwise.network import as_mlp
+from symfast.layerwise.activations import activation as activation_entry
+from symfast.layerwise.network import Act, as_mlp
 from symfast.layerwise.projection import projection_report
 
 __all__ = ["build_mlp", "default_sizes", "train_equivariant", "analyse", "run_experiment", "ExperimentResult",
            "format_results"]
 
-_ACT = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
+_TORCH_MODULES = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "sigmoid": torch.nn.Sigmoid}
 
 
 def default_sizes(model: str, dim: int, num_classes: int = 10) -> list:
@@ -36,14 +37,14 @@ def default_sizes(model: str, dim: int, num_classes: int = 10) -> list:
 
 def build_mlp(sizes, activation: str = "tanh", seed: int = 0) -> torch.nn.Sequential:
     """nn.Sequential of Linear layers with `activation` between them (linear output)."""
-    if activation not in _ACT:
-        raise ValueError(f"activation must be one of {sorted(_ACT)}, got {activation!r}")
+    name = activation_entry(activation).name  # raises on an unknown name
+    make = _TORCH_MODULES.get(name, lambda: Act(name))
     torch.manual_seed(seed)
     mods = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
         mods.append(torch.nn.Linear(a, b))
         if i < len(sizes) - 2:
-            mods.append(_ACT[activation]())
+            mods.append(make())
     return torch.nn.Sequential(*mods)
 
 

@@ -1,16 +1,17 @@
 """Identifiable sub-model: remove dead and duplicated neurons, keeping the function.
 
-The layerwise theorem (papers/001) needs (weakly) identifiable parameters. Three
+The layerwise theorem ("Identifiable Equivariant Networks are Layerwise Equivariant" (Shahverdi, Marchetti, Bökman, Kohn)) needs (weakly) identifiable parameters. Three
 kinds of redundancy are removed here, each with an exact function-preserving
 rewrite of the next layer:
 - zero outgoing weights: the neuron does not influence anything -> dropped;
 - constant neurons (zero incoming weights, or ReLU never active on the given
   data): the constant act(b_i) is folded into the next layer's bias;
-- duplicated neurons: augmented rows [w_j, b_j] = c [w_i, b_i] with c > 0 for
-  ReLU (relu(c z) = c relu(z)) or c = +-1 for odd activations (tanh(-z) = -tanh(z)),
-  c = 1 otherwise -> neuron j merged into i (W_next[:, i] += c W_next[:, j]).
+- duplicated neurons: augmented rows [w_j, b_j] = c [w_i, b_i] with c in the activation's
+  scaling group (see `activations`: c > 0 for ReLU, c = +-1 for tanh and sigmoid, any c for
+  monomials), so h_j = phi(c) h_i + offset(c) -> neuron j merged into i
+  (W_next[:, i] += phi(c) W_next[:, j], b_next += offset(c) W_next[:, j]; sigmoid(-z) = 1 - sigmoid(z)).
 A fourth non-identifiability, units in their near-linear range, cannot be
-removed this way; `near_linear_fraction` flags it (DESIGN.md section 2).
+removed this way; `near_linear_fraction` flags it.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from symfast.ops.matching import mode_for_activation
-from symfast.layerwise.network import ACTIVATIONS, MLP, as_mlp
+from symfast.layerwise.activations import activation as activation_entry
+from symfast.layerwise.network import MLP, as_mlp
 
 __all__ = ["identifiable_submodel", "Reduction", "near_linear_fraction"]
 
@@ -77,8 +78,8 @@ def identifiable_submodel(layers, data=None, activation: str | None = None, tol:
         raise ValueError(f"data must be [N, {net.sizes[0]}], got shape {list(x.shape)}")
     if x is not None and not np.isfinite(x).all():
         raise ValueError("data has NaN or inf entries")
-    mode = mode_for_activation(net.activation)
-    act = ACTIVATIONS[net.activation]
+    ent = activation_entry(net.activation)
+    mode, act = ent.mode, ent.fn
     Ws = [W.copy() for W, _ in net.layers]
     bs = [b.copy() for _, b in net.layers]
     kept_all, removed_all = [], []
@@ -117,12 +118,17 @@ def identifiable_submodel(layers, data=None, activation: str | None = None, tol:
             c = float(row[j] @ row[i] / (rn[i] ** 2))  # row_j = c row_i
             if mode == "scale":
                 ok = c > 0
+            elif mode == "real_scale":
+                ok = True
             elif mode == "sign":
                 ok = abs(abs(c) - 1) <= 1e3 * tol
+                c = float(np.sign(c))
             else:
                 ok = abs(c - 1) <= 1e3 * tol
-            if ok:
-                Wn[:, i] += c * Wn[:, j]
+            if ok:  # h_j = act(c z_i) = phi(c) h_i + offset(c)
+                phi, off = float(ent.phi(np.array([c]))[0]), float(ent.offset(np.array([c]))[0])
+                bs[l + 1] = bs[l + 1] + off * Wn[:, j]
+                Wn[:, i] += phi * Wn[:, j]
                 alive[j] = False
                 removed.append((int(j), f"duplicate-of-{int(i)} (c={c:.3g})"))
         idx = np.flatnonzero(alive)
@@ -149,6 +155,6 @@ def near_linear_fraction(layers, data, activation: str | None = None, z_linear: 
     """
     net = as_mlp(layers, activation)
     zs = net.hidden(_as_np(data), pre=True)
-    if net.activation == "relu":
+    if net.activation in ("relu", "leaky_relu"):
         return np.array([float(((z > 0).all(0) | (z <= 0).all(0)).mean()) for z in zs])
     return np.array([float((np.abs(z) < z_linear).mean()) for z in zs])

@@ -11,17 +11,37 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-__all__ = ["MLP", "as_mlp", "ACTIVATIONS", "check_rho"]
+from symfast.layerwise.activations import ACTIVATION_TABLE
+from symfast.layerwise.activations import activation as activation_entry
 
-ACTIVATIONS = {
-    "tanh": np.tanh,
-    "relu": lambda z: np.maximum(z, 0.0),
-    "sine": np.sin,
-    "identity": lambda z: z,
-    "sigmoid": lambda z: 1.0 / (1.0 + np.exp(-z)),
-    "silu": lambda z: z / (1.0 + np.exp(-z)),
-}
-_MODULES = {"Tanh": "tanh", "ReLU": "relu", "Sigmoid": "sigmoid", "SiLU": "silu", "Identity": "identity"}
+__all__ = ["MLP", "as_mlp", "ACTIVATIONS", "Act", "check_rho"]
+
+ACTIVATIONS = {k: a.fn for k, a in ACTIVATION_TABLE.items()}
+_MODULES = {"Tanh": "tanh", "ReLU": "relu", "Sigmoid": "sigmoid", "SiLU": "silu", "Identity": "identity",
+            "LeakyReLU": "leaky_relu"}
+
+
+class Act(torch.nn.Module):
+    """Any activation of the table as a module (for those torch has no module for, e.g. cube)."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = activation_entry(name).name
+
+    def forward(self, z):
+        return activation_entry(self.name).torch_fn(z)
+
+    def extra_repr(self) -> str:
+        return self.name
+
+
+def _module_activation(mod) -> str | None:
+    """The table name of an activation module, or None if it is not one."""
+    if isinstance(mod, Act):
+        return mod.name
+    if isinstance(mod, torch.nn.LeakyReLU) and mod.negative_slope != 0.01:
+        raise ValueError(f"LeakyReLU slope {mod.negative_slope} unsupported (the table's leaky_relu uses 0.01)")
+    return _MODULES.get(type(mod).__name__)
 
 
 def _np(x, name: str) -> np.ndarray:
@@ -49,8 +69,7 @@ class MLP:
     sizes: list = field(init=False)
 
     def __post_init__(self):
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+        self.activation = activation_entry(self.activation).name
         if self.output_activation is not None and self.output_activation not in ACTIVATIONS:
             raise ValueError(f"unknown output activation {self.output_activation!r}")
         if len(self.layers) < 1:
@@ -101,16 +120,14 @@ class MLP:
         mods = []
         names = {v: k for k, v in _MODULES.items()}
         for l, (W, b) in enumerate(self.layers):
-            lin = torch.nn.Linear(W.shape[1], W.shape[0])
+            lin = torch.nn.Linear(W.shape[1], W.shape[0], dtype=dtype)  # no float32 round trip
             with torch.no_grad():
                 lin.weight.copy_(torch.as_tensor(W))
                 lin.bias.copy_(torch.as_tensor(b))
             mods.append(lin)
             act = self.activation if l < len(self.layers) - 1 else self.output_activation
             if act is not None:
-                if act not in names:
-                    raise ValueError(f"no torch module for activation {act!r}")
-                mods.append(getattr(torch.nn, names[act])())
+                mods.append(getattr(torch.nn, names[act])() if act in names else Act(act))
         return torch.nn.Sequential(*mods).to(dtype)
 
 
@@ -129,10 +146,10 @@ def as_mlp(layers, activation: str | None = None) -> MLP:
                 b = mod.bias if mod.bias is not None else torch.zeros(mod.out_features)
                 pairs.append((mod.weight, b))
                 acts.append(None)
-            elif type(mod).__name__ in _MODULES:
+            elif _module_activation(mod) is not None:
                 if not pairs or acts[-1] is not None:
                     raise ValueError(f"activation {type(mod).__name__} must follow a Linear layer")
-                acts[-1] = _MODULES[type(mod).__name__]
+                acts[-1] = _module_activation(mod)
             elif isinstance(mod, (torch.nn.Flatten, torch.nn.Dropout)):
                 continue
             else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from symfast.ops.matching import mode_for_activation
+from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.network import MLP
 from symfast.layerwise.projection import closure, project_equivariant
 
@@ -62,13 +62,13 @@ def _hidden_rep(group_in: list, gen_idx: list, H: int, mode: str, rng, n_char: i
             for h in range(n):
                 R[c * n + find(g @ group_in[h]), c * n + h] = 1.0
         for j in range(k * n, H):
-            odd = mode == "sign" and (j - k * n) % 2 == 1
+            odd = mode in ("sign", "real_scale") and (j - k * n) % 2 == 1
             R[j, j] = chi[j_gen] if odd else 1.0
         mats.append(R)
     perm = rng.permutation(H)
     mats = [R[np.ix_(perm, perm)] for R in mats]
-    if mode == "scale":
-        D = rng.uniform(0.5, 2.0, H)
+    if mode in ("scale", "real_scale"):  # conjugate by a diagonal: positive, or of any sign
+        D = rng.uniform(0.5, 2.0, H) * (rng.choice([-1.0, 1.0], H) if mode == "real_scale" else 1.0)
         mats = [(D[:, None] * R) / D[None, :] for R in mats]
     return mats
 
@@ -81,7 +81,9 @@ def planted_mlp(sizes, rho_in, rho_out=None, activation: str = "tanh", seed: int
         rho_in: generator(s) of the group on the input: [d0, d0] or a list of them (orthogonal,
             generating a finite group).
         rho_out: matching output representation(s); None = identity (invariant network).
-        activation: "tanh"/"sine" (signed permutations), "relu" (scaled permutations), other (permutations).
+        activation: a name of the activation table: its scaling group decides the planted actions
+            (signed permutations with antisymmetric neurons for "sign" activations, positively scaled
+            for "scale", real-scaled for "real_scale", plain permutations for "perm").
         seed: random seed; n_char: number of 1-dimensional (fixed) neurons per hidden layer.
 
     Returns:
@@ -95,7 +97,7 @@ def planted_mlp(sizes, rho_in, rho_out=None, activation: str = "tanh", seed: int
     else:
         gouts = [np.asarray(rho_out, dtype=np.float64)] if np.ndim(rho_out) == 2 else [
             np.asarray(r, float) for r in rho_out]
-    mode = mode_for_activation(activation)
+    mode = activation_entry(activation).mode
     group_in = [c[0] for c in closure([[g] for g in gins])]
     gen_idx = [next(i for i, q in enumerate(group_in) if np.abs(q - g).max() < 1e-8) for g in gins]
     hidden = [_hidden_rep(group_in, gen_idx, H, mode, rng, n_char) for H in sizes[1:-1]]

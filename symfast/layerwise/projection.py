@@ -3,17 +3,21 @@
 Given actions rho_l(g) on every layer (input, hidden, output) for the elements
 of a finite group, the Reynolds operator
 
-    W_l <- 1/|G| sum_g rho_l(g)^{-1} W_l rho_{l-1}(g),   b_l <- 1/|G| sum_g rho_l(g)^{-1} b_l
+    [W_l, b_l] <- 1/|G| sum_g rho_l(g)^{-1} [W_l R_{l-1}(g), W_l c_{l-1}(g) + b_l]
 
-is the orthogonal projection onto weights with W_l rho_{l-1}(g) = rho_l(g) W_l
-for all g. The group is the closure of the given chains under composition.
+(rho_l the action on layer l's pre-activations, h -> R h + c the action it induces on the
+activations, affine for sigmoid) is a projection onto weights with W_l R_{l-1}(g) = rho_l(g) W_l
+and W_l c_{l-1}(g) + b_l = rho_l(g) b_l for all g (orthogonal when every action is a signed
+permutation without offset). The group is the closure of the given chains under composition.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from symfast.layerwise.actions import LatentActions
+from symfast.layerwise.actions import LatentActions, transformed_rows
+from symfast.layerwise.activations import activation as activation_entry
+from symfast.layerwise.activations import post_action
 from symfast.layerwise.group import GroupActions
 from symfast.layerwise.layer_action import LayerAction
 from symfast.layerwise.network import MLP, as_mlp
@@ -152,12 +156,21 @@ def project_equivariant(layers, actions, activation: str | None = None, max_grou
     elif repair:
         chains = normalise_scales(chains)
     group = closure(chains, max_group)
-    inv = [[np.linalg.inv(m) for m in g] for g in group]
+    ent = activation_entry(net.activation)
     out = []
     for l, (W, b) in enumerate(net.layers):
-        Wp = sum(gi[l + 1] @ W @ g[l] for g, gi in zip(group, inv)) / len(group)
-        bp = sum(gi[l + 1] @ b for gi in inv) / len(group)
-        out.append((Wp, bp))
+        Wp, bp = np.zeros_like(W), np.zeros_like(b)
+        for g in group:  # T_g [W, b] = rho_l(g)^-1 [W, b] A_{l-1}(g), A the (affine) action on the layer input
+            if l == 0:
+                R, c = g[0], np.zeros(g[0].shape[0])
+            else:
+                a = LayerAction.from_matrix(g[l])
+                R, c = post_action(a.index, a.scale, ent)
+            A, Ab = transformed_rows(W, b, R, c)
+            Rinv = np.linalg.inv(g[l + 1])
+            Wp += Rinv @ A
+            bp += Rinv @ Ab
+        out.append((Wp / len(group), bp / len(group)))
     return net.with_layers(out)
 
 
