@@ -10,6 +10,7 @@ import symfast as sf
 from symfast.readout import shapes
 from symfast.readout.ensemble import Ensemble
 from symfast.readout.groups import Group, union
+from symfast.readout.readout import default_candidates
 from symfast.testing import assert_close
 
 TINY = dict(hidden=(8,), steps=2, points=16, backend="reference", progress=False)
@@ -32,8 +33,13 @@ def planted(pe, group, shape, seeds=6, H=None, seed=0):
     return Ensemble(pe, [torch.stack(w0), out], biases, "relu", [shape] * seeds, list(range(seeds)))
 
 
+def true_set(t):
+    """Elements (index of t) whose true_symmetry is True (not False, not NaN)."""
+    return {e for e, v in t["true_symmetry"].items() if v == True}  # noqa: E712 (numpy bools, NaN)
+
+
 def names(group, among):
-    return {g.name for g in among if g in group}
+    return {sf.readout.groups.as_element(g).name for g in among if g in group}
 
 
 CASES = {
@@ -50,11 +56,11 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_truth_comes_from_the_shape_object(case):
     shape, pe, cands, plant = CASES[case]
-    cands_list = list(cands if cands is not None else sf.readout.default_candidates())
+    cands_list = list(cands if cands is not None else default_candidates())
     r = sf.readout(planted(pe, plant, shape), candidates=cands, sweep=0)
     t = r.table.set_index("element")
     truth = names(shape.group, cands_list)
-    assert {e for e in t.index if t.loc[e, "true_symmetry"] is True} == truth
+    assert true_set(t) == truth
     assert {g.name for g in r.observed(shape.name)} == names(plant, cands_list)
     assert r.violations.empty, r.violations[["element", "score", "threshold"]]
     lift_and_true = {g.name for g in cands_list if pe.lift(g) is not None and g in shape.group}
@@ -70,16 +76,16 @@ def test_fit_sdf_members_carry_their_shapes():
     r = sf.readout(ens, candidates=cands, sweep=0)
     for shape in (pent, rot):
         t = r.table[r.table["shape"] == shape.name].set_index("element")
-        assert {e for e in t.index if t.loc[e, "true_symmetry"] is True} == names(shape.group, cands)
+        assert true_set(t) == names(shape.group, cands)
         assert not t["true_symmetry"].isna().any()
 
 
 def test_custom_shape_without_group_uses_its_symmetries():
     sq = shapes.square(0.4)
     blob = shapes.Shape("blob", sq.sdf, None)  # same field as a square, no declared group
-    r = sf.readout(planted(sf.DyadicAxisPE(2), sf.dihedral(4), blob), sweep=4)
+    r = sf.readout(planted(sf.DyadicAxisPE(2), sf.dihedral(4), blob), sweep=8)
     t = r.table.set_index("element")
-    assert {e for e in t.index if t.loc[e, "true_symmetry"] is True} == names(sf.dihedral(4), t.index)
+    assert true_set(t) == names(sf.dihedral(4), t.index)
     assert r.violations.empty
     sw = r.sweep.set_index("element")
     assert bool(sw.loc["r90", "true_symmetry"]) and not bool(sw.loc["r45", "true_symmetry"])
