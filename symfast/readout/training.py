@@ -18,13 +18,19 @@ members carry the Shape objects they were fitted to.
 
 Checkpoints (`checkpoint=path`) hold parameters, Adam state, per-model generator
 states and losses of one step boundary, written atomically. A Ctrl-C inside a step
-rolls that step back (parameters, Adam state, generators as they were when it
-began) before saving, so a resumed run is bit-identical to an uninterrupted one.
+is saved at a boundary: before the optimiser update it undoes the step's point draws
+(parameters and Adam are untouched until then); a Ctrl-C signal during the update
+is held until the update and its loss record are done; an interrupt raised after
+the update completes the step's bookkeeping. A resumed run is bit-identical to an
+uninterrupted one. (No per-step copy of parameters or Adam state is needed.)
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import signal
+import threading
 
 import torch
 from tqdm.auto import tqdm
@@ -158,11 +164,11 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     show = progress if progress is not None else (steps - start) * B * points > 5e7
     bar = tqdm(range(start, steps), total=steps, initial=start, disable=not show,
                desc=f"fit_sdf {pe.name} B={B}", unit="step", leave=False)
-    boundary, began = start, None  # last completed step; state when the current step began
+    boundary, step, drawn_from = start, start, None  # last completed step; generator states it began with
     try:
         for step in bar:
             if checkpoint is not None:  # only needed to roll an interrupted step back
-                began = _snapshot(params, opt, gens)
+                drawn_from = [g.get_state() for g in gens]
             x = _sample(sampler, gens, points, radius, dtype)
             target = torch.cat([s.sdf(x[i * len(seed_list):(i + 1) * len(seed_list)])
                                 for i, s in enumerate(shape_objs)])
@@ -177,17 +183,23 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
                 pred = fourier_mlp(x, freq, phase, params[:L], params[L:], activation)
                 loss_b = (pred - target).pow(2).mean(dim=1)
                 loss_b.sum().backward()
-            opt.step()
-            losses[step] = loss_b.detach().float().cpu()
-            boundary, began = step + 1, None
+            with _sigint_deferred():  # the update and its bookkeeping happen together
+                opt.step()
+                losses[step] = loss_b.detach().float().cpu()
+                boundary, drawn_from = step + 1, None
             if show and step % 50 == 0:
                 bar.set_postfix(loss=f"{losses[step].mean().item():.2e}")
             if checkpoint is not None and boundary % checkpoint_every == 0:
                 _save_checkpoint(checkpoint, config, targets, params, opt, gens, losses, boundary)
     except KeyboardInterrupt:
         if checkpoint is not None:
-            if began is not None:
-                _restore(began, params, opt, gens)
+            if boundary == step and _adam_steps(opt, params) == step + 1:
+                # raised after opt.step() completed: only the loss record was missing
+                losses[step] = loss_b.detach().float().cpu()
+                boundary = step + 1
+            elif drawn_from is not None:  # parameters and Adam untouched: undo this step's draws
+                for g, s in zip(gens, drawn_from):
+                    g.set_state(s)
             _save_checkpoint(checkpoint, config, targets, params, opt, gens, losses, boundary)
             raise KeyboardInterrupt(f"fit_sdf interrupted; progress saved to {checkpoint}") from None
         raise
@@ -222,24 +234,28 @@ def _sample(sampler, gens, n, radius, dtype) -> torch.Tensor:
     return x
 
 
-def _snapshot(params, opt, gens):
-    """Copies of parameters, Adam state and generator states (the state at a step boundary)."""
-    return ([p.detach().clone() for p in params],
-            {i: {k: v.clone() if torch.is_tensor(v) else v for k, v in opt.state[p].items()}
-             for i, p in enumerate(params) if p in opt.state},
-            [g.get_state() for g in gens])
+@contextlib.contextmanager
+def _sigint_deferred():
+    """Hold a Ctrl-C that arrives inside the block and deliver it when the block ends (main
+    thread with a Python SIGINT handler only; elsewhere the block runs as is)."""
+    if threading.current_thread() is not threading.main_thread() or \
+            not callable(signal.getsignal(signal.SIGINT)):
+        yield
+        return
+    got = []
+    old = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+        if got:
+            signal.raise_signal(signal.SIGINT)
 
 
-def _restore(snap, params, opt, gens) -> None:
-    values, state, gen_states = snap
-    with torch.no_grad():
-        for p, v in zip(params, values):
-            p.copy_(v)
-    opt.state.clear()
-    for i, s in state.items():
-        opt.state[params[i]] = s
-    for g, s in zip(gens, gen_states):
-        g.set_state(s)
+def _adam_steps(opt, params) -> int:
+    """Updates Adam has applied (its per-parameter step counter; 0 before the first)."""
+    state = opt.state.get(params[0], {})
+    return int(state["step"]) if "step" in state else 0
 
 
 def _save_checkpoint(path, config, targets, params, opt, gens, losses, step):
@@ -283,8 +299,9 @@ def _resume(path, config, targets, params, opt, gens, losses) -> int:
             g.set_state(s)
     except (KeyError, TypeError, ValueError, RuntimeError, IndexError) as e:
         raise bad(f"optimiser or generator state ({type(e).__name__}: {e})") from None
-    if step > 0 and len(opt.state) != len(params):
-        raise bad("optimiser state is missing for some parameters")
+    if any(int(opt.state[p]["step"]) != step for p in params if p in opt.state) or \
+            (step > 0 and len(opt.state) != len(params)):
+        raise bad(f"optimiser state does not belong to step {step}")
     with torch.no_grad():
         for p, v in zip(params, values):
             p.copy_(v)

@@ -1,4 +1,5 @@
 import os
+import signal
 
 import pytest
 import torch
@@ -113,38 +114,43 @@ def test_fused_triton_backend_agrees_with_reference_under_interpreter(run_interp
 
 
 class _Interrupt:
-    """Raise KeyboardInterrupt at the n-th call of `fn`, before or after running it."""
+    """At the n-th call of `fn`: raise KeyboardInterrupt before (when="before") or after
+    (when="after") running it, or send a real SIGINT to this process from inside it ("signal")."""
 
-    def __init__(self, fn, at, after=False):
-        self.fn, self.at, self.after, self.calls = fn, at, after, 0
+    def __init__(self, fn, at, when):
+        self.fn, self.at, self.when, self.calls = fn, at, when, 0
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
-        if self.calls == self.at and not self.after:
+        if self.calls == self.at and self.when == "before":
             raise KeyboardInterrupt
         out = self.fn(*args, **kwargs)
-        if self.calls == self.at and self.after:
+        if self.calls == self.at and self.when == "after":
             raise KeyboardInterrupt
+        if self.calls == self.at and self.when == "signal":
+            signal.raise_signal(signal.SIGINT)
         return out
 
 
 @pytest.mark.parametrize("backend", ["reference", "cpu"])
 def test_interrupt_anywhere_in_a_step_resumes_bit_identically(tmp_path, monkeypatch, backend):
-    """Ctrl-C inside a step (after sampling, inside the loss, after the optimiser step) rolls the
-    step back, so the resumed run equals an uninterrupted one bit for bit."""
+    """Ctrl-C inside a step (after sampling, inside the loss, before, inside and after the optimiser
+    step) is saved at a step boundary, so the resumed run equals an uninterrupted one bit for bit."""
     kw = dict(SMALL, backend=backend)
     full = sf.fit_sdf(["square", "triangle"], sf.DyadicAxisPE(3), seeds=2, **kw)
-    points = [  # (object, attribute, call at which to interrupt, after the real call?)
-        (training, "_sample", 6, True),      # the generators have drawn this step's points
-        (training, "_sample", 1, False),     # before anything happened in the first step
-        (training, "fourier_mlp_train_step" if backend != "reference" else "fourier_mlp", 3, True),
-        (torch.optim.Adam, "step", 10, True),  # parameters and Adam state already updated
-        (torch.optim.Adam, "step", 12, True),  # the last step
+    points = [  # (object, attribute, call at which to interrupt, how)
+        (training, "_sample", 6, "after"),     # the generators have drawn this step's points
+        (training, "_sample", 1, "before"),    # before anything happened in the first step
+        (training, "fourier_mlp_train_step" if backend != "reference" else "fourier_mlp", 3, "after"),
+        (torch.optim.Adam, "step", 7, "before"),   # gradients ready, nothing updated
+        (torch.optim.Adam, "step", 10, "after"),   # parameters and Adam state already updated
+        (torch.optim.Adam, "step", 4, "signal"),   # a real Ctrl-C during the update
+        (torch.optim.Adam, "step", 12, "after"),   # the last step
     ]
     ck = tmp_path / "ck.pt"
-    for owner, name, at, after in points:
+    for owner, name, at, when in points:
         real = getattr(owner, name)
-        monkeypatch.setattr(owner, name, _Interrupt(real, at, after))
+        monkeypatch.setattr(owner, name, _Interrupt(real, at, when))
         with pytest.raises(KeyboardInterrupt, match="saved"):
             sf.fit_sdf(["square", "triangle"], sf.DyadicAxisPE(3), seeds=2, checkpoint=ck, checkpoint_every=5, **kw)
         monkeypatch.setattr(owner, name, real)
@@ -152,7 +158,7 @@ def test_interrupt_anywhere_in_a_step_resumes_bit_identically(tmp_path, monkeypa
         resumed = sf.fit_sdf(["square", "triangle"], sf.DyadicAxisPE(3), seeds=2, checkpoint=ck,
                              checkpoint_every=5, **kw)
         for l, (wf, wr) in enumerate(zip(full.weights + full.biases, resumed.weights + resumed.biases)):
-            assert torch.equal(wf, wr), (name, at, after, step, l)
+            assert torch.equal(wf, wr), (name, at, when, step, l)
         assert torch.equal(full.losses, resumed.losses), (name, at, step)
         assert os.listdir(tmp_path) == ["ck.pt"]  # no temp files left
         os.remove(ck)
