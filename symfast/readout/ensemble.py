@@ -232,6 +232,8 @@ class Ensemble:
                 for l, t in enumerate(d[kind]):
                     if not torch.isfinite(t).all():
                         raise ValueError(f"{kind}[{l}] contains NaN or Inf")
+            if not isinstance(d["losses"], torch.Tensor) or not isinstance(d["config"], dict):
+                raise ValueError("losses must be a tensor and config a dict")
             if d["format"] == _OLD_FORMAT:
                 warnings.warn(f"{path}: old ensemble format with shape names only; taking each shape from "
                               "symfast.readout.shapes.by_name (save again to store the shapes themselves)")

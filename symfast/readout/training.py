@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import os
 import signal
 import threading
@@ -131,7 +132,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r}; choose from {sorted(ACTIVATIONS)}")
     for name, v in (("steps", steps), ("points", points), ("checkpoint_every", checkpoint_every)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or int(v) != v or v < 1:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or int(v) != v or v < 1:
             raise ValueError(f"{name} must be a positive integer, got {v}")
     if not (lr > 0 and math.isfinite(lr)):
         raise ValueError(f"lr must be positive, got {lr}")
@@ -269,7 +270,8 @@ def _resume(path, config, targets, params, opt, gens, losses) -> int:
     ck = safe_load(path, "fit_sdf checkpoint")
     keys = {"config", "targets", "step", "params", "opt", "gens", "losses"}
     if not isinstance(ck, dict) or not keys <= set(ck):
-        raise ValueError(f"{path} is not a fit_sdf checkpoint (missing {sorted(keys - set(ck or {}))}); remove it")
+        missing = sorted(keys - set(ck)) if isinstance(ck, dict) else "everything"
+        raise ValueError(f"{path} is not a fit_sdf checkpoint (missing {missing}); remove it")
     if ck["config"] != config or ck["targets"] != targets:
         raise ValueError(f"checkpoint {path} was written with other settings; remove it or change the path")
 
