@@ -268,11 +268,11 @@ def _save_checkpoint(path, config, targets, params, opt, gens, losses, step):
 def _resume(path, config, targets, params, opt, gens, losses) -> int:
     """Load a checkpoint into params/opt/gens/losses after checking every field; returns its step."""
     ck = safe_load(path, "fit_sdf checkpoint")
-    keys = {"config", "targets", "step", "params", "opt", "gens", "losses"}
+    keys = {"config", "step", "params", "opt", "gens", "losses"}  # (+ "targets" since shapes are stored)
     if not isinstance(ck, dict) or not keys <= set(ck):
         missing = sorted(keys - set(ck)) if isinstance(ck, dict) else "everything"
         raise ValueError(f"{path} is not a fit_sdf checkpoint (missing {missing}); remove it")
-    if ck["config"] != config or ck["targets"] != targets:
+    if ck["config"] != config or ck.get("targets", targets) != targets:
         raise ValueError(f"checkpoint {path} was written with other settings; remove it or change the path")
 
     def bad(what):
