@@ -132,3 +132,16 @@ def test_module_casts_keep_frequencies_exact(cast, name, xy):
         assert rho is not None, g.name
         err = (pe(g(x)) - pe(x) @ torch.as_tensor(rho).T).abs().max().item()
         assert err < 1e-12, (g.name, err)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_move_keeps_frequencies_exact():
+    pe = sf.MultiAxisPE(5, 4)
+    holder = torch.nn.Sequential(pe, torch.nn.Linear(pe.dim, 2)).cuda().half()
+    assert pe.frequencies.is_cuda and pe.frequencies.dtype == torch.float64
+    assert torch.equal(pe.frequencies.cpu(), sf.MultiAxisPE(5, 4).frequencies)
+    x = torch.rand(64, 2, dtype=torch.float64, device="cuda")
+    for g in sf.dihedral(10):
+        rho = torch.as_tensor(pe.lift(g), device="cuda")
+        assert (pe(g(x)) - pe(x) @ rho.T).abs().max().item() < 1e-12, g.name
+    assert holder[1].weight.dtype == torch.float16
