@@ -6,6 +6,11 @@ for all x) iff g^T maps the frequency multiset onto itself up to sign; the
 phase difference is then absorbed by a 2x2 block, so rho(g) is a permutation
 of 2x2 orthogonal blocks (DESIGN.md section 1). It is found by matching
 frequencies, not by fitting.
+
+The frequencies and phases are float64 buffers (saved in `state_dict`) that module casts
+(`.float()`, `.half()`, `.to(dtype)`) never touch: they move between devices with the
+module but stay float64, so the lifts stay exact whatever dtype the model around them runs
+in. The features are computed in the input's dtype.
 """
 from __future__ import annotations
 
@@ -56,12 +61,23 @@ class FourierPE(torch.nn.Module):
             x = x.to(torch.get_default_dtype())
         return fourier_features(x, self.frequencies, self.phases)
 
+    def _apply(self, fn, recurse=True):
+        """Module casts move the float64 frequencies/phases to the new device but keep them
+        float64 (a float32 copy of 2^k pi would break phi(gx) = rho(g) phi(x))."""
+        exact = {"frequencies": self.frequencies, "phases": self.phases}
+        super()._apply(fn, recurse)
+        for name, master in exact.items():
+            moved = getattr(self, name)
+            setattr(self, name, master.to(device=moved.device, dtype=torch.float64))
+        return self
+
     def extra_repr(self) -> str:
         return f"name={self.name!r}, dim={self.dim}"
 
     def config(self) -> dict:
         """Everything needed to rebuild this encoding (see `FourierPE.from_config`)."""
-        return {"name": self.name, "frequencies": self.frequencies.tolist(), "phases": self.phases.tolist()}
+        return {"name": self.name, "frequencies": self.frequencies.cpu().tolist(),
+                "phases": self.phases.cpu().tolist()}
 
     @staticmethod
     def from_config(cfg: dict) -> "FourierPE":
@@ -74,8 +90,8 @@ class FourierPE(torch.nn.Module):
         phi(g x) = rho(g) phi(x) for all x. Found by matching g^T w_j = s w_i (s = +-1).
         """
         g = as_element(g)
-        w = self.frequencies.numpy()
-        b = self.phases.numpy()
+        w = self.frequencies.cpu().numpy()
+        b = self.phases.cpu().numpy()
         m = w.shape[0]
         scale = max(1.0, float(np.abs(w).max()))
         target = w @ g.matrix  # row j: (g^T w_j)^T
@@ -122,9 +138,9 @@ class FourierPE(torch.nn.Module):
         if getattr(self, "_lstsq_cache", (None,))[0] != key:  # samples and phi(X) reused across a sweep
             x = sample_disk(num_samples, radius=radius, generator=torch.Generator().manual_seed(seed),
                             dtype=torch.float64)
-            self._lstsq_cache = (key, x, self(x).numpy())
+            self._lstsq_cache = (key, x, self(x.to(self.frequencies.device)).cpu().numpy())
         _, x, a = self._lstsq_cache
-        target = self(g(x)).numpy()
+        target = self(g(x).to(self.frequencies.device)).cpu().numpy()
         if orthogonal:  # Procrustes: sol = U V^T from the SVD of a^T target
             u, _, vt = np.linalg.svd(a.T @ target)
             sol = u @ vt

@@ -173,6 +173,20 @@ class Group(tuple):
         """True when the finite set is closed under composition and inverse."""
         return all((a * b) in self for a in self for b in self) and all(a.inverse() in self for a in self)
 
+    def to_dict(self) -> dict:
+        """Plain data (str, float, list) that `torch.load(weights_only=True)` and JSON can read."""
+        return {"name": self.name, "continuous": bool(self.continuous),
+                "elements": [[g.kind, float(g.angle)] for g in self]}
+
+    @staticmethod
+    def from_dict(d: dict) -> "Group":
+        """Inverse of `to_dict`; raises ValueError on malformed data."""
+        try:
+            elements = [O2Element(str(kind), float(angle)) for kind, angle in d["elements"]]
+            return Group(elements, name=str(d["name"]), continuous=bool(d["continuous"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"malformed group data {d!r}: {e}") from None
+
     def __repr__(self) -> str:
         if self.continuous:
             return f"<Group {self.name}>"

@@ -27,7 +27,6 @@ import torch
 from symfast.readout.ensemble import Ensemble
 from symfast.readout.groups import Group, as_element, dihedral, rotation_sweep, union
 from symfast.readout.observables import extend_lift, observable, pair_null, scores, split_half_null
-from symfast.readout.shapes import by_name
 
 __all__ = ["readout", "Readout", "default_candidates"]
 
@@ -95,7 +94,9 @@ def readout(ensembles, candidates=None, observable: str = "gram", aggregate: str
     """Read which candidate symmetries the trained weights show.
 
     Args:
-        ensembles: an `Ensemble` or a list of them (e.g. one per encoding).
+        ensembles: an `Ensemble` or a list of them (e.g. one per encoding); a
+            `symfast.nn.FourierMLPEnsemble` that knows its shapes is converted. G_true of each
+            member comes from the `Shape` it carries (`Ensemble.true_group`).
         candidates: group elements to test (default D4 ∪ D6).
         observable: "gram", "gram_bias" or "prefixK" (see `symfast.readout.observables`).
         aggregate: "ensemble" (score of the seed-mean observable; DESIGN.md: this is what
@@ -107,8 +108,9 @@ def readout(ensembles, candidates=None, observable: str = "gram", aggregate: str
     Returns:
         A `Readout`.
     """
-    if isinstance(ensembles, Ensemble):
+    if not isinstance(ensembles, (list, tuple)):
         ensembles = [ensembles]
+    ensembles = [Ensemble.coerce(e) for e in ensembles]
     if aggregate not in ("ensemble", "model"):
         raise ValueError(f"aggregate must be 'ensemble' or 'model', got {aggregate!r}")
     if int(num_null) != num_null or num_null < 1:
@@ -129,10 +131,11 @@ def readout(ensembles, candidates=None, observable: str = "gram", aggregate: str
         phi_all = observable_fn(ens, observable)
         for shape_name in dict.fromkeys(ens.shapes):
             phi = phi_all[ens.indices(shape_name)]
-            group = by_name(shape_name).group if _known(shape_name) else None
+            group = ens.true_group(shape_name, cands)
             rows += _rows(phi, lifts, aggregate, num_null, gen, shape_name, ens.pe.name, observable, group)
             if sweep_lifts is not None:
-                for r in _rows(phi, sweep_lifts, aggregate, 0, gen, shape_name, ens.pe.name, observable, group):
+                sweep_group = ens.true_group(shape_name, [g for g, *_ in sweep_lifts])
+                for r in _rows(phi, sweep_lifts, aggregate, 0, gen, shape_name, ens.pe.name, observable, sweep_group):
                     sweep_rows.append({k: r[k] for k in ("shape", "pe", "observable", "element", "angle_deg",
                                                          "liftable", "lift_residual", "true_symmetry", "score")})
     return Readout(pd.DataFrame(rows), pd.DataFrame(sweep_rows))
@@ -140,14 +143,6 @@ def readout(ensembles, candidates=None, observable: str = "gram", aggregate: str
 
 def observable_fn(ens: Ensemble, kind: str) -> torch.Tensor:
     return observable(ens.weights, ens.biases, kind)
-
-
-def _known(name: str) -> bool:
-    try:
-        by_name(name)
-        return True
-    except ValueError:
-        return False
 
 
 _LIFT_CACHE: dict = {}

@@ -3,6 +3,12 @@
 SDFs are negative inside. Every shape is centred at the origin and fits in
 the unit disk, the default sampling domain. `shape.symmetries(candidates)`
 checks f(g^-1 x) = f(x) numerically, which must agree with `shape.group`.
+
+A shape built by a factory here also carries `params`, the data-only recipe that
+rebuilds it (`{"kind": "polygon", "vertices": [...]}`, `{"kind": "circle", "radius": r}`,
+...); `shape.to_dict()` / `Shape.from_dict(d)` round-trip name, recipe and group
+through plain lists and numbers, which is how a saved `Ensemble` stores its shapes.
+A `Shape` made from an arbitrary callable saves its name and group only.
 """
 from __future__ import annotations
 
@@ -19,15 +25,58 @@ __all__ = ["Shape", "circle", "square", "rectangle", "ellipse", "regular_polygon
 
 
 class Shape:
-    """A named 2D shape: `.sdf(x)` for x: [..., 2] -> [...], and its declared `.group`."""
+    """A named 2D shape: `.sdf(x)` for x: [..., 2] -> [...], and its declared `.group`.
 
-    def __init__(self, name: str, sdf: Callable[[torch.Tensor], torch.Tensor], group: Group):
-        self.name = name
+    Args:
+        name: label used in tables.
+        sdf: callable x [..., 2] -> [...] (None for a shape loaded without its field).
+        group: the declared symmetry group, or None to find it numerically with
+            `symmetries(candidates)` when a readout needs it (see `true_group`).
+        params: data-only recipe for `to_dict` (set by the factories of this module).
+    """
+
+    def __init__(self, name: str, sdf: Callable[[torch.Tensor], torch.Tensor] | None, group: Group | None = None,
+                 params: dict | None = None):
+        if group is not None and not isinstance(group, Group):
+            raise ValueError(f"group must be a symfast Group or None, got {type(group).__name__}")
+        self.name = str(name)
         self._sdf = sdf
         self.group = group
+        self.params = params
+
+    def true_group(self, candidates) -> Group:
+        """The declared group, or (when none was declared) the candidates the field is invariant under."""
+        return self.group if self.group is not None else self.symmetries(candidates)
+
+    def to_dict(self) -> dict:
+        """{"name", "params", "group"} as plain data (`torch.load(weights_only=True)` reads it)."""
+        return {"name": self.name, "params": self.params,
+                "group": None if self.group is None else self.group.to_dict()}
+
+    @staticmethod
+    def from_dict(d: dict) -> "Shape":
+        """Rebuild a shape saved by `to_dict`: its field from the recipe (if one was saved), its
+        name and group as saved. Raises ValueError on malformed data."""
+        if not isinstance(d, dict) or not {"name", "params", "group"} <= set(d):
+            raise ValueError(f"malformed shape data {d!r}")
+        group = None if d["group"] is None else Group.from_dict(d["group"])
+        params = d["params"]
+        if params is None:
+            return Shape(d["name"], None, group)
+        if not isinstance(params, dict) or params.get("kind") not in _RECIPES:
+            raise ValueError(f"malformed shape recipe {params!r}; kinds are {sorted(_RECIPES)}")
+        args = {k: v for k, v in params.items() if k != "kind"}
+        try:
+            made = _RECIPES[params["kind"]](**args)
+        except TypeError as e:
+            raise ValueError(f"malformed shape recipe {params!r}: {e}") from None
+        return Shape(d["name"], made._sdf, group, made.params)
 
     def sdf(self, x) -> torch.Tensor:
         """Signed distance (negative inside) at x: [..., 2]; numpy input gives float64."""
+        if self._sdf is None:
+            raise ValueError(f"shape {self.name!r} was saved without its field (a custom callable); "
+                             "only its name and group are known")
         x = torch.as_tensor(x)
         if x.shape[-1] != 2:
             raise ValueError(f"x must be [..., 2], got {list(x.shape)}")
@@ -48,7 +97,7 @@ class Shape:
         return Group(keep, name=f"sym({self.name})")
 
     def __repr__(self) -> str:
-        return f"<Shape {self.name} group={self.group.name}>"
+        return f"<Shape {self.name} group={'?' if self.group is None else self.group.name}>"
 
 
 def _box_sdf(x: torch.Tensor, hx: float, hy: float) -> torch.Tensor:
@@ -106,13 +155,15 @@ def _rotated_dihedral(n: int, rot: float) -> Group:
 def circle(radius: float = 0.5) -> Shape:
     """Disk of `radius`; group O(2)."""
     _pos(radius=radius)
-    return Shape("circle", lambda x: x.norm(dim=-1) - radius, orthogonal_group())
+    return Shape("circle", lambda x: x.norm(dim=-1) - radius, orthogonal_group(),
+                 {"kind": "circle", "radius": float(radius)})
 
 
 def square(half_width: float = 0.5) -> Shape:
     """Axis-aligned square [-h, h]^2; group D4."""
     _pos(half_width=half_width)
-    return Shape("square", lambda x: _box_sdf(x, half_width, half_width), dihedral(4))
+    return Shape("square", lambda x: _box_sdf(x, half_width, half_width), dihedral(4),
+                 {"kind": "square", "half_width": float(half_width)})
 
 
 def rectangle(half_width: float = 0.6, half_height: float = 0.35) -> Shape:
@@ -120,7 +171,8 @@ def rectangle(half_width: float = 0.6, half_height: float = 0.35) -> Shape:
     _pos(half_width=half_width, half_height=half_height)
     if abs(half_width - half_height) < 1e-12:
         raise ValueError("rectangle with equal sides is a square; use square()")
-    return Shape("rectangle", lambda x: _box_sdf(x, half_width, half_height), dihedral(2))
+    return Shape("rectangle", lambda x: _box_sdf(x, half_width, half_height), dihedral(2),
+                 {"kind": "rectangle", "half_width": float(half_width), "half_height": float(half_height)})
 
 
 def ellipse(a: float = 0.6, b: float = 0.35, iterations: int = 6) -> Shape:
@@ -152,7 +204,8 @@ def ellipse(a: float = 0.6, b: float = 0.35, iterations: int = 6) -> Shape:
         inside = (p[..., 0] / a) ** 2 + (p[..., 1] / b) ** 2 < 1
         return torch.where(inside, -d, d)
 
-    return Shape("ellipse", sdf, dihedral(2))
+    return Shape("ellipse", sdf, dihedral(2), {"kind": "ellipse", "a": float(a), "b": float(b),
+                                                "iterations": int(iterations)})
 
 
 def polygon(vertices, name: str = "polygon", group: Group | None = None) -> Shape:
@@ -163,7 +216,8 @@ def polygon(vertices, name: str = "polygon", group: Group | None = None) -> Shap
     if not np.isfinite(v).all():
         raise ValueError("vertices must be finite")
     vt = torch.as_tensor(v)
-    return Shape(name, lambda x: _polygon_sdf(x, vt), group or _vertex_symmetries(v, "sym"))
+    return Shape(name, lambda x: _polygon_sdf(x, vt), group if group is not None else _vertex_symmetries(v, "sym"),
+                 {"kind": "polygon", "vertices": v.tolist()})
 
 
 def regular_polygon(n: int, radius: float = 0.6, rotation: float = 0.0, name: str | None = None) -> Shape:
@@ -211,6 +265,8 @@ def _pos(**kw):
 _FACTORIES = {"circle": circle, "square": square, "rectangle": rectangle, "ellipse": ellipse,
               "triangle": triangle, "pentagon": pentagon, "hexagon": hexagon, "star": star}
 NAMES = tuple(_FACTORIES)
+# Recipes `Shape.from_dict` may call (all other factories build polygons).
+_RECIPES = {"circle": circle, "square": square, "rectangle": rectangle, "ellipse": ellipse, "polygon": polygon}
 
 
 def by_name(name: str) -> Shape:

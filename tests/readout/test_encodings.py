@@ -106,3 +106,42 @@ def test_fourier_features_large_arguments_fall_back_exactly():
     x = torch.tensor([[1.5, 0.0], [0.01, 0.0]])
     fast = fourier_features(x, w, torch.zeros(1), backend="cpu")
     assert_close("features", reference.fourier_features(x, w, torch.zeros(1)), fast, atol=1e-6, rtol=0)
+
+
+CASTS = {"float": lambda m: m.float(), "half": lambda m: m.half(), "to_float32": lambda m: m.to(torch.float32),
+         "to_bfloat16": lambda m: m.to(dtype=torch.bfloat16), "double": lambda m: m.double(),
+         "to_cpu": lambda m: m.to("cpu")}
+
+
+@pytest.mark.parametrize("cast", list(CASTS))
+@pytest.mark.parametrize("name", ["dyadic", "multiaxis5", "rff"])
+@settings(max_examples=5, deadline=None)
+@given(xy=st.lists(st.tuples(st.floats(-1, 1), st.floats(-1, 1)), min_size=1, max_size=32))
+def test_module_casts_keep_frequencies_exact(cast, name, xy):
+    """After .float()/.half()/.to(dtype) on a module holding the encoding, frequencies and phases
+    are the same float64 values and every exact lift still satisfies phi(gx) = rho(g) phi(x)."""
+    pe0, expected = ENCODINGS[name]
+    pe = sf.FourierPE(pe0.frequencies, pe0.phases, name=pe0.name)
+    holder = CASTS[cast](torch.nn.Sequential(pe, torch.nn.Linear(pe.dim, 3, dtype=torch.float64)))
+    assert pe.frequencies.dtype == torch.float64 and pe.phases.dtype == torch.float64
+    assert torch.equal(pe.frequencies, pe0.frequencies) and torch.equal(pe.phases, pe0.phases)
+    assert holder.state_dict()["0.frequencies"].dtype == torch.float64
+    x = torch.tensor(xy, dtype=torch.float64)
+    for g in expected:
+        rho = pe.lift(g)
+        assert rho is not None, g.name
+        err = (pe(g(x)) - pe(x) @ torch.as_tensor(rho).T).abs().max().item()
+        assert err < 1e-12, (g.name, err)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_move_keeps_frequencies_exact():
+    pe = sf.MultiAxisPE(5, 4)
+    holder = torch.nn.Sequential(pe, torch.nn.Linear(pe.dim, 2)).cuda().half()
+    assert pe.frequencies.is_cuda and pe.frequencies.dtype == torch.float64
+    assert torch.equal(pe.frequencies.cpu(), sf.MultiAxisPE(5, 4).frequencies)
+    x = torch.rand(64, 2, dtype=torch.float64, device="cuda")
+    for g in sf.dihedral(10):
+        rho = torch.as_tensor(pe.lift(g), device="cuda")
+        assert (pe(g(x)) - pe(x) @ rho.T).abs().max().item() < 1e-12, g.name
+    assert holder[1].weight.dtype == torch.float16

@@ -1,3 +1,6 @@
+import os
+import signal
+
 import pytest
 import torch
 
@@ -108,3 +111,114 @@ def test_fused_triton_backend_agrees_with_reference_under_interpreter(run_interp
         "err = (r.losses - t.losses).abs().max().item() / r.losses.abs().max().item()\n"
         "assert err < 1e-4, err\n"
         "print('ok', err)\n")
+
+
+class _Interrupt:
+    """At the n-th call of `fn`: raise KeyboardInterrupt before (when="before") or after
+    (when="after") running it, or send a real SIGINT to this process from inside it ("signal")."""
+
+    def __init__(self, fn, at, when):
+        self.fn, self.at, self.when, self.calls = fn, at, when, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == self.at and self.when == "before":
+            raise KeyboardInterrupt
+        out = self.fn(*args, **kwargs)
+        if self.calls == self.at and self.when == "after":
+            raise KeyboardInterrupt
+        if self.calls == self.at and self.when == "signal":
+            signal.raise_signal(signal.SIGINT)
+        return out
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_interrupt_anywhere_in_a_step_resumes_bit_identically(tmp_path, monkeypatch, backend):
+    """Ctrl-C inside a step (after sampling, inside the loss, before, inside and after the optimiser
+    step) is saved at a step boundary, so the resumed run equals an uninterrupted one bit for bit."""
+    kw = dict(SMALL, backend=backend)
+    full = sf.fit_sdf(["square", "triangle"], sf.DyadicAxisPE(3), seeds=2, **kw)
+    points = [  # (object, attribute, call at which to interrupt, how)
+        (training, "_sample", 6, "after"),     # the generators have drawn this step's points
+        (training, "_sample", 1, "before"),    # before anything happened in the first step
+        (training, "fourier_mlp_train_step" if backend != "reference" else "fourier_mlp", 3, "after"),
+        (torch.optim.Adam, "step", 7, "before"),   # gradients ready, nothing updated
+        (torch.optim.Adam, "step", 10, "after"),   # parameters and Adam state already updated
+        (torch.optim.Adam, "step", 4, "signal"),   # a real Ctrl-C during the update
+        (torch.optim.Adam, "step", 12, "after"),   # the last step
+    ]
+    ck = tmp_path / "ck.pt"
+    for owner, name, at, when in points:
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, _Interrupt(real, at, when))
+        with pytest.raises(KeyboardInterrupt, match="saved"):
+            sf.fit_sdf(["square", "triangle"], sf.DyadicAxisPE(3), seeds=2, checkpoint=ck, checkpoint_every=5, **kw)
+        monkeypatch.setattr(owner, name, real)
+        step = torch.load(ck, weights_only=True)["step"]
+        resumed = sf.fit_sdf(["square", "triangle"], sf.DyadicAxisPE(3), seeds=2, checkpoint=ck,
+                             checkpoint_every=5, **kw)
+        for l, (wf, wr) in enumerate(zip(full.weights + full.biases, resumed.weights + resumed.biases)):
+            assert torch.equal(wf, wr), (name, at, when, step, l)
+        assert torch.equal(full.losses, resumed.losses), (name, at, step)
+        assert os.listdir(tmp_path) == ["ck.pt"]  # no temp files left
+        os.remove(ck)
+
+
+def test_checkpoint_every_must_be_positive():
+    for bad in (0, -1, 2.5, float("inf"), True):
+        with pytest.raises(ValueError, match="checkpoint_every"):
+            sf.fit_sdf(["square"], sf.DyadicAxisPE(2), seeds=1, checkpoint_every=bad, **SMALL)
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda ck: ck.update(step=10 ** 9), "step"),
+    (lambda ck: ck.update(step=-4), "step"),
+    (lambda ck: ck.update(step=3.0), "step"),
+    (lambda ck: ck.update(params=ck["params"][:-1]), "parameter"),
+    (lambda ck: ck["params"].__setitem__(0, ck["params"][0][:, :2]), "parameter 0"),
+    (lambda ck: ck["params"][1].fill_(float("nan")), "NaN"),
+    (lambda ck: ck.update(gens=ck["gens"][:1]), "generator"),
+    (lambda ck: ck.update(losses=ck["losses"][:3]), "losses"),
+    (lambda ck: ck.pop("opt"), "not a fit_sdf checkpoint"),
+    (lambda ck: ck["opt"]["state"].clear(), "optimiser"),
+])
+def test_damaged_checkpoint_is_refused(tmp_path, damage, match):
+    ck = tmp_path / "ck.pt"
+    sf.fit_sdf(["square"], sf.DyadicAxisPE(2), seeds=2, checkpoint=ck, checkpoint_every=4, **SMALL)
+    data = torch.load(ck, weights_only=True)
+    assert data["step"] == SMALL["steps"]
+    data["step"] = 8
+    damage(data)
+    torch.save(data, ck)
+    with pytest.raises(ValueError, match=match):
+        sf.fit_sdf(["square"], sf.DyadicAxisPE(2), seeds=2, checkpoint=ck, checkpoint_every=4, **SMALL)
+
+
+def test_truncated_checkpoint_names_the_file(tmp_path):
+    ck = tmp_path / "ck.pt"
+    sf.fit_sdf(["square"], sf.DyadicAxisPE(2), seeds=2, checkpoint=ck, **SMALL)
+    data = ck.read_bytes()
+    ck.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="ck.pt"):
+        sf.fit_sdf(["square"], sf.DyadicAxisPE(2), seeds=2, checkpoint=ck, **SMALL)
+
+
+def test_checkpoint_of_another_shape_with_the_same_name_is_refused(tmp_path):
+    ck = tmp_path / "ck.pt"
+    sf.fit_sdf([sf.shapes.regular_polygon(3, name="t")], sf.DyadicAxisPE(2), seeds=1, checkpoint=ck, **SMALL)
+    with pytest.raises(ValueError, match="other settings"):
+        sf.fit_sdf([sf.shapes.regular_polygon(3, rotation=0.5, name="t")], sf.DyadicAxisPE(2), seeds=1,
+                   checkpoint=ck, **SMALL)
+
+
+def test_batch_mates_change_a_model_only_by_rounding():
+    """A model's data, initialisation and loss are its own; batched products and the vectorised
+    Adam update may round differently with the batch size, so agreement is to float rounding."""
+    kw = dict(SMALL, steps=6)
+    for backend, dtype, tol in (("reference", torch.float32, 1e-5), ("cpu", torch.float32, 1e-5),
+                                ("cpu", torch.float64, 1e-13)):
+        kw.update(backend=backend, dtype=dtype)
+        big = sf.fit_sdf(["triangle", "square", "circle"], sf.DyadicAxisPE(3), seeds=[0, 1, 2], **kw)
+        alone = sf.fit_sdf(["square"], sf.DyadicAxisPE(3), seeds=[1], **kw)
+        for l, (wa, wb) in enumerate(zip(big.weights + big.biases, alone.weights + alone.biases)):
+            assert_close(f"{backend} {dtype} param{l}", wa[4], wb[0], rtol=tol, atol=tol)
