@@ -12,24 +12,32 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import pickle
 
 
 class UsageError(Exception):
     """Raised by commands for bad user input; printed as one line without a traceback (exit 2)."""
 
 
+_INPUT = (ValueError, TypeError, KeyError, EOFError, OSError)
+# What a damaged file makes torch.load and the structure checks after it raise (truncated zip:
+# RuntimeError; refused pickle: UnpicklingError; wrong nesting: AttributeError/IndexError).
+_LOADING = _INPUT + (RuntimeError, pickle.UnpicklingError, AttributeError, IndexError, FloatingPointError)
+
+
 @contextlib.contextmanager
-def input_errors(what: str = ""):
-    """Turn the ValueError/TypeError/OSError raised while reading user input into a UsageError.
+def input_errors(what: str = "", loading: bool = False):
+    """Turn the errors raised while reading user input into a UsageError.
 
     Use it only around calls whose errors describe the user's input (reading a spec or a
-    file the user named, validating settings), never around computation.
+    file the user named, validating settings), never around computation. `loading=True`
+    is for reading a file back (a damaged file raises a wider set of exceptions).
     """
     try:
         yield
     except UsageError:
         raise
-    except (ValueError, TypeError, KeyError, EOFError, OSError) as e:
+    except _LOADING if loading else _INPUT as e:
         detail = (e.strerror if isinstance(e, OSError) and e.strerror else str(e)) or type(e).__name__
         detail = " ".join(detail.split())
         raise UsageError(f"{what}: {detail}" if what and what not in detail else detail) from None

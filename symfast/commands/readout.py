@@ -96,7 +96,7 @@ def run(args) -> int:
         settings = dict(hidden=list(hidden), activation=args.activation, steps=args.steps, points=args.points,
                         lr=args.lr, shapes=shape_names, seeds=list(range(args.seeds)))
         if os.path.exists(path):
-            with input_errors(path):
+            with input_errors(f"{path} (delete it to train again)", loading=True):
                 ens = Ensemble.load(path)
             if all(ens.config.get(k) == v for k, v in settings.items()):
                 log.info(f"[{pe.name}] loaded trained ensemble from {path}")
