@@ -24,6 +24,7 @@ from symfast.commands import OPTION_TYPES, UsageError
 # OS errors that describe the user's environment (a path, a disk), not a bug.
 _ENV_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ENOTDIR,
                errno.EISDIR, errno.ENAMETOOLONG}
+_ENV_ERRORS = (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError)
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -112,7 +113,7 @@ def main(argv=None) -> int:
         print(f"symfast {args.command}: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:
-        if e.errno not in _ENV_ERRNOS:
+        if e.errno not in _ENV_ERRNOS and not isinstance(e, _ENV_ERRORS):
             raise
         where = f"{e.filename}: " if e.filename else ""
         print(f"symfast {args.command}: error: {where}{e.strerror or e}", file=sys.stderr)
