@@ -1,6 +1,9 @@
+import argparse
 import os
+import shutil
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -21,8 +24,8 @@ def test_readout_cli_end_to_end(tmp_path, capsys):
     table = pd.read_csv(out / "readout.csv")
     assert set(table["shape"]) == {"triangle", "square"} and set(table["pe"]) == {"dyadic", "rff"}
     assert len(table) == 2 * 2 * 16
-    # a rerun reuses the trained ensembles instead of training again
-    assert main(args) == 0
+    # a rerun reuses the trained ensembles instead of training again (said as progress, so not --quiet)
+    assert main([a for a in args if a != "--quiet"]) == 0
     assert "loaded trained ensemble" in capsys.readouterr().err
 
 
@@ -65,3 +68,205 @@ def test_reproduce_writes_report(tmp_path, capsys):
     assert "## Layerwise equivariance" in report and "ok" in report and "filters_equivariant.png" in report
     assert main(["reproduce", "--only", "nonsense", "--out", str(out)]) == 2
     assert "unknown study" in capsys.readouterr().err
+
+
+# -- "exit 2, one line, never a traceback" for input errors; tracebacks for bugs ----------------------------
+import errno  # noqa: E402
+
+import torch  # noqa: E402
+
+import symfast  # noqa: E402
+from symfast.cli import build_parser  # noqa: E402
+
+TINY = ["--shapes", "square", "--pe", "dyadic", "--seeds", "2", "--steps", "2", "--points", "16", "--hidden", "8",
+        "--sweep", "0", "--quiet"]
+TINY_SPEC = 'shapes = ["circle"]\nencodings = ["dyadic"]\nhidden = [[8]]\nsteps = 2\npoints = 16\nseeds = 2\n'
+
+
+def run_cli(args, capsys):
+    """(exit status, stderr) of `symfast ARGS`, whether the command returns or argparse exits."""
+    try:
+        rc = main(args)
+    except SystemExit as e:
+        rc = e.code
+    return rc, capsys.readouterr().err
+
+
+def assert_usage_error(args, capsys, *words):
+    rc, err = run_cli(args, capsys)
+    assert rc == 2, err
+    assert "Traceback" not in err and err.strip().count("\n") == 0, err
+    for w in words:
+        assert w in err, (w, err)
+    return err
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """An output directory with a good ensemble_dyadic.pt from the TINY settings."""
+    out = tmp_path_factory.mktemp("trained")
+    assert main(["readout", *TINY, "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "payload", "wrong_type"])
+def test_corrupt_ensemble_file_is_one_line(tmp_path, trained, capsys, damage):
+    out = tmp_path / "o"
+    shutil.copytree(trained, out)
+    f = out / "ensemble_dyadic.pt"
+    data = f.read_bytes()
+    if damage == "truncate":
+        f.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        f.write_bytes(os.urandom(4096))
+    elif damage == "empty":
+        f.write_bytes(b"")
+    elif damage == "payload":
+        torch.save({"format": _Payload(tmp_path / "pwned")}, f)
+    else:
+        torch.save({"format": "symfast.Ensemble/1", "weights": 3}, f)
+    assert_usage_error(["readout", *TINY, "--out", str(out)], capsys, str(f))
+    assert not (tmp_path / "pwned").exists()
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "payload"])
+def test_corrupt_checkpoint_is_one_line(tmp_path, trained, capsys, damage):
+    ck = tmp_path / "checkpoint_dyadic.pt"
+    if damage == "payload":
+        torch.save({"step": _Payload(tmp_path / "pwned")}, ck)
+    else:
+        torch.save({"step": 1, "params": [torch.zeros(100)]}, ck)
+        ck.write_bytes(ck.read_bytes()[:50] if damage == "truncate" else os.urandom(200))
+    assert_usage_error(["readout", *TINY, "--out", str(tmp_path)], capsys, str(ck), "delete it")
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_full_and_read_only_disks_are_one_line(tmp_path, capsys, monkeypatch):
+    from symfast.readout.ensemble import Ensemble
+
+    def full(self, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(Ensemble, "save", full)
+    assert_usage_error(["readout", *TINY, "--out", str(tmp_path / "a")], capsys, "No space left",
+                       "ensemble_dyadic.pt")
+    monkeypatch.undo()
+    real_makedirs = os.makedirs
+
+    def read_only(path, *a, **kw):
+        if str(tmp_path) in str(path):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_makedirs(path, *a, **kw)
+
+    monkeypatch.setattr(os, "makedirs", read_only)
+    assert_usage_error(["readout", *TINY, "--out", str(tmp_path / "b")], capsys, "Read-only")
+    spec = tmp_path / "s.toml"
+    spec.write_text(TINY_SPEC)
+    assert_usage_error(["sweep", str(spec), "--out", str(tmp_path / "c")], capsys, "Read-only", "sweep directory")
+
+
+def test_full_disk_during_a_sweep_is_one_line_and_resumable(tmp_path, capsys, monkeypatch):
+    spec = tmp_path / "s.toml"
+    spec.write_text(TINY_SPEC)
+    from symfast.readout.sweeps import store as store_mod
+
+    def full(path, data):
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    with monkeypatch.context() as m:
+        m.setattr(store_mod, "atomic_write_bytes", full)
+        assert_usage_error(["sweep", str(spec), "--out", str(tmp_path / "o")], capsys, "No space left")
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("args,words", [
+    (["readout", "--device", "bogus"], ["--device", "bogus"]),
+    (["readout", "--lr", "1e30"], ["--lr", "learning rate"]),
+    (["readout", "--lr", "nan"], ["--lr"]),
+    (["readout", "--observable", "prefix9"], ["prefix9"]),
+    (["readout", "--activation", "swish"], ["--activation"]),
+    (["readout", "--hidden", "8,100000000"], ["--hidden"]),
+    (["readout", "--seeds", "100000000"], ["--seeds"]),
+    (["readout", "--steps", "2.7"], ["--steps", "2.7"]),
+    (["readout", "--backend", "triton"], ["--backend", "triton"]),
+    (["schur", "--threads", "-3"], ["--threads", "-3"]),
+    (["schur", "--lr", "inf"], ["--lr"]),
+    (["layerwise", "--threshold", "nan"], ["--threshold", "nan"]),
+    (["sweep", "missing.toml", "--out", "o"], ["missing.toml"]),
+    (["sweep", "SPEC", "--out", "o", "--shard", "3/2"], ["--shard"]),
+    (["sweep", "SPEC", "--out", "o", "--device", "cuda:7"], ["--device"]),
+    (["sweep", "SPEC", "--out", "o", "--executor", "ray", "--address", "127.0.0.1:1"], ["cannot reach", "Ray"]),
+    (["sweep", "SPEC", "--out", "o", "--executor", "ray", "--address", "nohost"], ["--address"]),
+    (["merge", "nowhere", "--out", "o"], ["nowhere"]),
+    (["report", "nowhere"], ["nowhere"]),
+    (["nonsense"], ["invalid choice"]),
+])
+def test_bad_arguments_are_one_line(tmp_path, capsys, monkeypatch, args, words):
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("a CUDA machine")
+    if args[:2] == ["readout", "--backend"] and os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("triton runs interpreted here")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "SPEC").write_text(TINY_SPEC)
+    if args[0] in ("readout", "schur", "layerwise"):
+        args = [*args, "--out", str(tmp_path / "o")]
+    t = time.perf_counter()
+    assert_usage_error(args, capsys, *words)
+    assert time.perf_counter() - t < 30  # nothing trained, no connect hang
+
+
+def test_cuda_on_a_cpu_build_is_one_line(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA machine")
+    assert_usage_error(["readout", "--device", "cuda"], capsys, "no CUDA device")
+
+
+def test_malformed_observed_csv_is_one_line(tmp_path, capsys):
+    (tmp_path / "results.csv").write_text("cell_id,final_loss\n0,1.0\n")
+    (tmp_path / "observed.csv").write_text("a,b\n1,2\n")
+    assert_usage_error(["report", str(tmp_path)], capsys, "observed.csv", "missing columns")
+    (tmp_path / "observed.csv").write_bytes(b"\xff\xfe\x00garbage\x00\x01")
+    assert_usage_error(["report", str(tmp_path)], capsys, "observed.csv")
+    cols = "encoding,hidden,activation,steps,shape,observable,element,observed,liftable,true_symmetry,score"
+    (tmp_path / "observed.csv").write_text(cols + "\ndyadic,8,relu,2,circle,gram,e,maybe,True,True,0.1\n")
+    assert_usage_error(["report", str(tmp_path)], capsys, "'observed'", "True/False")
+
+
+def test_internal_errors_keep_their_traceback(tmp_path, monkeypatch):
+    """Only input errors become exit 2: a ValueError from inside training is a bug and propagates."""
+    from symfast.readout.sweeps import run as run_mod
+
+    def broken(*a, **kw):
+        raise ValueError("an internal bug")
+
+    monkeypatch.setattr(run_mod, "train_batch", broken)
+    spec = tmp_path / "s.toml"
+    spec.write_text(TINY_SPEC)
+    with pytest.raises(ValueError, match="an internal bug"):
+        main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--quiet"])
+
+
+def test_version_help_defaults_and_quiet(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"symfast {symfast.__version__}"
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, p in sub.choices.items():
+        opts = p._option_string_actions
+        assert "--quiet" in opts, name
+        assert "(default:" in p.format_help(), name
+        if name in ("sweep", "merge", "report", "readout"):
+            for a in p._actions:
+                assert a.help and a.help.strip(), (name, a.dest)
+    # the older spelling still works where a command had it
+    args = parser.parse_args(["schur", "--no-progress"])
+    assert args.no_progress and parser.parse_args(["schur", "--quiet"]).no_progress

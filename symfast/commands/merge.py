@@ -1,8 +1,15 @@
 """`symfast merge DIR... --out DIR`: combine shard directories and check completeness."""
 from __future__ import annotations
 
+import logging
+
+from symfast.commands import UsageError, input_errors
+
 NAME = "merge"
 HELP = "merge the directories of sweep shards into one and build the results table"
+INPUT_ERRORS_ONLY = True
+
+log = logging.getLogger("symfast.merge")
 
 
 def add_arguments(p) -> None:
@@ -13,15 +20,23 @@ def add_arguments(p) -> None:
 def run(args) -> int:
     from symfast.readout.sweeps import SweepStore, finalize
 
-    sources = [SweepStore.open(d) for d in args.dirs]
-    target = SweepStore(args.out, sources[0].spec)
+    with input_errors():
+        sources = [SweepStore.open(d) for d in args.dirs]
+        target = SweepStore(args.out, sources[0].spec)
+    refused_total = 0
     for s in sources:
         if s.root != target.root:
-            target.merge_from(s)
+            with input_errors():
+                new, refused = target.merge_from(s)
+            for bid, reason in refused.items():
+                log.warning(f"not merged: {s.batch_path(bid)}: {reason}")
+            refused_total += len(refused)
     missing = target.missing()
     if missing:
-        raise ValueError(f"merged sweep is incomplete: {len(missing)} of {len(target.spec.plan())} batches "
-                         f"missing (e.g. {missing[0].batch_id}); run the shards that produce them")
+        raise UsageError(f"merged sweep is incomplete: {len(missing)} of {len(target.spec.plan())} batches "
+                         f"missing (e.g. {missing[0].batch_id})" +
+                         (f"; {refused_total} invalid batch file(s) refused" if refused_total else "") +
+                         "; run the shards that produce them")
     table = finalize(target)
     print(f"merged {len(args.dirs)} directories: {table['cell_id'].nunique()} cells -> {target.root}/results.csv")
     return 0

@@ -1,15 +1,19 @@
 import os
+import shutil
 import signal
+import threading
 import subprocess
 import sys
 import time
 
 import pandas as pd
 import pytest
+import torch
 
 import symfast
 from symfast.cli import main
 from symfast.readout.sweeps import SweepSpec, SweepStore, load_results, load_spec, run_sweep
+from symfast.readout.sweeps.store import BatchError
 
 SPEC_TOML = """
 [sweep]
@@ -32,11 +36,34 @@ def spec_file(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def clean(tmp_path_factory):
+def clean_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("clean")
     spec = load_spec(spec_file(root))
     run_sweep(spec, str(root / "out"), quiet=True)
-    return load_results(str(root / "out")).drop(columns=VOLATILE)
+    return root / "out"
+
+
+@pytest.fixture(scope="module")
+def clean(clean_dir):
+    return load_results(str(clean_dir)).drop(columns=VOLATILE)
+
+
+def copy_sweep(src, dst, drop_results=True):
+    shutil.copytree(src, dst)
+    if drop_results:
+        for f in dst.glob("results.*"):
+            f.unlink()
+    return dst
+
+
+class _Payload:
+    """Unpickling this runs `touch <marker>`: the classic pickle code-execution payload."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
 
 
 def test_plan_covers_every_cell_once():
@@ -117,3 +144,142 @@ def test_ray_executor_local_cluster(tmp_path, clean):
     num = ["final_loss", "score"]
     pd.testing.assert_frame_equal(table.drop(columns=num + ["observed"]), clean.drop(columns=num + ["observed"]))
     pd.testing.assert_frame_equal(table[num], clean[num], rtol=1e-4, atol=1e-6)
+
+
+def test_pickle_payload_in_a_batch_never_runs(tmp_path, clean_dir, clean):
+    """A tampered batch file holding a pickle payload is refused on resume, read and merge; nothing runs."""
+    d = copy_sweep(clean_dir, tmp_path / "d")
+    marker = tmp_path / "pwned"
+    victim = sorted((d / "batches").glob("*.pt"))[0]
+    torch.save({"batch": _Payload(marker), "cells": [], "scores": [], "ensemble": {}}, victim)
+    store = SweepStore.open(str(d))
+    assert victim.stem not in store.done()
+    with pytest.raises(BatchError, match="unreadable"):
+        store.read_batch(victim.stem)
+    new, refused = SweepStore(str(tmp_path / "m"), store.spec).merge_from(store)
+    assert victim.stem in refused and new == len(store.spec.plan()) - 1
+    run_sweep(load_spec(spec_file(tmp_path)), str(d), quiet=True)  # resume: retrains the batch
+    assert not marker.exists()
+    pd.testing.assert_frame_equal(load_results(str(d)).drop(columns=VOLATILE), clean)
+
+
+def test_batch_copied_under_another_id_is_rejected(tmp_path, clean_dir):
+    src = copy_sweep(clean_dir, tmp_path / "src")
+    a, b = sorted((src / "batches").glob("*.pt"))[:2]
+    shutil.copyfile(a, b)  # b's name, a's content
+    store = SweepStore.open(str(src))
+    assert b.stem not in store.done() and a.stem in store.done()
+    assert "not the planned batch" in store.invalid()[b.stem]
+    target = SweepStore(str(tmp_path / "m"), store.spec)
+    new, refused = target.merge_from(store)
+    assert b.stem in refused and b.stem not in target.done() and not (tmp_path / "m/batches" / b.name).exists()
+    assert main(["merge", str(src), "--out", str(tmp_path / "m2")]) == 2  # incomplete, says so
+
+
+def test_truncated_batch_is_retrained_on_resume(tmp_path, clean_dir, clean):
+    d = copy_sweep(clean_dir, tmp_path / "d")
+    victim = sorted((d / "batches").glob("*.pt"))[3]
+    data = victim.read_bytes()
+    victim.write_bytes(data[: len(data) // 2])
+    assert victim.stem not in SweepStore.open(str(d)).done()
+    run_sweep(load_spec(spec_file(tmp_path)), str(d), quiet=True)
+    assert list((d / "batches").glob(f"{victim.name}.invalid-*")), "the bad file is kept aside"
+    pd.testing.assert_frame_equal(load_results(str(d)).drop(columns=VOLATILE), clean)
+
+
+def test_merge_never_copies_a_corrupt_batch_and_a_good_merge_repairs(tmp_path, clean_dir, clean):
+    bad = copy_sweep(clean_dir, tmp_path / "bad")
+    victim = sorted((bad / "batches").glob("*.pt"))[2]
+    victim.write_bytes(victim.read_bytes()[:100])
+    assert main(["merge", str(bad), "--out", str(tmp_path / "m")]) == 2
+    assert not (tmp_path / "m/batches" / victim.name).exists()
+    # a corrupt file already in the target (e.g. from an older version) is replaced by a good merge
+    shutil.copyfile(victim, tmp_path / "m/batches" / victim.name)
+    assert main(["merge", str(bad), str(clean_dir), "--out", str(tmp_path / "m")]) == 0
+    pd.testing.assert_frame_equal(load_results(str(tmp_path / "m")).drop(columns=VOLATILE), clean)
+
+
+def test_merge_writes_are_fsynced(tmp_path, clean_dir, monkeypatch):
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
+    store = SweepStore.open(str(clean_dir))
+    new, _ = SweepStore(str(tmp_path / "m"), store.spec).merge_from(store)
+    assert new == len(store.spec.plan()) and len(synced) >= 2 * new  # each file and its directory
+
+
+def test_only_stale_temp_files_are_cleaned(tmp_path):
+    """A starting sweep removes temp files of dead writers only, never a live writer's in-flight file."""
+    from symfast.readout.sweeps import store as store_mod
+
+    spec = SweepSpec(shapes=["circle"], encodings=["dyadic"], steps=[1], points=[8], seeds=1)
+    batches = tmp_path / "s" / "batches"
+    batches.mkdir(parents=True)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        (batches / f"a.pt.tmp-{store_mod._HOST}-{live.pid}").write_bytes(b"in flight")
+        (batches / f"b.pt.tmp-{store_mod._HOST}-{dead.pid}").write_bytes(b"stale")
+        (batches / "c.pt.tmp-otherhost-1").write_bytes(b"another machine")
+        SweepStore(str(tmp_path / "s"), spec)
+        assert sorted(p.name.split(".")[0] for p in batches.iterdir()) == ["a", "c"]
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_two_shards_in_one_directory_concurrently(tmp_path, clean):
+    """`--shard 0/2` and `--shard 1/2` writing one --out at the same time give the clean table."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    spec, out = spec_file(tmp_path), tmp_path / "shared"
+    procs = [subprocess.Popen([sys.executable, "-m", "symfast.cli", "sweep", str(spec), "--out", str(out),
+                               "--shard", f"{i}/2", "--quiet"], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in (0, 1)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err
+    assert not list((out / "batches").glob("*.tmp-*"))
+    if not (out / "results.csv").exists():  # both finished at once and each saw the other's batch in flight
+        assert main(["merge", str(out), "--out", str(out)]) == 0
+    pd.testing.assert_frame_equal(load_results(str(out)).drop(columns=VOLATILE), clean)
+
+
+@pytest.mark.parametrize("body,message", [
+    ('lr = "0.002"', "lr must be a number"),
+    ("seeds = 2.5", "seeds must be a positive integer count"),
+    ("seeds = true", "seeds must be a positive integer count"),
+    ("steps = inf", "steps must be an integer"),
+    ("steps = 2.7", "steps must be an integer"),
+    ("hidden = [[8, 0]]", "hidden must be in 1.."),
+    ("seeds = 100000000", "seeds must be in 1..1000000"),
+    ("seeds = 50000\nshapes = ['circle', 'square', 'triangle']\nencodings = ['dyadic', 'rff', 'triaxis']\n"
+     "hidden = [[8], [16], [32]]\nsteps = [1, 2, 3, 4]", "more than the 1e+06"),
+    ('observables = ["gram", "nope"]', "unknown observable 'nope'"),
+    ('observables = ["prefix5"]\nhidden = [[8]]', "unknown observable 'prefix5'"),
+    ('activation = "swish"', "unknown activation"),
+    ("encodings = [3]", "encoding must be a name"),
+    ("", "the spec is empty"),
+    ("shapes = [", "invalid TOML"),
+])
+def test_spec_values_are_type_checked(tmp_path, body, message):
+    p = tmp_path / "s.toml"
+    p.write_text(body.replace("\\n", "\n"))
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("+", r"\+")):
+        load_spec(p)
+    assert time.perf_counter() - t < 5  # size guards fire before planning
+
+
+def test_spec_errors_fire_before_anything_trains(tmp_path, capsys):
+    p = tmp_path / "s.yaml"
+    p.write_text("shapes: [circle\n  - x: ]")
+    assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "invalid YAML" in err and str(p) in err and err.count("\n") == 1
+    p = tmp_path / "s.toml"
+    p.write_text('shapes = ["circle"]\nencodings = ["dyadic"]\nsteps = 2\npoints = 8\nseeds = 1\n'
+                 'observables = ["gram", "gram_bais"]\n')
+    assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 2
+    assert "gram_bais" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
-import sys
+import logging
+import socket
 import time
+from urllib.parse import urlparse
 
 import pandas as pd
 import torch
@@ -17,6 +19,9 @@ from symfast.readout.sweeps.store import SweepStore
 from symfast.readout.training import fit_sdf
 
 __all__ = ["run_sweep", "train_batch", "finalize", "parse_shard"]
+
+log = logging.getLogger("symfast.sweep")
+RAY_CONNECT_TIMEOUT_S = 10.0
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:
@@ -77,13 +82,18 @@ def run_sweep(spec: SweepSpec, out: str, shard: str | None = None, executor: str
     i, n = parse_shard(shard)
     if executor not in ("local", "ray"):
         raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+    if executor == "ray":
+        _check_ray_address(address)
     store = SweepStore(out, spec)
+    for bid, reason in store.invalid().items():
+        if bid in {b.batch_id for b in spec.plan()}:
+            moved = store.quarantine(bid)  # retrained below; kept aside for inspection
+            log.warning(f"batch {bid}: {reason}; moved to {moved} and training it again")
     plan = spec.plan()
     mine = [b for b in plan if b.index % n == i]
     done = store.done()
     todo = [b for b in mine if b.batch_id not in done]
-    log = (lambda *a: None) if quiet else (lambda msg: tqdm.write(msg, file=sys.stderr))
-    log(f"sweep: {spec.num_cells} cells in {len(plan)} batches; shard {i}/{n}: {len(mine)} batches, "
+    log.info(f"sweep: {spec.num_cells} cells in {len(plan)} batches; shard {i}/{n}: {len(mine)} batches, "
         f"{len(mine) - len(todo)} already done")
     bar = tqdm(total=sum(b.size for b in mine), initial=sum(b.size for b in mine if b.batch_id in done),
                unit="cell", desc="sweep", disable=quiet)
@@ -94,7 +104,7 @@ def run_sweep(spec: SweepSpec, out: str, shard: str | None = None, executor: str
             store.write_batch(b.batch_id, payload)
             bar.update(b.size)
             loss = sum(c["final_loss"] for c in payload["cells"]) / len(payload["cells"])
-            log(f"batch {b.batch_id}: {b.size} cells ({payload['cells'][0]['encoding']}, "
+            log.info(f"batch {b.batch_id}: {b.size} cells ({payload['cells'][0]['encoding']}, "
                 f"{'x'.join(map(str, b.hidden))}, seeds {b.seeds[0]}..{b.seeds[-1]}) mean loss {loss:.2e}")
     finally:
         bar.close()
@@ -109,7 +119,10 @@ def _run_ray(todo, spec, address, device, backend):
     except ImportError:
         raise ValueError("--executor ray needs Ray: pip install 'ray>=2.9'") from None
     if not ray.is_initialized():
-        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        try:
+            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+        except ConnectionError as e:
+            raise ValueError(f"cannot connect to the Ray cluster at {address!r}: {e}") from None
     gpus = 1 if str(device).startswith("cuda") else 0
 
     @ray.remote(num_cpus=1, num_gpus=gpus)
@@ -122,6 +135,29 @@ def _run_ray(todo, spec, address, device, backend):
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             yield pending.pop(ref), ray.get(ref)
+
+
+def _check_ray_address(address: str | None) -> None:
+    """Fail fast (one line) when --address names a host:port that does not accept connections.
+
+    Ray itself retries an unreachable head node for minutes; a plain TCP connect with a
+    timeout tells the user at once. "auto", "local" and None are left to Ray.
+    """
+    if not address or address in ("auto", "local"):
+        return
+    url = urlparse(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = url.hostname, url.port
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise ValueError(f"--address must be host:port, ray://host:port or auto, got {address!r}")
+    try:
+        socket.create_connection((host, port), timeout=RAY_CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise ValueError(f"cannot reach the Ray cluster at {address!r} within {RAY_CONNECT_TIMEOUT_S:.0f} s "
+                         f"({e.strerror or e}); is `ray start --head` running there, and listening on an "
+                         "address this machine can reach (not only 127.0.0.1)?") from None
 
 
 def finalize(store: SweepStore, num_null: int = 64) -> pd.DataFrame:

@@ -10,11 +10,15 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
+import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 
 from symfast.readout import shapes as shp
+from symfast.ops.fourier_mlp.reference import ACTIVATIONS
 from symfast.readout.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
+from symfast.readout.observables import OBSERVABLES
 
 __all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding"]
 
@@ -32,8 +36,44 @@ def make_encoding(enc: dict) -> FourierPE:
         raise ValueError(f"bad parameters for encoding {enc['name']!r}: {e}") from None
 
 
+# Guards against absurd sizes (a typo such as seeds = 1e8 would otherwise plan for minutes).
+MAX_CELLS = 1_000_000
+MAX_WIDTH = 65_536
+MAX_STEPS = 10_000_000
+MAX_POINTS = 1 << 24
+MAX_LR = 10.0
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _int(key: str, v, lo: int, hi: int, expected: str = "") -> int:
+    """v as an int in [lo, hi]; bools, floats (2.7, inf) and strings are errors naming the key."""
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise ValueError(f"sweep spec: {key} must be {expected or 'an integer'}, got {type(v).__name__} {v!r}")
+    if not lo <= v <= hi:
+        raise ValueError(f"sweep spec: {key} must be in {lo}..{hi}, got {v}")
+    return v
+
+
+def _check_observable(kind: str, hidden: list) -> None:
+    """Validate an observable name up front, before any batch trains."""
+    m = re.fullmatch(r"prefix(\d+)", kind)
+    if kind in ("gram", "gram_bias"):
+        return
+    if m and all(1 <= int(m.group(1)) <= len(h) + 1 for h in hidden):
+        return
+    raise ValueError(f"sweep spec: unknown observable {kind!r} for these networks; choose from "
+                     f"{', '.join(OBSERVABLES)} (K at most the number of layers)")
+
+
 def _norm_encoding(e) -> dict:
-    return {"name": e} if isinstance(e, str) else dict(e)
+    if isinstance(e, str):
+        return {"name": e}
+    if not isinstance(e, dict):
+        raise ValueError(f"sweep spec: an encoding must be a name or a table with a name, got {e!r}")
+    return dict(e)
 
 
 @dataclass(frozen=True)
@@ -83,29 +123,54 @@ class SweepSpec:
     max_batch: int = 256
 
     def __post_init__(self):
-        self.encodings = [_norm_encoding(e) for e in self.encodings]
-        self.hidden = [list(map(int, h)) for h in self.hidden]
         for key in ("shapes", "encodings", "hidden", "activation", "steps", "lr", "points", "observables"):
             val = getattr(self, key)
             if not isinstance(val, list) or not val:
                 raise ValueError(f"sweep spec: {key} must be a non-empty list, got {val!r}")
+        self.encodings = [_norm_encoding(e) for e in self.encodings]
+        for h in self.hidden:
+            if not isinstance(h, (list, tuple)) or not h:
+                raise ValueError(f"sweep spec: hidden must be a list of width lists (e.g. [[64, 64]]), got {h!r}")
+            for w in h:
+                _int("hidden", w, 1, MAX_WIDTH)
+        self.hidden = [list(h) for h in self.hidden]
+        for key, hi in (("steps", MAX_STEPS), ("points", MAX_POINTS)):
+            for v in getattr(self, key):
+                _int(key, v, 1, hi)
+        for v in self.lr:
+            if not _is_number(v) or not 0 < v <= MAX_LR:
+                raise ValueError(f"sweep spec: lr must be a number in (0, {MAX_LR:g}], got {v!r}")
+        for key in ("shapes", "activation", "observables"):
+            for v in getattr(self, key):
+                if not isinstance(v, str):
+                    raise ValueError(f"sweep spec: {key} must be a list of strings, got {v!r}")
         for s in self.shapes:
             shp.by_name(s)
         for e in self.encodings:
             make_encoding(e)
-        if any(int(v) < 1 for v in self.steps + self.points) or any(not v > 0 for v in self.lr):
-            raise ValueError("sweep spec: steps, points and lr must be positive")
-        if any(not h or min(h) < 1 for h in self.hidden):
-            raise ValueError(f"sweep spec: hidden widths must be positive, got {self.hidden}")
-        seeds = self.seed_list
-        if len(set(seeds)) != len(seeds) or not seeds:
-            raise ValueError("sweep spec: seeds must be a positive count or a list of distinct integers")
-        if int(self.max_batch) < 1:
-            raise ValueError("sweep spec: max_batch must be positive")
+        for a in self.activation:
+            if a not in ACTIVATIONS:
+                raise ValueError(f"sweep spec: unknown activation {a!r}; choose from {sorted(ACTIVATIONS)}")
+        for o in self.observables:
+            _check_observable(o, self.hidden)
+        if isinstance(self.seeds, list):
+            for v in self.seeds:
+                _int("seeds", v, 0, 2**63 - 1)
+            if len(set(self.seeds)) != len(self.seeds) or not self.seeds:
+                raise ValueError("sweep spec: seeds must be a positive count or a list of distinct integers")
+            n_seeds = len(self.seeds)
+        else:
+            n_seeds = _int("seeds", self.seeds, 1, MAX_CELLS, "a positive integer count or a list of integers")
+        _int("max_batch", self.max_batch, 1, MAX_CELLS)
+        cells = n_seeds * len(self.shapes) * len(self.encodings) * len(self.hidden) * len(self.activation) * \
+            len(self.steps) * len(self.lr) * len(self.points)
+        if cells > MAX_CELLS:
+            raise ValueError(f"sweep spec: the grid has {cells:.3g} cells, more than the {MAX_CELLS:g} a sweep "
+                             "may hold; split it into several specs")
 
     @property
     def seed_list(self) -> list[int]:
-        return list(range(int(self.seeds))) if isinstance(self.seeds, int) else [int(s) for s in self.seeds]
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -147,15 +212,21 @@ def load_spec(path) -> SweepSpec:
             import yaml
         except ImportError:
             raise ValueError("YAML specs need PyYAML (pip install pyyaml); or use TOML") from None
-        data = yaml.safe_load(raw)
+        try:
+            data = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise ValueError(f"{path}: invalid YAML: {' '.join(str(e).split())}") from None
     else:
         try:
             data = tomllib.loads(raw.decode())
-        except tomllib.TOMLDecodeError as e:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path}: invalid TOML: {e}") from None
     data = data.get("sweep", data) if isinstance(data, dict) else data
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a table of sweep settings")
+    if not data:
+        raise ValueError(f"{path}: the spec is empty; set at least shapes, encodings and seeds (an empty spec "
+                         "would silently run the whole default grid)")
     known = set(SweepSpec.__dataclass_fields__)
     unknown = set(data) - known
     if unknown:

@@ -1,40 +1,143 @@
-"""On-disk store of a sweep: one atomically written file per finished batch.
+"""On-disk store of a sweep: one atomically written, validated file per finished batch.
 
 Layout of a sweep directory:
     spec.json                the normalised spec and its fingerprint
     batches/<batch_id>.pt    trained weights + per-cell rows + per-model scores of one batch
     results.parquet/.csv     the tidy table (written by `finalize`)
     observed.csv             G_obs per (shape, configuration) over seeds
-A batch file appears only once complete (write to a temporary name, fsync, rename),
-so a crash, kill -9 or full disk loses at most the batches in flight and never
-leaves a half-written result; rerunning skips finished batches.
+A batch file appears only once complete (write to a temporary name, fsync, rename,
+fsync the directory), so a crash, kill -9 or full disk loses at most the batches in
+flight and never leaves a half-written result; rerunning skips finished batches.
+
+Batch files are data, never code: they are read with `torch.load(weights_only=True)`,
+which refuses pickled objects, and a batch counts as done only when its content
+matches the plan (its id, configuration, cells, scores and finite weights). A file
+that fails is not done: `run_sweep` moves it aside and trains the batch again, and
+`merge` never copies it. Several processes may write one directory at once (shards
+of a sweep): temporary files are named by host and PID and only those of dead local
+processes are cleaned up.
 """
 from __future__ import annotations
 
 import glob
 import io
 import json
+import math
 import os
-import shutil
+import socket
 
 import torch
 
-from symfast.readout.sweeps.spec import SweepSpec
+from symfast.readout.sweeps.spec import Batch, SweepSpec
 
-__all__ = ["SweepStore", "atomic_write_bytes"]
+__all__ = ["SweepStore", "BatchError", "atomic_write_bytes", "safe_load"]
+
+_HOST = socket.gethostname().replace("-", "_")
+
+
+class BatchError(ValueError):
+    """A batch file that is unreadable or does not hold the batch its name says."""
+
+
+def _tmp_name(path: str) -> str:
+    return f"{path}.tmp-{_HOST}-{os.getpid()}"
+
+
+def _fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync directories
+    finally:
+        os.close(fd)
 
 
 def atomic_write_bytes(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
+    """Write `path` so that it is either absent, the old content, or all of `data` (also after a crash)."""
+    tmp = _tmp_name(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def safe_load(source) -> object:
+    """`torch.load` of a path or bytes that never runs code (weights_only); errors become BatchError."""
+    try:
+        return torch.load(io.BytesIO(source) if isinstance(source, bytes) else source, map_location="cpu",
+                          weights_only=True)
+    except Exception as e:  # truncated zip, pickle payload refused, bad magic, ...: all mean "not a batch"
+        raise BatchError(f"unreadable ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})") \
+            from None
+
+
+def _is_stale_tmp(name: str) -> bool:
+    """A temp file of a process on this host that no longer runs (a live writer's file is kept)."""
+    tail = name.rsplit(".tmp-", 1)[-1]
+    host, _, pid = tail.rpartition("-")
+    if host and host != _HOST:
+        return False  # another machine's writer (shared file system): cannot tell; leave it
+    if not pid.isdigit():
+        return True  # legacy names ("merge") of older versions
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False  # alive, owned by someone else
+    return False
+
+
+def _jsonable(x):
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    return x
+
+
+def validate_batch(payload, batch: Batch, observables: list) -> None:
+    """Raise BatchError unless `payload` is the complete result of `batch` (cheap structural checks)."""
+    if not isinstance(payload, dict) or not {"batch", "cells", "scores", "ensemble"} <= set(payload):
+        raise BatchError("not a sweep batch (missing keys)")
+    if json.dumps(_jsonable(payload["batch"]), sort_keys=True) != json.dumps(_jsonable(batch.__dict__),
+                                                                              sort_keys=True):
+        got = payload["batch"].get("batch_id") if isinstance(payload["batch"], dict) else None
+        raise BatchError(f"holds batch {got!r}, not the planned batch {batch.batch_id!r}")
+    cells = payload["cells"]
+    want = [(s, seed) for s in batch.shapes for seed in batch.seeds]
+    if len(cells) != batch.size or sorted((c["shape"], c["seed"]) for c in cells) != sorted(want):
+        raise BatchError(f"has {len(cells)} cells, expected the {batch.size} (shape, seed) pairs of the batch")
+    ids = [f"{batch.batch_id}:{i}" for i in range(batch.size)]
+    if [c["cell_id"] for c in cells] != ids or any(c["batch_id"] != batch.batch_id for c in cells):
+        raise BatchError("cell ids do not match the batch id")
+    if not all(isinstance(c["final_loss"], float) and math.isfinite(c["final_loss"]) for c in cells):
+        raise BatchError("a final loss is missing or not finite")
+    per: dict = {}
+    for r in payload["scores"]:
+        if r["cell_id"] not in ids or r["observable"] not in observables or not math.isfinite(r["score"]):
+            raise BatchError(f"bad score row {r!r}")
+        per[(r["cell_id"], r["observable"])] = per.get((r["cell_id"], r["observable"]), 0) + 1
+    counts = set(per.values())
+    if len(per) != len(ids) * len(observables) or len(counts) != 1:
+        raise BatchError("scores do not cover every cell and observable equally")
+    ens = payload["ensemble"]
+    for kind in ("weights", "biases"):
+        for t in ens[kind]:
+            if not isinstance(t, torch.Tensor) or t.shape[0] != batch.size or not torch.isfinite(t).all():
+                raise BatchError(f"ensemble {kind} are not [{batch.size}, ...] finite tensors")
+    if list(ens["shapes"]) != [c["shape"] for c in cells] or list(ens["seeds"]) != [c["seed"] for c in cells]:
+        raise BatchError("ensemble members do not match the cells")
 
 
 class SweepStore:
@@ -43,6 +146,8 @@ class SweepStore:
     def __init__(self, root: str, spec: SweepSpec):
         self.root = os.fspath(root)
         self.spec = spec
+        self._plan = {b.batch_id: b for b in spec.plan()}
+        self._valid: dict = {}  # path -> (mtime_ns, size) of files that validated
         try:
             os.makedirs(os.path.join(self.root, "batches"), exist_ok=True)
         except OSError as e:
@@ -50,15 +155,18 @@ class SweepStore:
         meta = {"fingerprint": spec.fingerprint(), "spec": spec.to_dict()}
         path = os.path.join(self.root, "spec.json")
         if os.path.exists(path):
-            with open(path) as f:
-                old = json.load(f)
+            old = _read_spec_json(path)
             if old["fingerprint"] != meta["fingerprint"]:
                 raise ValueError(f"{self.root} holds a different sweep (spec fingerprint {old['fingerprint']}); "
                                  "use another --out directory")
         else:
             atomic_write_bytes(path, json.dumps(meta, indent=2, sort_keys=True).encode())
-        for stale in glob.glob(os.path.join(self.root, "batches", "*.tmp-*")):
-            os.remove(stale)  # leftovers of a process killed mid-write
+        for tmp in glob.glob(os.path.join(self.root, "batches", "*.tmp-*")):
+            if _is_stale_tmp(os.path.basename(tmp)):
+                try:
+                    os.remove(tmp)  # leftovers of a process killed mid-write
+                except FileNotFoundError:
+                    pass
 
     @staticmethod
     def open(root: str) -> "SweepStore":
@@ -66,14 +174,57 @@ class SweepStore:
         path = os.path.join(os.fspath(root), "spec.json")
         if not os.path.exists(path):
             raise ValueError(f"{root} is not a sweep directory (no spec.json)")
-        with open(path) as f:
-            return SweepStore(root, SweepSpec(**json.load(f)["spec"]))
+        try:
+            spec = SweepSpec(**_read_spec_json(path)["spec"])
+        except (TypeError, KeyError) as e:
+            raise ValueError(f"{path} is not a valid sweep spec ({e})") from None
+        return SweepStore(root, spec)
 
     def batch_path(self, batch_id: str) -> str:
         return os.path.join(self.root, "batches", f"{batch_id}.pt")
 
-    def done(self) -> set[str]:
+    def _files(self) -> set[str]:
         return {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(self.root, "batches", "*.pt"))}
+
+    def check(self, batch_id: str) -> None:
+        """Raise BatchError unless the stored file of `batch_id` is a valid result of that planned batch."""
+        path = self.batch_path(batch_id)
+        st = os.stat(path)
+        if self._valid.get(path) == (st.st_mtime_ns, st.st_size):
+            return
+        if batch_id not in self._plan:
+            raise BatchError(f"{batch_id!r} is not a batch of this sweep")
+        validate_batch(safe_load(path), self._plan[batch_id], self.spec.observables)
+        self._valid[path] = (st.st_mtime_ns, st.st_size)
+
+    def done(self) -> set[str]:
+        """Ids of planned batches whose files exist and validate."""
+        ok = set()
+        for bid in self._files() & set(self._plan):
+            try:
+                self.check(bid)
+                ok.add(bid)
+            except (BatchError, FileNotFoundError):
+                pass
+        return ok
+
+    def invalid(self) -> dict[str, str]:
+        """{batch id: reason} for files under batches/ that are not valid results of this sweep."""
+        bad = {}
+        for bid in sorted(self._files()):
+            try:
+                self.check(bid)
+            except BatchError as e:
+                bad[bid] = str(e)
+            except FileNotFoundError:
+                pass
+        return bad
+
+    def quarantine(self, batch_id: str) -> str:
+        """Move an invalid batch file aside (kept for inspection, no longer counted as done)."""
+        dst = f"{self.batch_path(batch_id)}.invalid-{_HOST}-{os.getpid()}"
+        os.replace(self.batch_path(batch_id), dst)
+        return dst
 
     def write_batch(self, batch_id: str, payload: dict) -> None:
         buf = io.BytesIO()
@@ -81,22 +232,53 @@ class SweepStore:
         atomic_write_bytes(self.batch_path(batch_id), buf.getvalue())
 
     def read_batch(self, batch_id: str) -> dict:
-        return torch.load(self.batch_path(batch_id), map_location="cpu", weights_only=False)
+        """The validated payload of a finished batch (never unpickles code)."""
+        if batch_id not in self._plan:
+            raise BatchError(f"{batch_id!r} is not a batch of this sweep")
+        payload = safe_load(self.batch_path(batch_id))
+        try:
+            validate_batch(payload, self._plan[batch_id], self.spec.observables)
+        except BatchError as e:
+            raise BatchError(f"{self.batch_path(batch_id)}: {e}") from None
+        return payload
 
     def missing(self) -> list:
         done = self.done()
-        return [b for b in self.spec.plan() if b.batch_id not in done]
+        return [b for b in self._plan.values() if b.batch_id not in done]
 
-    def merge_from(self, other: "SweepStore") -> int:
-        """Copy finished batches of another directory of the same sweep; returns how many were new."""
+    def merge_from(self, other: "SweepStore") -> tuple[int, dict]:
+        """Copy valid batches of another directory of the same sweep that are absent or invalid here.
+
+        Returns (number copied, {batch id: reason} of the source's files that were refused). Each
+        copy is validated from the bytes it writes and written atomically with fsync.
+        """
         if other.spec.fingerprint() != self.spec.fingerprint():
             raise ValueError(f"cannot merge {other.root}: it holds a different sweep")
-        new = 0
-        for bid in sorted(other.done()):
-            dst = self.batch_path(bid)
-            if os.path.exists(dst):
-                continue  # batches are deterministic: the same id means the same content
-            shutil.copyfile(other.batch_path(bid), dst + ".tmp-merge")
-            os.replace(dst + ".tmp-merge", dst)
+        new, refused = 0, {}
+        mine = self.done()
+        for bid in sorted(other._files()):
+            if bid in mine:
+                continue
+            try:
+                with open(other.batch_path(bid), "rb") as f:
+                    data = f.read()
+                if bid not in self._plan:
+                    raise BatchError("not a batch of this sweep")
+                validate_batch(safe_load(data), self._plan[bid], self.spec.observables)
+            except BatchError as e:
+                refused[bid] = str(e)
+                continue
+            atomic_write_bytes(self.batch_path(bid), data)
             new += 1
-        return new
+        return new, refused
+
+
+def _read_spec_json(path: str) -> dict:
+    try:
+        with open(path) as f:
+            meta = json.load(f)
+        if not isinstance(meta, dict) or "fingerprint" not in meta or "spec" not in meta:
+            raise ValueError("missing fingerprint or spec")
+        return meta
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is corrupt ({e}); restore it or use another --out directory") from None
