@@ -48,18 +48,16 @@ def _verdict(paper: float, mu: float, lo: float, hi: float, n: int, kind: str) -
     import math
     if n == 0 or not math.isfinite(mu):
         return "not comparable", "no converged model at this setting (not run, or none converged)"
-    ci = math.isfinite(lo) and math.isfinite(hi)
-    if kind == "acc":
-        tol = 0.05
-        ok = (lo - 1e-9 <= paper <= hi + 1e-9) if ci and hi - lo > 0 else abs(mu - paper) <= tol
-        how = "inside our 95% interval" if ci and hi - lo > 0 else f"within {tol} (interval of zero width or n < 2)"
+    ci = math.isfinite(lo) and math.isfinite(hi) and hi > lo
+    if kind == "acc" and not ci:
+        ok, rule = abs(mu - paper) <= 0.05, "|ours - paper| <= 0.05 (no interval: n < 2 or zero spread)"
     elif paper == 0.0:
-        ok = (hi if ci else mu) <= 0.01
-        how = "paper ~0; ours <= 0.01"
+        ok, rule = (hi if ci else mu) <= 0.01, "paper ~0; ours (upper bound) <= 0.01"
+    elif ci:
+        ok, rule = lo <= paper <= hi, "paper inside our 95% interval"
     else:
-        ok = (lo <= paper <= hi) if ci else 0.5 <= mu / paper <= 2
-        how = "inside our 95% interval" if ci else "within a factor 2 (n < 2)"
-    return ("held", how) if ok else ("differs", "outside: " + how.replace("inside", "not inside"))
+        ok, rule = 0.5 <= mu / paper <= 2, "ours within a factor 2 of the paper (no interval: n < 2)"
+    return ("held", rule) if ok else ("differs", "not: " + rule)
 
 
 def compare_with_paper(summ, alpha: float = 0.9):
