@@ -201,11 +201,23 @@ def _plot_predictors(proj, pred, path):
     plt.close(fig)
 
 
+def _print_convergence(facts, tasks, include_unconverged) -> None:
+    from symfast.schur.paper import CONVERGENCE
+    print("\nconvergence (held-out; target " + ", ".join(f"{t}: {m} {'<=' if m == 'fvu' else '>='} {v}"
+                                                          for t, (m, v) in CONVERGENCE.items() if t in tasks) + ")")
+    conv = facts.groupby(["task", "construction", "hidden"], sort=False).agg(
+        converged=("converged", "sum"), seeds=("converged", "size"), fvu_median=("fvu", "median"),
+        fvu_max=("fvu", "max"), replay_acc_min=("replay_acc", "min"))
+    print(conv.to_string())
+    if not include_unconverged and not facts.converged.all():
+        print("unconverged models are excluded from every table (--include-unconverged keeps them)")
+
+
 def run(args) -> int:
     from symfast.commands import UsageError
     from symfast.schur import schur_blocks
     from symfast.schur.ablation import EPSILON, schur_ablation, summarize
-    from symfast.schur.paper import COPY_WIDTHS, CONVERGENCE, TASK_WIDTH, compare_with_paper, converged
+    from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper, converged
     from symfast.schur.rnn import TrainConfig, make_task
     from symfast.schur.rnn.model import CONSTRUCTIONS
     from symfast.schur.subspace import damage_predictors, removed_direction_projections
@@ -295,6 +307,10 @@ def run(args) -> int:
     pd.set_option("display.max_colwidth", 80)
     print(f"settings: {args.seeds} seeds, {cfg.epochs} epochs x {cfg.batches_per_epoch} batches of {cfg.batch}, "
           f"Adam {cfg.lr:g}, clip {'off' if cfg.clip is None else cfg.clip}, eps = {epsilon:g}, alphas {sweep}")
+    if used.empty:
+        _print_convergence(facts, tasks, args.include_unconverged)
+        print("\nno converged model: nothing to tabulate (lengthen training or pass --include-unconverged)")
+        return 0
     for (tname, cn, hidden), s in summ[summ.alpha == args.alpha].groupby(["task", "construction", "hidden"],
                                                                          sort=False):
         f = facts[(facts.task == tname) & (facts.construction == cn) & (facts.hidden == hidden) & (
@@ -322,17 +338,7 @@ def run(args) -> int:
         if cn == "cayley":
             print(f"Cayley: W orthogonal => normal, ||N||/||T|| <= {f.N_over_T.max():.1e}; "
                   f"max |dFVU| over ablations = {s['dfvu_mean'].abs().max():.1e} (behaviour unchanged)")
-    print("\nconvergence (held-out; target " + ", ".join(f"{t}: {m} {'<=' if m == 'fvu' else '>='} {v}"
-                                                          for t, (m, v) in CONVERGENCE.items() if t in tasks) + ")")
-    conv = facts.groupby(["task", "construction", "hidden"], sort=False).agg(
-        converged=("converged", "sum"), seeds=("converged", "size"), fvu_median=("fvu", "median"),
-        fvu_max=("fvu", "max"), replay_acc_min=("replay_acc", "min"))
-    print(conv.to_string())
-    if not args.include_unconverged and not facts.converged.all():
-        print("unconverged models are excluded from every table (--include-unconverged keeps them)")
-    if used.empty:
-        print("\nno converged model: nothing to tabulate (lengthen training or pass --include-unconverged)")
-        return 0
+    _print_convergence(facts, tasks, args.include_unconverged)
     print(f"\n== eps-stabilisers (d_D <= {epsilon:g}): 'S k/n' = k of n seeds, median d_D; no-op = nothing removed; "
           "single blocks and all three (every subset: schur_ablation_raw.csv, schur_stabilisers.png)")
     print(_stabiliser_table(used).to_string(index=False))
