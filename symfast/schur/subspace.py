@@ -86,19 +86,23 @@ def damage_predictors(df: pd.DataFrame, target: str = "dfvu", predictors=PREDICT
     """Spearman correlation of each predictor with `target`, with a 95% bootstrap interval.
 
     Args:
-        df: rows (e.g. task x seed x block) holding `target` and the predictor columns; rows
-            with a NaN in either are dropped per predictor.
+        df: rows (e.g. task x seed x block) holding `target` and the predictor columns. Only
+            rows where the target and every predictor are finite are used, so all predictors
+            are ranked on the same rows (an ablation that removes nothing, as on a Cayley W,
+            has no overlaps and would otherwise favour the removed mass trivially).
         n_boot: bootstrap resamples of the rows. by: optional column to group by (e.g. "task").
 
     Returns:
         DataFrame: [by,] predictor, n, rho, rho_lo, rho_hi.
     """
+    predictors = list(predictors)
+    df = df[np.isfinite(df[[target, *predictors]].to_numpy(dtype=float)).all(1)]
     groups = [(None, df)] if by is None else list(df.groupby(by, sort=False))
     rng = np.random.default_rng(seed)
     out = []
     for key, g in groups:
         for p in predictors:
-            sel = g[[p, target]].dropna().to_numpy(dtype=float)
+            sel = g[[p, target]].to_numpy(dtype=float)
             n = len(sel)
             rho = _spearman(sel[:, 0], sel[:, 1]) if n else float("nan")
             boots = []

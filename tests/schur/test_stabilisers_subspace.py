@@ -101,12 +101,14 @@ def test_removed_direction_projections_by_hand():
 def test_damage_predictors_rank_correlation_and_bootstrap():
     x = np.arange(20.0)
     df = pd.DataFrame({"dfvu": x ** 3, "removed_rel_T": x, "pc_overlap": -x, "readout_overlap": np.r_[x[:10], x[:10]],
-                       "manifold_overlap": np.nan, "task": ["a"] * 10 + ["b"] * 10})
+                       "manifold_overlap": 0.5, "task": ["a"] * 10 + ["b"] * 10})
     out = damage_predictors(df, n_boot=200).set_index("predictor")
     assert out.loc["removed_rel_T", "rho"] == pytest.approx(1.0) and out.loc["removed_rel_T", "rho_lo"] == pytest.approx(1.0)
     assert out.loc["pc_overlap", "rho"] == pytest.approx(-1.0)
     assert out.loc["readout_overlap", "rho_lo"] < out.loc["readout_overlap", "rho"] < out.loc["readout_overlap", "rho_hi"]
-    assert out.loc["manifold_overlap", "n"] == 0 and math.isnan(out.loc["manifold_overlap", "rho"])
+    assert out.loc["manifold_overlap", "n"] == 20 and math.isnan(out.loc["manifold_overlap", "rho"])  # constant
+    holes = df.assign(pc_overlap=np.r_[np.nan, -x[1:]])  # a row without overlaps leaves every predictor
+    assert (damage_predictors(holes, n_boot=10)["n"] == 19).all()
     by = damage_predictors(df, n_boot=50, by="task")
     assert set(by["task"]) == {"a", "b"} and (by.loc[by.predictor == "readout_overlap", "rho"] > 0.99).all()
 
