@@ -160,7 +160,7 @@ def _plot_stabilisers(raw, path):
     r["frac"] = (r["stabiliser"] == "eps-stabiliser").astype(float)
     r.loc[r["stabiliser"] == "no-op", "frac"] = np.nan
     piv = r.pivot_table(index=["task", "construction", "hidden", "subset"], columns="alpha", values="frac",
-                        aggfunc="mean", sort=False)
+                        aggfunc="mean", sort=False, dropna=False)
     fig, ax = plt.subplots(figsize=(5.5, 0.22 * len(piv) + 1.5))
     im = ax.imshow(piv.to_numpy(), aspect="auto", cmap="RdYlGn", vmin=0, vmax=1)
     ax.set_yticks(range(len(piv)), [f"{t}/{c} H={h} {s}" for t, c, h, s in piv.index], fontsize=6)
