@@ -26,7 +26,7 @@ STUDIES = [
     # schur: the full run is the paper's experiment (45 models at 30 x 128 batches; about 65 min of one
     # idle core, extrapolated from one measured model per task); --quick trains 16 small-budget models and
     # keeps unconverged ones, labelled, so that the tables are not empty.
-    ("schur", "Schur ablations of recurrent weights (DESIGN.md section 3)",
+    ("schur", "Schur ablations of recurrent weights (arXiv 2606.18457)",
      ["schur", "--task", "all", "--hidden", "64", "--construction", "orthogonal,cayley", "--seeds", "2",
       "--epochs", "6", "--batches", "64", "--include-unconverged", "--no-progress"],
      ["schur", "--task", "all", "--no-progress"]),
