@@ -1,4 +1,5 @@
-"""Task generators for single-layer tanh RNNs ("Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457), one common interface.
+"""Task generators for single-layer tanh RNNs, one common interface (the four tasks of
+"Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457).
 
 Every task is a small dataclass with `n_in`, `n_out`, `T` and
 `sample(batch, seed) -> (inputs [B, T, n_in], targets [B, T, n_out], mask [B, T, n_out])`
