@@ -108,3 +108,48 @@ if __name__ == "__main__":
           f"(symfast {1e3 * ts / 256:.2f} ms/matrix, {torch.get_num_threads()} threads)")
     r = RolloutRatio(); r.setup()
     print(f"rollouts 8 x H=64, B=256, T=200: symfast {r.track_speedup():.2f}x faster than torch.nn.RNN looped")
+
+
+def _train_step_pair(H=64, B=64, T=100, I=3, O=3):
+    """One Adam training step (masked MSE) of TanhRNN and of torch.nn.RNN + a linear readout."""
+    from symfast.schur.rnn import TanhRNN
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(B, T, I, generator=g), torch.randn(B, T, O, generator=g)
+    m = torch.ones_like(y)
+    model = TanhRNN(I, H, O, recurrent="orthogonal", generator=g)
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
+    rnn = torch.nn.RNN(I, H, nonlinearity="tanh", bias=False, batch_first=True)
+    lin = torch.nn.Linear(H, O, bias=False)
+    opt_ref = torch.optim.Adam([*rnn.parameters(), *lin.parameters()], 1e-3)
+
+    def step_model():
+        loss = (((model(x) - y) ** 2) * m).sum() / m.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def step_ref():
+        loss = (((lin(rnn(x)[0]) - y) ** 2) * m).sum() / m.sum()
+        opt_ref.zero_grad(set_to_none=True)
+        loss.backward()
+        opt_ref.step()
+    return step_ref, step_model
+
+
+class TrainStepRatio:
+    """torch.nn.RNN + linear readout / symfast TanhRNN time for one Adam step, H = 64, B = 64,
+    T = 100 (goal >= 1: TanhRNN's step is at least as fast)."""
+
+    def setup(self):
+        self.ref, self.model = _train_step_pair()
+
+    def track_speedup(self):
+        return ratio(self.ref, self.model, repeat=7)
+
+    track_speedup.unit = "x"
+
+
+if __name__ == "__main__":
+    s = TrainStepRatio()
+    s.setup()
+    print(f"TanhRNN training step H=64, B=64, T=100: {s.track_speedup():.2f}x the speed of torch.nn.RNN + readout")

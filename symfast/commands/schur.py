@@ -1,11 +1,15 @@
 """`symfast schur`: train (or load) tanh RNNs, run all Schur block ablations, write CSV + PNG.
 
 Example:
-    symfast schur --task flipflop --seeds 5 --hidden 64 --construction orthogonal --out runs/schur
+    symfast schur --task copy --out runs/schur      # the paper's copy experiment
+    symfast schur --task all --out runs/schur       # and flip-flop, sine, context
 
-Default budget: 10 epochs x 64 batches of 64 (the paper: 30 x 128; pass --epochs 30
---batches 128). Seeds are trained together (symfast.schur.rnn.train_seeds); checkpoints in
-OUT/ckpt are reused when their configuration matches.
+Defaults are the paper's settings ("Task-Restricted Symmetries in Recurrent Weight Space",
+arXiv 2606.18457): 3 seeds, Adam 1e-3, batch 64, 30 epochs x 128 batches, no gradient
+clipping; copy at H in {56, 64, 72} x the four constructions, the other tasks at H = 64
+with orthogonal init. Only models that reach their task's convergence target
+(symfast.schur.paper.CONVERGENCE) enter the tables unless --include-unconverged.
+Checkpoints in OUT/ckpt are reused when their configuration matches.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import pandas as pd
 import torch
 
 NAME = "schur"
-HELP = "Schur block ablations of trained tanh RNNs (papers/003): tables, CSV and PNG"
+HELP = "Schur block ablations of trained tanh RNNs (arXiv 2606.18457): tables, CSV and PNG"
 
 TASK_NAMES = ("flipflop", "sine", "context", "copy")
 SINGLE = ("-T_RR", "-T_C->R", "-T_CC")
@@ -25,13 +29,20 @@ SINGLE = ("-T_RR", "-T_C->R", "-T_CC")
 def add_arguments(p) -> None:
     p.add_argument("--task", default="flipflop", help="flipflop|sine|context|copy, a comma list, or 'all'")
     p.add_argument("--seeds", type=int, default=3, help="number of seeds (0..seeds-1)")
-    p.add_argument("--hidden", type=int, default=64, help="hidden units H")
-    p.add_argument("--construction", default="orthogonal",
-                   help="dense|orthogonal|normal|cayley, a comma list, or 'all'")
-    p.add_argument("--epochs", type=int, default=10, help="training epochs (paper: 30)")
-    p.add_argument("--batches", type=int, default=64, help="batches per epoch (paper: 128)")
+    p.add_argument("--hidden", default="paper",
+                   help="hidden units H, a comma list; 'paper': 56,64,72 for copy, 64 for the others")
+    p.add_argument("--construction", default="paper",
+                   help="dense|orthogonal|normal|cayley, a comma list, 'all'; 'paper': all for copy, "
+                        "orthogonal for the others")
+    p.add_argument("--epochs", type=int, default=30, help="training epochs")
+    p.add_argument("--batches", type=int, default=128, help="batches per epoch")
     p.add_argument("--batch", type=int, default=64, help="batch size")
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--clip", type=float, default=None, help="clip each model's gradient norm (default: off)")
+    p.add_argument("--epsilon", type=float, default=None,
+                   help="tolerance on the rollout distance d_D for eps-stabilisers (default 0.05)")
+    p.add_argument("--include-unconverged", action="store_true",
+                   help="keep models below the convergence target in the tables")
     p.add_argument("--alpha", type=float, default=0.9, help="sector cut for the main table")
     p.add_argument("--alphas", default="0.85,0.9,0.95", help="alpha sweep (comma list; '' for none)")
     p.add_argument("--n-random", type=int, default=4, help="equal-norm random draws per ablation")
@@ -52,22 +63,22 @@ def _list(arg: str, allowed, what: str) -> list[str]:
     return items
 
 
-def _models(task, construction, args, cfg, ckdir):
+def _models(task, construction, hidden, args, cfg, ckdir):
     from symfast.schur.rnn import load_checkpoint, train_seeds
     seeds = list(range(args.seeds))
-    paths = [os.path.join(ckdir, f"{task.name}_{construction}_H{args.hidden}_s{s}.pt") for s in seeds]
+    paths = [os.path.join(ckdir, f"{task.name}_{construction}_H{hidden}_s{s}.pt") for s in seeds]
     models = {}
     for s, pth in zip(seeds, paths):
         if os.path.exists(pth):
             m, t, info = load_checkpoint(pth)
             tr = info["train"]
-            if (t == task and m.n_hidden == args.hidden and m.recurrent == construction and info["epoch"] == cfg.epochs
+            if (t == task and m.n_hidden == hidden and m.recurrent == construction and info["epoch"] == cfg.epochs
                     and tr["batches_per_epoch"] == cfg.batches_per_epoch and tr["batch"] == cfg.batch
-                    and tr["lr"] == cfg.lr):
+                    and tr["lr"] == cfg.lr and tr.get("clip") == cfg.clip):
                 models[s] = m
     todo = [s for s in seeds if s not in models]
     if todo:
-        trained = train_seeds(task, todo, args.hidden, construction, cfg,
+        trained = train_seeds(task, todo, hidden, construction, cfg,
                               checkpoints=[paths[s] for s in todo], progress=not args.no_progress)
         models.update(zip(todo, trained))
     return [models[s] for s in seeds]
@@ -81,28 +92,32 @@ def _fmt_ci(mu, lo, hi):
     return f"{mu:.3g} [{lo:.3g}, {hi:.3g}]"
 
 
-def _plot(raw, summ, spectra, alpha, path):
+def _plot(summ, spectra, alpha, path):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    groups = list(dict.fromkeys(zip(summ["task"], summ["construction"])))
-    fig, axes = plt.subplots(2, len(groups), figsize=(4.2 * len(groups), 7.5), squeeze=False)
-    for j, (tk, cn) in enumerate(groups):
+    groups = list(dict.fromkeys(zip(summ["task"], summ["construction"], summ["hidden"])))
+    fig, axes = plt.subplots(2, max(1, len(groups)), figsize=(4.2 * max(1, len(groups)), 7.5), squeeze=False)
+    for j, (tk, cn, hd) in enumerate(groups):
         ax = axes[0, j]
-        s = summ[(summ.task == tk) & (summ.construction == cn) & (summ.alpha == alpha)].set_index("subset")
+        s = summ[(summ.task == tk) & (summ.construction == cn) & (summ.hidden == hd)
+                 & (summ.alpha == alpha)].set_index("subset")
         subs = [x for x in s.index if x != "full"]
         xs = np.arange(len(subs))
-        mu = s.loc[subs, "dfvu_mean"].to_numpy()
-        err = np.abs(np.stack([mu - s.loc[subs, "dfvu_lo"].to_numpy(), s.loc[subs, "dfvu_hi"].to_numpy() - mu]))
+        metric = "replay_acc" if tk == "copy" else "dfvu"
+        mu = s.loc[subs, f"{metric}_mean"].to_numpy()
+        err = np.abs(np.stack([mu - s.loc[subs, f"{metric}_lo"].to_numpy(), s.loc[subs, f"{metric}_hi"].to_numpy() - mu]))
         ax.bar(xs - 0.2, mu, 0.4, yerr=np.nan_to_num(err), capsize=2, label="Schur ablation")
-        rmu = s.loc[subs, "rand_dfvu_mean_mean"].to_numpy()
-        ax.bar(xs + 0.2, rmu, 0.4, color="0.7", label="equal-norm random")
+        if metric == "dfvu":
+            ax.bar(xs + 0.2, s.loc[subs, "rand_dfvu_mean_mean"].to_numpy(), 0.4, color="0.7", label="equal-norm random")
         ax.set_xticks(xs, [x.replace(",", "\n") for x in subs], fontsize=6)
-        ax.set_title(f"{tk} / {cn} (n={int(s['n'].iloc[0])}, alpha={alpha})", fontsize=9)
-        ax.set_ylabel("dFVU")
+        ax.set_title(f"{tk} / {cn} H={hd} (n={int(s['n'].iloc[0])}, alpha={alpha})", fontsize=8)
+        ax.set_ylabel("replay accuracy" if metric == "replay_acc" else "dFVU")
         ax.legend(fontsize=7)
         ax = axes[1, j]
-        ev, rho = spectra[(tk, cn)]
+        if (tk, cn, hd) not in spectra:
+            continue
+        ev, rho = spectra[(tk, cn, hd)]
         th = np.linspace(0, 2 * np.pi, 400)
         ax.plot(np.cos(th) * rho, np.sin(th) * rho, "k-", lw=0.5)
         ax.plot(np.cos(th) * rho * alpha, np.sin(th) * rho * alpha, "r--", lw=0.8, label=f"alpha rho = {alpha} rho")
@@ -110,29 +125,131 @@ def _plot(raw, summ, spectra, alpha, path):
         ax.scatter(ev.real[inR], ev.imag[inR], s=8, c="C3", label="R")
         ax.scatter(ev.real[~inR], ev.imag[~inR], s=8, c="C0", label="C")
         ax.set_aspect("equal")
-        ax.set_title(f"eigenvalues, seed 0 ({tk}/{cn})", fontsize=9)
+        ax.set_title(f"eigenvalues, first seed ({tk}/{cn} H={hd})", fontsize=8)
         ax.legend(fontsize=7, loc="lower left")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+CLASS_CODE = {"eps-stabiliser": 0, "fragile": 1, "no-op": 2}
+
+
+def _stabiliser_table(raw) -> pd.DataFrame:
+    """Per (task, construction, H, subset) and alpha: 'S k/n' = k of n seeds are eps-stabilisers.
+
+    Printed for the single blocks and all three (every subset is in the raw CSV and the figure)."""
+    r = raw[raw.subset.isin(SINGLE + ("-T_RR,-T_C->R,-T_CC",))]
+    out = []
+    for key, g in r.groupby(["task", "construction", "hidden", "subset"], sort=False):
+        row = dict(zip(["task", "construction", "H", "subset"], key))
+        for a, ga in g.groupby("alpha"):
+            c = ga["stabiliser"].value_counts()
+            n = len(ga)
+            row[f"alpha={a:g}"] = ("no-op" if c.get("no-op", 0) == n else
+                                   f"S {c.get('eps-stabiliser', 0)}/{n}" + (f" d_D {ga['d_D'].median():.2g}"))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _plot_stabilisers(raw, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    r = raw[raw.subset != "full"].copy()
+    r["frac"] = (r["stabiliser"] == "eps-stabiliser").astype(float)
+    r.loc[r["stabiliser"] == "no-op", "frac"] = np.nan
+    piv = r.pivot_table(index=["task", "construction", "hidden", "subset"], columns="alpha", values="frac",
+                        aggfunc="mean", sort=False, dropna=False)
+    fig, ax = plt.subplots(figsize=(5.5, 0.22 * len(piv) + 1.5))
+    im = ax.imshow(piv.to_numpy(), aspect="auto", cmap="RdYlGn", vmin=0, vmax=1)
+    ax.set_yticks(range(len(piv)), [f"{t}/{c} H={h} {s}" for t, c, h, s in piv.index], fontsize=6)
+    ax.set_xticks(range(len(piv.columns)), [f"alpha={a:g}" for a in piv.columns], fontsize=8)
+    ax.set_title("fraction of seeds where the ablation is an eps-stabiliser\n(grey: no-op, nothing removed)",
+                 fontsize=8)
+    ax.set_facecolor("0.8")
+    fig.colorbar(im, ax=ax, fraction=0.04)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _plot_predictors(proj, pred, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from symfast.schur.subspace import PREDICTORS
+    fig, axes = plt.subplots(1, len(PREDICTORS) + 1, figsize=(3.2 * (len(PREDICTORS) + 1), 3.2))
+    ax = axes[0]
+    p = pred.set_index("predictor").loc[list(PREDICTORS)]
+    xs = np.arange(len(p))
+    err = np.abs(np.stack([p["rho"] - p["rho_lo"], p["rho_hi"] - p["rho"]]))
+    ax.bar(xs, p["rho"], yerr=np.nan_to_num(err), capsize=3)
+    ax.set_xticks(xs, [q.replace("_", "\n") for q in p.index], fontsize=7)
+    ax.axhline(0, color="k", lw=0.5)
+    ax.set_ylabel("Spearman rho with dFVU [95% bootstrap]")
+    ax.set_title(f"n = {int(p['n'].max())} (task x seed x block)", fontsize=8)
+    for ax, q in zip(axes[1:], PREDICTORS):
+        for k, (t, g) in enumerate(proj.groupby("task")):
+            ax.scatter(g[q], g["dfvu"], s=10, c=f"C{k}", label=t)
+        ax.set_xlabel(q, fontsize=8)
+        ax.set_yscale("symlog", linthresh=1e-3)
+        ax.set_ylabel("dFVU", fontsize=8)
+    axes[1].legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _print_convergence(facts, tasks, include_unconverged) -> None:
+    from symfast.schur.paper import CONVERGENCE
+    print("\nconvergence (held-out; target " + ", ".join(f"{t}: {m} {'<=' if m == 'fvu' else '>='} {v}"
+                                                          for t, (m, v) in CONVERGENCE.items() if t in tasks) + ")")
+    conv = facts.groupby(["task", "construction", "hidden"], sort=False).agg(
+        converged=("converged", "sum"), seeds=("converged", "size"), fvu_median=("fvu", "median"),
+        fvu_max=("fvu", "max"), replay_acc_min=("replay_acc", "min"))
+    print(conv.to_string())
+    if not include_unconverged and not facts.converged.all():
+        print("unconverged models are excluded from every table (--include-unconverged keeps them)")
 
 
 def run(args) -> int:
     from symfast.commands import UsageError
+    from symfast.schur import schur_blocks
+    from symfast.schur.ablation import EPSILON, schur_ablation, summarize
+    from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper, converged
     from symfast.schur.rnn import TrainConfig, make_task
     from symfast.schur.rnn.model import CONSTRUCTIONS
-    from symfast.schur import schur_blocks
-    from symfast.schur.ablation import schur_ablation, summarize
+    from symfast.schur.subspace import damage_predictors, removed_direction_projections
 
     tasks = _list(args.task, TASK_NAMES, "task")
-    cons = _list(args.construction, CONSTRUCTIONS, "construction")
-    for name in ("seeds", "hidden", "batches", "batch", "n_eval"):
+    if args.construction == "paper":
+        cons_of = {t: list(CONSTRUCTIONS) if t == "copy" else ["orthogonal"] for t in tasks}
+    else:
+        cons = _list(args.construction, CONSTRUCTIONS, "construction")
+        cons_of = {t: cons for t in tasks}
+    try:
+        if args.hidden == "paper":
+            hid_of = {t: list(COPY_WIDTHS) if t == "copy" else [TASK_WIDTH] for t in tasks}
+        else:
+            hs = [int(h) for h in args.hidden.split(",") if h.strip()]
+            hid_of = {t: hs for t in tasks}
+    except ValueError as e:
+        raise UsageError(f"bad --hidden {args.hidden!r}: integers or 'paper'") from e
+    if any(h < 1 for v in hid_of.values() for h in v) or not all(hid_of.values()):
+        raise UsageError(f"--hidden must be >= 1, got {args.hidden}")
+    for name in ("seeds", "batches", "batch", "n_eval"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.epochs < 0 or args.n_random < 0:
         raise UsageError("--epochs and --n-random must be >= 0")
     if not 0 < args.alpha <= 1:
         raise UsageError(f"--alpha must be in (0, 1], got {args.alpha}")
+    if args.clip is not None and not args.clip > 0:
+        raise UsageError(f"--clip must be > 0, got {args.clip}")
+    epsilon = EPSILON if args.epsilon is None else args.epsilon
+    if not epsilon >= 0:
+        raise UsageError(f"--epsilon must be >= 0, got {args.epsilon}")
     try:
         sweep = sorted({float(a) for a in args.alphas.split(",") if a.strip()} | {args.alpha})
     except ValueError as e:
@@ -144,55 +261,76 @@ def run(args) -> int:
     except OSError as e:
         raise UsageError(f"cannot create output directory {args.out!r}: {e}") from e
     cfg = TrainConfig(epochs=args.epochs, batches_per_epoch=args.batches, batch=args.batch, lr=args.lr,
-                      threads=args.threads)
-    frames, spectra, facts = [], {}, []
+                      clip=args.clip, threads=args.threads)
+    frames, spectra, facts, projs = [], {}, [], []
     for tname in tasks:
         task = make_task(tname)
-        for cn in cons:
-            models = _models(task, cn, args, cfg, os.path.join(args.out, "ckpt"))
-            for seed, model in enumerate(models):
-                df = schur_ablation(model, task, alpha=sweep, n_eval=args.n_eval, n_random=args.n_random,
-                                    seed=seed, refit=args.refit)
-                df.insert(0, "seed", seed)
-                df.insert(0, "construction", cn)
-                df.insert(0, "task", tname)
-                frames.append(df)
-                sb = schur_blocks(model.recurrent_weight(torch.float64), alpha=args.alpha)
-                facts.append({"task": tname, "construction": cn, "seed": seed,
-                              "fvu": float(df.loc[(df.subset == "full") & (df.alpha == args.alpha), "fvu"].iloc[0]),
-                              "N_over_T": float(sb.N.norm() / sb.T.norm()), "n_R": sb.n_R,
-                              "rho": sb.rho, "n_near_cut": int(sb.near_cut.sum())})
-                if seed == 0:
-                    spectra[(tname, cn)] = (sb.eigvals.numpy(), sb.rho)
+        for cn in cons_of[tname]:
+            for hidden in hid_of[tname]:
+                models = _models(task, cn, hidden, args, cfg, os.path.join(args.out, "ckpt"))
+                for seed, model in enumerate(models):
+                    df = schur_ablation(model, task, alpha=sweep, n_eval=args.n_eval, n_random=args.n_random,
+                                        seed=seed, refit=args.refit, epsilon=epsilon)
+                    full = df[(df.subset == "full") & (df.alpha == args.alpha)].iloc[0]
+                    acc = float(full["replay_acc"]) if "replay_acc" in df else None
+                    ok = converged(tname, float(full["fvu"]), acc)
+                    for col, v in (("converged", ok), ("seed", seed), ("hidden", hidden), ("construction", cn),
+                                   ("task", tname)):
+                        df.insert(0, col, v)
+                    frames.append(df)
+                    pr = removed_direction_projections(model, task, alpha=args.alpha, n_eval=args.n_eval)
+                    pr = pr.merge(df[df.alpha == args.alpha][["subset", "dfvu", "task", "construction", "hidden",
+                                                              "seed", "converged"]], on="subset")
+                    projs.append(pr)
+                    sb = schur_blocks(model.recurrent_weight(torch.float64).detach(), alpha=args.alpha)
+                    facts.append({"task": tname, "construction": cn, "hidden": hidden, "seed": seed,
+                                  "fvu": float(full["fvu"]), "replay_acc": acc, "converged": ok,
+                                  "N_over_T": float(sb.N.norm() / sb.T.norm()), "n_R": sb.n_R,
+                                  "rho": sb.rho, "n_near_cut": int(sb.near_cut.sum())})
+                    if (tname, cn, hidden) not in spectra:
+                        spectra[(tname, cn, hidden)] = (sb.eigvals.numpy(), sb.rho)
     raw = pd.concat(frames, ignore_index=True)
-    summ = summarize(raw, values=("fvu", "dfvu", "removed_rel_T", "sensitivity", "rand_dfvu_mean", "replay_acc",
-                                  "nonadditivity", "fvu_refit"))
     facts = pd.DataFrame(facts)
+    proj = pd.concat(projs, ignore_index=True)
+    used = raw if args.include_unconverged else raw[raw.converged]
+    proj_used = proj if args.include_unconverged else proj[proj.converged]
+    values = ("fvu", "dfvu", "d_D", "removed_rel_T", "sensitivity", "rand_dfvu_mean", "replay_acc",
+              "nonadditivity", "fvu_refit")
+    summ = summarize(used, by=("task", "construction", "hidden", "alpha", "subset"), values=values)
     raw.to_csv(os.path.join(args.out, "schur_ablation_raw.csv"), index=False)
     summ.to_csv(os.path.join(args.out, "schur_ablation_summary.csv"), index=False)
     facts.to_csv(os.path.join(args.out, "schur_models.csv"), index=False)
-    png = os.path.join(args.out, "schur_ablation.png")
-    _plot(raw, summ, spectra, args.alpha, png)
+    proj.to_csv(os.path.join(args.out, "schur_subspace.csv"), index=False)
 
-    pd.set_option("display.width", 200)
-    pd.set_option("display.max_columns", 20)
-    for (tname, cn), s in summ[summ.alpha == args.alpha].groupby(["task", "construction"], sort=False):
-        f = facts[(facts.task == tname) & (facts.construction == cn)]
-        print(f"\n== {tname} / {cn}: H={args.hidden}, {len(f)} seeds, alpha={args.alpha}, "
+    pd.set_option("display.width", 220)
+    pd.set_option("display.max_columns", 30)
+    pd.set_option("display.max_colwidth", 80)
+    print(f"settings: {args.seeds} seeds, {cfg.epochs} epochs x {cfg.batches_per_epoch} batches of {cfg.batch}, "
+          f"Adam {cfg.lr:g}, clip {'off' if cfg.clip is None else cfg.clip}, eps = {epsilon:g}, alphas {sweep}")
+    if used.empty:
+        _print_convergence(facts, tasks, args.include_unconverged)
+        print("\nno converged model: nothing to tabulate (lengthen training or pass --include-unconverged)")
+        return 0
+    for (tname, cn, hidden), s in summ[summ.alpha == args.alpha].groupby(["task", "construction", "hidden"],
+                                                                         sort=False):
+        f = facts[(facts.task == tname) & (facts.construction == cn) & (facts.hidden == hidden) & (
+            facts.converged | args.include_unconverged)]
+        print(f"\n== {tname} / {cn}: H={hidden}, {len(f)} seeds in the table, alpha={args.alpha}, "
               f"||N||/||T|| = {f.N_over_T.mean():.3g} (max {f.N_over_T.max():.2g}), n_R = {f.n_R.tolist()}, "
               f"eigenvalues within 1% of the cut: {f.n_near_cut.tolist()}")
         cols = {"subset": s["subset"], "FVU": [_fmt_ci(*r) for r in s[["fvu_mean", "fvu_lo", "fvu_hi"]].to_numpy()],
-                "dFVU [95% CI]": [_fmt_ci(*r) for r in s[["dfvu_mean", "dfvu_lo", "dfvu_hi"]].to_numpy()],
+                "dFVU raw [95% CI]": [_fmt_ci(*r) for r in s[["dfvu_mean", "dfvu_lo", "dfvu_hi"]].to_numpy()],
                 "mass/||T||": s["removed_rel_T_mean"].map("{:.3g}".format),
-                "sens.": s["sensitivity_mean"].map("{:.3g}".format),
-                "rand dFVU": s["rand_dfvu_mean_mean"].map("{:.3g}".format)}
-        if "replay_acc_mean" in s:
-            cols["replay acc"] = s["replay_acc_mean"].map("{:.3f}".format)
+                "normalised sens.": s["sensitivity_mean"].map("{:.3g}".format),
+                "rand dFVU": s["rand_dfvu_mean_mean"].map("{:.3g}".format),
+                "d_D": s["d_D_mean"].map("{:.3g}".format)}
+        if "replay_acc_mean" in s and tname == "copy":
+            cols["replay acc [95% CI]"] = [_fmt_ci(*r) for r in
+                                           s[["replay_acc_mean", "replay_acc_lo", "replay_acc_hi"]].to_numpy()]
         if "fvu_refit_mean" in s:
             cols["FVU refit"] = s["fvu_refit_mean"].map("{:.3g}".format)
         print(pd.DataFrame(cols).to_string(index=False))
-        # robustness of "which single block hurts most" across seeds and alpha
-        r = raw[(raw.task == tname) & (raw.construction == cn) & raw.subset.isin(SINGLE)]
+        r = used[(used.task == tname) & (used.construction == cn) & (used.hidden == hidden) & used.subset.isin(SINGLE)]
         winners = r.loc[r.groupby(["seed", "alpha"])["dfvu"].idxmax()].copy()
         winners.loc[winners["dfvu"] <= 1e-9, "subset"] = "none"  # no block hurts (e.g. Cayley, empty C sector)
         counts = winners.groupby("alpha")["subset"].value_counts().unstack(fill_value=0)
@@ -200,6 +338,27 @@ def run(args) -> int:
         if cn == "cayley":
             print(f"Cayley: W orthogonal => normal, ||N||/||T|| <= {f.N_over_T.max():.1e}; "
                   f"max |dFVU| over ablations = {s['dfvu_mean'].abs().max():.1e} (behaviour unchanged)")
-    print(f"\nwrote {os.path.join(args.out, 'schur_ablation_raw.csv')}, schur_ablation_summary.csv, "
-          f"schur_models.csv and {png}")
+    _print_convergence(facts, tasks, args.include_unconverged)
+    print(f"\n== eps-stabilisers (d_D <= {epsilon:g}): 'S k/n' = k of n seeds, median d_D; no-op = nothing removed; "
+          "single blocks and all three (every subset: schur_ablation_raw.csv, schur_stabilisers.png)")
+    print(_stabiliser_table(used).to_string(index=False))
+    pred = damage_predictors(proj_used)
+    pred_task = damage_predictors(proj_used, by="task")
+    print("\n== subspace or coupling: Spearman rho of dFVU with each predictor across task x seed x block "
+          "[95% bootstrap]")
+    print(pred.to_string(index=False, float_format="{:.3g}".format))
+    print(pred_task.to_string(index=False, float_format="{:.3g}".format))
+    cmp = compare_with_paper(summ, alpha=0.9)
+    cmp.to_csv(os.path.join(args.out, "schur_paper_comparison.csv"), index=False)
+    print("\n== comparison with the paper (ours: mean [95% CI] over converged seeds)")
+    show = cmp.assign(ours=[_fmt_ci(*r) for r in cmp[["ours", "lo", "hi"]].to_numpy()])
+    print(show[["table", "setting", "subset", "metric", "paper", "ours", "n", "verdict", "reason"]]
+          .to_string(index=False))
+    print("verdicts: " + ", ".join(f"{k} {v}" for k, v in cmp["verdict"].value_counts().items()))
+    png = os.path.join(args.out, "schur_ablation.png")
+    _plot(summ, spectra, args.alpha, png)
+    _plot_stabilisers(used, os.path.join(args.out, "schur_stabilisers.png"))
+    _plot_predictors(proj_used, pred, os.path.join(args.out, "schur_subspace.png"))
+    print(f"\nwrote {os.path.join(args.out, 'schur_ablation_raw.csv')}, schur_ablation_summary.csv, schur_models.csv, "
+          f"schur_subspace.csv, schur_paper_comparison.csv, {png}, schur_stabilisers.png, schur_subspace.png")
     return 0

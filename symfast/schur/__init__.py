@@ -1,15 +1,18 @@
 """Schur ablations of recurrent weights.
 
 Ordered real Schur coordinates of a tanh RNN's recurrent matrix, sectors and
-coupling blocks (`blocks`), zeroing coupling blocks and measuring behaviour
-(`ablation`), and the RNNs, tasks and training the study runs on (`rnn`)
+coupling blocks (`blocks`), zeroing coupling blocks and measuring behaviour, with the
+rollout distance d_D and eps-stabiliser classes (`ablation`), where the removed
+directions sit relative to task activity (`subspace`), the paper's settings, targets and
+numbers (`paper`), and the RNNs, tasks and training the study runs on (`rnn`)
 ("Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457).
 """
-from symfast.schur import rnn
-from symfast.schur.ablation import schur_ablation
+from symfast.schur import paper, rnn, subspace
+from symfast.schur.ablation import rollout_distance, schur_ablation
 from symfast.schur.ablation import summarize as schur_ablation_summary
 from symfast.schur.blocks import (BLOCKS, SUBSETS, SchurBlocks, ablate, departure_from_normality, schur_blocks,
                                   subset_name)
 
 __all__ = ["BLOCKS", "SUBSETS", "SchurBlocks", "schur_blocks", "ablate", "subset_name",
-           "departure_from_normality", "schur_ablation", "schur_ablation_summary", "rnn"]
+           "departure_from_normality", "schur_ablation", "schur_ablation_summary", "rollout_distance", "rnn",
+           "subspace", "paper"]

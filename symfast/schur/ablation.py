@@ -30,9 +30,30 @@ from symfast.ops.rnn_rollout import rnn_rollout
 from symfast.schur.rnn.tasks import Copy, Task, fvu
 from symfast.schur.blocks import SUBSETS, ablate, departure_from_normality, schur_blocks, subset_name
 
-__all__ = ["schur_ablation", "summarize", "ALPHAS"]
+__all__ = ["schur_ablation", "summarize", "rollout_distance", "ALPHAS", "EPSILON"]
 
 ALPHAS = (0.85, 0.9, 0.95)
+EPSILON = 0.05  # default tolerance on d_D: 5% of the target variance
+
+
+def rollout_distance(y_a: torch.Tensor, y_b: torch.Tensor, y: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    """d_D(f_a, f_b) = E_mask||y_a - y_b||^2 / E_mask||y - mean y||^2: [..., B, T, O] -> [...].
+
+    The squared distance between two networks' rollouts on the same held-out task inputs,
+    over the scored (masked) entries, in units of the targets' variance, so d_D and FVU
+    share a scale (d_D(f, target) = FVU).
+    """
+    return _sq(y_a - y_b, m) / _var(y, m)
+
+
+def _sq(d: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    return ((d ** 2) * m).sum((-1, -2, -3))
+
+
+def _var(y: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    mf = m.to(y.dtype)
+    mu = (y * mf).sum((0, 1)) / mf.sum((0, 1)).clamp_min(1)
+    return (((y - mu) ** 2) * mf).sum().clamp_min(1e-12)
 
 
 def _ridge_readout(hs: torch.Tensor, y: torch.Tensor, m: torch.Tensor, lam: float) -> torch.Tensor:
@@ -45,7 +66,8 @@ def _ridge_readout(hs: torch.Tensor, y: torch.Tensor, m: torch.Tensor, lam: floa
 
 def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: int = 10**6,
                    n_random: int = 4, seed: int = 0, refit: bool = False, ridge: float = 1e-3,
-                   margin: float = 0.01, tie_tol: float = 1e-9, backend: str = "auto") -> pd.DataFrame:
+                   margin: float = 0.01, tie_tol: float = 1e-9, epsilon: float = EPSILON,
+                   backend: str = "auto") -> pd.DataFrame:
     """All 8 Schur block ablations of `model` on `task`, with the equal-norm random control.
 
     Args:
@@ -57,6 +79,8 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
         refit: also report fvu with V refit by ridge regression (penalty `ridge`) on a
             separate batch of the ablated dynamics.
         margin: eigenvalues within margin * rho of the alpha * rho cut are counted in n_near_cut.
+        epsilon: tolerance on d_D; a subset with d_D <= epsilon is an eps-stabiliser on the
+            task's distribution, else fragile.
         backend: passed to rnn_rollout ("auto", "cpu", "reference").
 
     Returns:
@@ -65,6 +89,8 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
     alphas = [float(alpha)] if np.isscalar(alpha) else [float(a) for a in alpha]
     if n_random < 0 or n_eval < 1:
         raise ValueError(f"n_random must be >= 0 and n_eval >= 1, got {n_random}, {n_eval}")
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon}")
     with torch.no_grad():
         W = model.recurrent_weight(torch.float64).detach().cpu()
         U = model.input_weight.detach().cpu().float()
@@ -92,6 +118,7 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
             _, hs_ev = rnn_rollout(Wf, U, V, x, return_hidden=True, backend=backend)
         yh = rnn_rollout(allW.float(), U, V, x, backend=backend)  # [S + 7 n_random, B, T, O]
         f = fvu(yh.double(), y.double(), m)
+        dd = rollout_distance(yh[:S].double(), yh[0].double(), y.double(), m)
         acc = task.replay_accuracy(yh, y) if isinstance(task, Copy) else None
         f_ab = f[:S]
         f_rand = f[S:].view(S - 1, n_random) if n_random else None
@@ -105,7 +132,9 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
                    "sensitivity": d / rel_t if rel_t > 0 else math.nan,
                    "nonadditivity": d - sum(single[b] for b in sub) if len(sub) > 1 else 0.0,
                    "dep_rel": dep["dep_rel"], "dep_2x2_frac": dep["dep_2x2"] / dep["dep"] if dep["dep"] > 0 else 0.0,
-                   "failed_swaps": sb.failed_swaps}
+                   "failed_swaps": sb.failed_swaps, "d_D": float(dd[k]),
+                   "stabiliser": ("no-op" if mass[k]["removed_rel_T"] < 1e-12 else
+                                  "eps-stabiliser" if float(dd[k]) <= epsilon else "fragile")}
             if k > 0 and n_random:
                 rd = f_rand[k - 1] - f_ab[0]
                 row["rand_dfvu_mean"] = float(rd.mean())

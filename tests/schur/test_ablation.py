@@ -63,7 +63,7 @@ def test_cayley_model_has_no_coupling_and_ablations_do_nothing():
 
 
 def test_schur_ablation_table_alpha_sweep_refit_copy():
-    task = rnn.Copy(n_symbols=4, length=3, delay=2)
+    task = rnn.Copy(n_symbols=4, length=3, replay=6, scored=5)
     model = rnn.train(task, n_hidden=12, recurrent="dense", cfg=rnn.TrainConfig(epochs=1, batches_per_epoch=2, batch=8),
                       progress=False)
     df = sf.schur_ablation(model, task, alpha=[0.85, 0.95], n_eval=32, n_random=3, refit=True)

@@ -45,13 +45,21 @@ def test_sine_and_context_definitions():
     assert torch.allclose(y[:, 25, 0], rel, atol=1e-6)
 
 
-def test_copy_replay_accuracy():
-    task = rnn.Copy(n_symbols=5, length=4, delay=3)
+def test_copy_autonomous_cyclic_replay():
+    task = rnn.Copy(n_symbols=5, length=4, replay=10, scored=9)
     x, y, m = task.sample(7, 0)
-    assert x.shape[1] == 11 and (x[:, 6, 5] == 1).all()
-    assert torch.equal(y[:, 7:].argmax(-1), x[:, :4, :5].argmax(-1))
+    assert x.shape == (7, 15, 6) and (x[:, 4, 5] == 1).all() and x[:, 4, :5].sum() == 0
+    assert (x[:, 5:] == 0).all()  # autonomous: no input while generating
+    seq = x[:, :4, :5].argmax(-1)
+    assert torch.equal(y[:, 5:].argmax(-1), seq[:, torch.arange(10) % 4])  # cyclic replay
+    assert (m[:, :5] == 0).all() and (m[:, 5:] == 1).all()
     assert task.replay_accuracy(y, y) == 1.0
     assert task.replay_accuracy(torch.stack([y, -y]), y).tolist()[1] < 0.5
+    wrong_last = y.clone()
+    wrong_last[:, 14] = torch.roll(y[:, 14], 1, -1)  # step 10 of the replay is not scored
+    assert task.replay_accuracy(wrong_last, y) == 1.0
+    with pytest.raises(ValueError, match="scored"):
+        rnn.Copy(replay=5, scored=6)
 
 
 def test_fvu():

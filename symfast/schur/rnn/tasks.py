@@ -1,4 +1,5 @@
-"""Task generators for single-layer tanh RNNs (papers/003), one common interface.
+"""Task generators for single-layer tanh RNNs, one common interface (the four tasks of
+"Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457).
 
 Every task is a small dataclass with `n_in`, `n_out`, `T` and
 `sample(batch, seed) -> (inputs [B, T, n_in], targets [B, T, n_out], mask [B, T, n_out])`
@@ -132,19 +133,32 @@ class ContextIntegration(Task):
 
 @dataclass
 class Copy(Task):
-    """Copy task: show L symbols, wait, then reproduce them after a go cue.
+    """Copy task with autonomous replay: see L symbols, then generate them again and again.
 
-    Inputs [B, T, K + 1], T = 2 L + delay: one-hot symbols (alphabet K) at steps [0, L),
-    zeros during the delay, a go cue (channel K) at step L + delay - 1; nothing while the
-    network replays. Targets [B, T, K]: the one-hot symbols again at steps [L + delay, T);
-    mask = that replay window. Replay accuracy = fraction of replay steps whose argmax
-    output is the right symbol. Defaults: K = 8, L = 10, delay = 10.
+    The paper ("Task-Restricted Symmetries in Recurrent Weight Space") scores "autonomous
+    replay accuracy over the first 128 generated symbols" without spelling the task out;
+    this is the definition inferred from that phrase:
+    Inputs [B, T, K + 1], T = L + 1 + replay: a random sequence of L symbols (alphabet K,
+    one-hot, uniform) at steps [0, L), a go cue (channel K) at step L, then zeros: the
+    network runs autonomously, driven by nothing but its own state. Targets [B, T, K]:
+    from step L + 1 on, the sequence repeated cyclically (step L + 1 + j shows symbol
+    j mod L), one-hot; mask = that replay window. Replay accuracy = fraction of the first
+    `scored` (128) generated steps whose argmax output is the right symbol.
+    Defaults: K = 4, L = 8, replay = 128 (so T = 137).
     """
 
-    n_symbols: int = 8
-    length: int = 10
-    delay: int = 10
+    n_symbols: int = 4
+    length: int = 8
+    replay: int = 128
+    scored: int = 128
     name = "copy"
+
+    def __post_init__(self):
+        for name in ("n_symbols", "length", "replay", "scored"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"Copy: {name} must be >= 1, got {getattr(self, name)}")
+        if self.scored > self.replay:
+            raise ValueError(f"Copy: scored ({self.scored}) must be <= replay ({self.replay})")
 
     @property
     def n_in(self):
@@ -156,25 +170,25 @@ class Copy(Task):
 
     @property
     def T(self):
-        return 2 * self.length + self.delay
+        return self.length + 1 + self.replay
 
     def sample(self, batch: int, seed: int):
         g = _gen(seed)
-        K, L, D = self.n_symbols, self.length, self.delay
+        K, L = self.n_symbols, self.length
         sym = torch.randint(0, K, (batch, L), generator=g)
         oh = torch.nn.functional.one_hot(sym, K).float()
         x = torch.zeros(batch, self.T, K + 1)
         x[:, :L, :K] = oh
-        x[:, L + D - 1, K] = 1.0
+        x[:, L, K] = 1.0
         y = torch.zeros(batch, self.T, K)
         m = torch.zeros(batch, self.T, K)
-        y[:, L + D:] = oh
-        m[:, L + D:] = 1.0
+        y[:, L + 1:] = oh[:, torch.arange(self.replay) % L]
+        m[:, L + 1:] = 1.0
         return x, y, m
 
     def replay_accuracy(self, y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Replay accuracy per leading index: y_hat [..., B, T, K], y [B, T, K] -> [...]."""
-        w = slice(self.length + self.delay, self.T)
+        """Accuracy on the first `scored` generated symbols: y_hat [..., B, T, K], y [B, T, K] -> [...]."""
+        w = slice(self.length + 1, self.length + 1 + self.scored)
         return (y_hat[..., w, :].argmax(-1) == y[:, w].argmax(-1)).float().mean((-1, -2))
 
 

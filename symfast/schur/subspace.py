@@ -1,0 +1,117 @@
+"""Subspace or Schur coupling? Where the removed Schur directions sit relative to task activity.
+
+The paper leaves open whether an ablation is harmless because it avoids the activity
+directions the readout uses ("subspace" explanation) or because of the Schur coupling it
+removes ("coupling" explanation). For each single-block ablation, with
+dW = W - W~ = Q (T - T~) Q^T the removed part of W and h the hidden states of the full
+model on held-out task inputs, `removed_direction_projections` measures
+    pc_overlap        ||dW P_pc||_F / ||dW||_F, P_pc the top principal components of h
+                      (fewest explaining `pc_var` of its variance): how much of the removed
+                      operator acts on the dominant activity directions;
+    readout_overlap   ||P_V dW||_F / ||dW||_F, P_V the projector onto the row space of the
+                      readout V: how much of what it writes the readout sees;
+    manifold_overlap  ||dW h||_F / (||dW||_F ||h||_F) over all visited states: the removed
+                      operator on the task-conditioned activity itself (1/sqrt(H) for
+                      isotropic states, up to ||dW||_2 / ||dW||_F);
+    removed_rel_T     ||T - T~||_F / ||T||_F (the removed Schur mass).
+`damage_predictors` ranks which of these predicts dFVU: Spearman correlations across
+(task, seed, block) rows with bootstrap intervals.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from symfast.schur.blocks import BLOCKS, ablate, schur_blocks, subset_name
+
+__all__ = ["removed_direction_projections", "damage_predictors", "PREDICTORS"]
+
+PREDICTORS = ("removed_rel_T", "pc_overlap", "readout_overlap", "manifold_overlap")
+
+
+def removed_direction_projections(model, task, alpha: float = 0.9, n_eval: int = 256, eval_seed: int = 10**6,
+                                  pc_var: float = 0.9) -> pd.DataFrame:
+    """One row per single block (subset "-T_RR", "-T_C->R", "-T_CC"): the overlaps above.
+
+    Args:
+        model: a TanhRNN (recurrent_weight(dtype), readout [O, H], forward(x, return_hidden)).
+        task: its task; the hidden states come from `n_eval` held-out sequences (`eval_seed`).
+        alpha: sector cut. pc_var: variance fraction the principal subspace explains.
+
+    Returns:
+        DataFrame with columns alpha, subset, removed_rel_T, pc_overlap, readout_overlap,
+        manifold_overlap, n_pc (NaN overlaps where nothing is removed).
+    """
+    if not 0 < pc_var <= 1:
+        raise ValueError(f"pc_var must be in (0, 1], got {pc_var}")
+    with torch.no_grad():
+        W = model.recurrent_weight(torch.float64).detach().cpu()
+        V = model.readout.detach().cpu().double()
+        x, _, _ = task.sample(n_eval, eval_seed)
+        _, hs = model(x, return_hidden=True)
+    h = hs.reshape(-1, hs.shape[-1]).double()  # [B T, H]
+    hc = h - h.mean(0)
+    _, sv, Vt = torch.linalg.svd(hc, full_matrices=False)
+    frac = torch.cumsum(sv ** 2, 0) / (sv ** 2).sum().clamp_min(1e-300)
+    n_pc = int((frac < pc_var).sum()) + 1
+    P_pc = Vt[:n_pc].T  # [H, n_pc]
+    Qv, _ = torch.linalg.qr(V.T)  # [H, O]: row space of V
+    sb = schur_blocks(W, alpha=alpha)
+    singles = [(b,) for b in BLOCKS]
+    W_ab, mass = ablate(sb, singles)
+    rows = []
+    for k, sub in enumerate(singles):
+        dW = W - W_ab[k]
+        nrm = float(dW.norm())
+        ok = nrm > 1e-12 * float(W.norm())
+        rows.append({"alpha": float(alpha), "subset": subset_name(sub), "removed_rel_T": mass[k]["removed_rel_T"],
+                     "pc_overlap": float((dW @ P_pc).norm()) / nrm if ok else np.nan,
+                     "readout_overlap": float((Qv.T @ dW).norm()) / nrm if ok else np.nan,
+                     "manifold_overlap": float((h @ dW.T).norm()) / (nrm * float(h.norm())) if ok else np.nan,
+                     "n_pc": n_pc})
+    return pd.DataFrame(rows)
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman rho (Pearson correlation of average ranks); NaN when either side is constant."""
+    from scipy.stats import rankdata
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(np.corrcoef(rankdata(a), rankdata(b))[0, 1])
+
+
+def damage_predictors(df: pd.DataFrame, target: str = "dfvu", predictors=PREDICTORS, n_boot: int = 1000,
+                      seed: int = 0, by: str | None = None) -> pd.DataFrame:
+    """Spearman correlation of each predictor with `target`, with a 95% bootstrap interval.
+
+    Args:
+        df: rows (e.g. task x seed x block) holding `target` and the predictor columns. Only
+            rows where the target and every predictor are finite are used, so all predictors
+            are ranked on the same rows (an ablation that removes nothing, as on a Cayley W,
+            has no overlaps and would otherwise favour the removed mass trivially).
+        n_boot: bootstrap resamples of the rows. by: optional column to group by (e.g. "task").
+
+    Returns:
+        DataFrame: [by,] predictor, n, rho, rho_lo, rho_hi.
+    """
+    predictors = list(predictors)
+    df = df[np.isfinite(df[[target, *predictors]].to_numpy(dtype=float)).all(1)]
+    groups = [(None, df)] if by is None else list(df.groupby(by, sort=False))
+    rng = np.random.default_rng(seed)
+    out = []
+    for key, g in groups:
+        for p in predictors:
+            sel = g[[p, target]].to_numpy(dtype=float)
+            n = len(sel)
+            rho = _spearman(sel[:, 0], sel[:, 1]) if n else float("nan")
+            boots = []
+            for _ in range(n_boot if n >= 3 else 0):
+                i = rng.integers(0, n, n)
+                r = _spearman(sel[i, 0], sel[i, 1])
+                if np.isfinite(r):
+                    boots.append(r)
+            lo, hi = (np.percentile(boots, [2.5, 97.5]) if len(boots) > 10 else (np.nan, np.nan))
+            row = {} if by is None else {by: key}
+            out.append({**row, "predictor": p, "n": n, "rho": rho, "rho_lo": float(lo), "rho_hi": float(hi)})
+    return pd.DataFrame(out)
