@@ -100,6 +100,32 @@ def _readout_section(sub: str, section):
     return readout_claims(table)
 
 
+def _schur_claims(sub: str) -> list:
+    """The Schur study's comparison with the paper (`schur_paper_comparison.csv`) as verdict rows; the
+    settings this run did not cover are counted in one row instead of listed."""
+    import math
+
+    import pandas as pd
+
+    from symfast.report import Claim
+
+    path = os.path.join(sub, "schur_paper_comparison.csv")
+    if not os.path.exists(path):
+        return []
+    cmp = pd.read_csv(path)
+    out, skipped = [], cmp[cmp["verdict"] == "not comparable"]
+    for r in cmp[cmp["verdict"] != "not comparable"].itertuples(index=False):
+        paper = "" if math.isnan(r.paper) else f"paper {r.paper:.3g}"
+        ours = f"{r.ours:.3g}" + (f" [{r.lo:.3g}, {r.hi:.3g}]" if math.isfinite(r.lo) and math.isfinite(r.hi) else "")
+        out.append(Claim("schur", f"{r.table}: {r.setting}, {r.subset}, {r.metric}", paper or f"{r.subset} first",
+                         f"{ours}, n = {r.n}", "held" if r.verdict == "held" else "missed", str(r.reason)))
+    if len(skipped):
+        out.append(Claim("schur", f"{len(skipped)} further numbers of the paper's tables", "paper values",
+                         "no converged model at these settings in this run", "not comparable",
+                         "see schur_paper_comparison.csv; the full run trains the paper's settings"))
+    return out
+
+
 def run(args) -> int:
     from symfast.cli import main as cli_main
     from symfast.commands.readout import _check_out
@@ -134,7 +160,8 @@ def run(args) -> int:
         if rc != 0:
             failed.append(name)
         section = Section(title, [intro], command=f"symfast {' '.join(argv)}", seconds=seconds, ok=rc == 0)
-        study_claims = _readout_section(sub, section) if name == "readout" else []
+        study_claims = (_readout_section(sub, section) if name == "readout"
+                        else _schur_claims(sub) if name == "schur" else [])
         study_claims += read_claims(os.path.join(sub, "claims.csv"))
         if name != "readout":
             section.preformatted = text.strip()[-40000:]
