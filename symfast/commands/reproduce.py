@@ -36,8 +36,8 @@ STUDIES = [
     # keeps unconverged ones, labelled, so that the tables are not empty.
     ("schur", "Schur ablations of recurrent weights",
      ["schur", "--task", "all", "--hidden", "64", "--construction", "orthogonal,cayley", "--seeds", "2",
-      "--epochs", "6", "--batches", "64", "--include-unconverged", "--no-progress"],
-     ["schur", "--task", "all", "--no-progress"],
+      "--epochs", "6", "--batches", "64", "--include-unconverged", "--quiet"],
+     ["schur", "--task", "all", "--quiet"],
      "Tanh RNNs are trained on four tasks; the recurrent matrix is put into ordered real Schur form "
      "W = Q T Qᵀ, its eigenvalues split into a leading sector R (|λ| ≥ α ρ(W)) and the rest C, and the "
      "coupling blocks T_RR, T_C→R and T_CC of the strictly block-upper part are zeroed, alone and together, "
