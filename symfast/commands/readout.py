@@ -31,6 +31,11 @@ def add_arguments(p) -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--out", default="results/readout", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise rate of calling a true symmetry broken (Holm over the candidates)")
+    p.add_argument("--budget", default="fixed", choices=["fixed", "auto"],
+                   help="fixed: --seeds per shape; auto: rounds of 8 seeds per shape until every decision "
+                        "is settled, at most --seeds")
 
 
 def _check_out(out: str) -> None:
@@ -60,6 +65,8 @@ def run(args) -> int:
     for name in ("seeds", "steps", "points"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name} must be positive, got {getattr(args, name)}")
+    if not 0 < args.alpha < 1:
+        raise ValueError(f"--alpha must be in (0, 1), got {args.alpha}")
     if args.sweep < 0:
         raise ValueError(f"--sweep must be >= 0, got {args.sweep}")
     try:
@@ -81,6 +88,21 @@ def run(args) -> int:
                 ensembles.append(ens)
                 continue
         t = time.perf_counter()
+        if args.budget == "auto":
+            from symfast.readout.budget import adaptive_readout
+
+            res = adaptive_readout(shape_names, pe, alpha=args.alpha, start_seeds=min(8, args.seeds),
+                                   max_seeds=args.seeds, steps=args.steps, points=args.points,
+                                   observable=args.observable, hidden=hidden, activation=args.activation,
+                                   lr=args.lr, device=args.device, backend=args.backend)
+            ens = res.ensemble
+            print(f"[{pe.name}] adaptive budget: seeds per shape "
+                  f"{ {s: ens.shapes.count(s) for s in shape_names} }, {res.model_steps()} model-steps "
+                  f"({res.model_steps() / (args.seeds * args.steps * len(shape_names)):.0%} of fixed) "
+                  f"in {time.perf_counter() - t:.1f}s", file=sys.stderr)
+            ens.save(path)
+            ensembles.append(ens)
+            continue
         ens = fit_sdf(shape_names, pe, seeds=args.seeds, hidden=hidden, activation=args.activation,
                       steps=args.steps, points=args.points, lr=args.lr, device=args.device,
                       backend=args.backend, checkpoint=os.path.join(args.out, f"checkpoint_{pe.name}.pt"),
@@ -92,7 +114,8 @@ def run(args) -> int:
         ensembles.append(ens)
     t_train = time.perf_counter() - t0
 
-    r = readout(ensembles, observable=args.observable, aggregate=args.aggregate, sweep=args.sweep)
+    r = readout(ensembles, observable=args.observable, aggregate=args.aggregate, sweep=args.sweep,
+                alpha=args.alpha)
     r.table.to_csv(os.path.join(args.out, "readout.csv"), index=False)
     r.summary().to_csv(os.path.join(args.out, "summary.csv"), index=False)
     if not r.sweep.empty:
@@ -106,10 +129,11 @@ def run(args) -> int:
 
     with pd.option_context("display.width", 200, "display.max_rows", 500):
         cols = ["shape", "pe", "element", "liftable", "true_symmetry", "score", "noise_floor", "threshold",
-                "observed"]
+                "p_adjusted", "observed", "approx_observed"]
         print(r.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print()
         print(r.summary().to_string(index=False))
+        print(r.report())
     n_viol = len(r.violations)
     print(f"\nhierarchy G_obs ⊆ G_lift ∩ G_true: {'holds' if n_viol == 0 else f'{n_viol} violation(s)'}")
     print(f"wall time: training {t_train:.1f}s, total {time.perf_counter() - t0:.1f}s; outputs in {args.out}")

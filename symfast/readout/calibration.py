@@ -25,7 +25,8 @@ from symfast.readout.groups import Group, dihedral, union
 from symfast.readout.readout import readout
 from symfast.readout.training import fit_sdf
 
-__all__ = ["grid_shapes", "grid_encodings", "candidates_for", "score_table", "run", "rates"]
+__all__ = ["grid_shapes", "grid_encodings", "candidates_for", "score_table", "run", "rates", "first_seeds",
+           "replay_trainer", "score_pool"]
 
 # The irregular quadrilateral has no symmetry but the identity.
 _IRREGULAR = [[0.55, 0.05], [0.1, 0.5], [-0.5, 0.2], [-0.2, -0.45]]
@@ -105,3 +106,36 @@ def rates(scored: pd.DataFrame, by=("seeds", "steps", "points")) -> pd.DataFrame
                          n_false=int((~t["truth"]).sum()), n_true=int(t["truth"].sum()),
                          n_cells=cells.ngroups))
     return pd.DataFrame(rows)
+
+
+def first_seeds(ens, n: int):
+    """The members of the first n seeds of each shape (training is per model, so these are exactly
+    the models an n-seed run would train)."""
+    keep = sorted(set(ens.seeds))[:n]
+    return ens.subset([i for i, sd in enumerate(ens.seeds) if sd in keep])
+
+
+def replay_trainer(pool):
+    """A `symfast.readout.budget.adaptive_readout` trainer that takes members from a trained pool
+    instead of training them (members train independently, so this is what training would return)."""
+
+    def train(shapes, pe, seeds, steps, points, **_):
+        names = [getattr(s, "name", s) for s in shapes]
+        idx = [i for n in names for sd in seeds for i, (s, d) in enumerate(zip(pool.shapes, pool.seeds))
+               if s == n and d == sd]
+        if len(idx) != len(names) * len(seeds):
+            raise ValueError(f"the pool lacks some of shapes {names} x seeds {list(seeds)}")
+        return pool.subset(idx)
+
+    return train
+
+
+def score_pool(pool, shapes, seed_counts, alpha: float = 0.05) -> pd.DataFrame:
+    """`run`'s output for a trained pool read out at several seed counts (first seeds of each shape)."""
+    cands = candidates_for(shapes)
+    steps, points = pool.config.get("steps"), pool.config.get("points")
+    out = []
+    for n in seed_counts:
+        t = score_table(readout(first_seeds(pool, n), candidates=cands, sweep=0, alpha=alpha).table, shapes)
+        out.append(t.assign(seeds=n, steps=steps, points=points))
+    return pd.concat(out, ignore_index=True)
