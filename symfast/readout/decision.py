@@ -30,10 +30,12 @@ failure: it falls with the budget and is measured, not chosen (see
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy import stats
 
-__all__ = ["Decision", "decide", "null_pvalues", "holm"]
+__all__ = ["Decision", "decide", "null_pvalues", "holm", "split_halves"]
 
 # Rounding slack for exactly symmetric weights, whose score and null are both ~1e-16.
 ATOL = 1e-9
@@ -45,8 +47,12 @@ class Decision(dict):
     __getattr__ = dict.__getitem__
 
 
-def null_pvalues(score: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def null_pvalues(score: np.ndarray, null: np.ndarray, n_eff: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Upper-tail p-values of `score` [E] given null draws [N, E] of the same scores.
+
+    `n_eff` (default N) is the number of distinct draws behind the null: split halves of S
+    models have only C(S, S/2) / 2 distinct splits (3 for S = 4), so the spread is estimated
+    from at most that many values, and the t predictive uses n_eff - 1 degrees of freedom.
 
     Returns:
         (p [E], z [E] = (score - null mean) / null sd, on the score scale). Degenerate nulls
@@ -54,10 +60,10 @@ def null_pvalues(score: np.ndarray, null: np.ndarray) -> tuple[np.ndarray, np.nd
         ATOL of the null's rms, else 0.
     """
     score, null = _check(score, null)
-    loc, spread, degenerate = _fit(null)
+    n = _n_eff(null, n_eff)
+    loc, spread, degenerate = _fit(null, n)
     t = (score ** (2 / 3) - loc) / spread
-    p = np.where(degenerate, (score <= _degenerate_threshold(null)).astype(np.float64),
-                 stats.t.sf(t, null.shape[0] - 1))
+    p = np.where(degenerate, (score <= _degenerate_threshold(null)).astype(np.float64), stats.t.sf(t, n - 1))
     sd = null.std(0, ddof=1)
     z = np.where(sd > 0, (score - null.mean(0)) / np.where(sd > 0, sd, 1.0), 0.0)
     return p, z
@@ -75,24 +81,37 @@ def _check(score, null) -> tuple[np.ndarray, np.ndarray]:
     return score, null
 
 
-def _critical_score(null: np.ndarray, level: np.ndarray) -> np.ndarray:
-    """The score whose p-value under `null_pvalues` equals `level` [E]."""
-    loc, spread, degenerate = _fit(null)
-    y = loc + spread * stats.t.isf(level, null.shape[0] - 1)
+def _n_eff(null: np.ndarray, n_eff) -> int:
+    n = null.shape[0] if n_eff is None else min(int(n_eff), null.shape[0])
+    if n < 2:
+        raise ValueError(f"need at least 2 distinct null draws, got n_eff = {n}")
+    return n
+
+
+def _critical_score(null: np.ndarray, level: np.ndarray, n: int) -> np.ndarray:
+    """The score whose p-value under `null_pvalues` (with n_eff = n) equals `level` [E]."""
+    loc, spread, degenerate = _fit(null, n)
+    y = loc + spread * stats.t.isf(level, n - 1)
     return np.where(degenerate, _degenerate_threshold(null), np.clip(y, 0, None) ** 1.5)
 
 
-def _fit(null: np.ndarray):
-    """Per element: (mean, predictive scale sd * sqrt(1 + 1/N), degenerate) of null^(2/3)."""
+def _fit(null: np.ndarray, n: int):
+    """Per element: (mean, predictive scale sd * sqrt(1 + 1/n), degenerate) of null^(2/3)."""
     y = null ** (2 / 3)
     sd = y.std(0, ddof=1)
     degenerate = (np.sqrt((null ** 2).mean(0)) <= ATOL) | (sd <= 0)
-    return y.mean(0), np.where(degenerate, 1.0, sd) * np.sqrt(1 + 1 / null.shape[0]), degenerate
+    return y.mean(0), np.where(degenerate, 1.0, sd) * np.sqrt(1 + 1 / n), degenerate
 
 
 def _degenerate_threshold(null: np.ndarray) -> np.ndarray:
     """Score bound for a zero-spread null: its rms plus rounding slack."""
     return np.sqrt((null ** 2).mean(0)) + ATOL
+
+
+def split_halves(S: int) -> int:
+    """Distinct unordered splits of S models into two halves of S // 2 (one left out when S is odd)."""
+    h = S // 2
+    return math.comb(S, h) * math.comb(S - h, h) // 2
 
 
 def holm(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -117,7 +136,7 @@ def holm(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return adjusted <= alpha, adjusted, level
 
 
-def decide(score, null, alpha: float = 0.05, family=None) -> Decision:
+def decide(score, null, alpha: float = 0.05, family=None, n_eff: int | None = None) -> Decision:
     """Decide which elements are observed (H0 "symmetric" not rejected), with Holm control.
 
     Args:
@@ -126,6 +145,7 @@ def decide(score, null, alpha: float = 0.05, family=None) -> Decision:
         alpha: family-wise rate of calling a true symmetry broken, in (0, 1).
         family: optional [E] bool mask of the elements tested together (e.g. the exactly liftable
             ones); the others get NaN statistics and observed = False.
+        n_eff: distinct null draws (see `null_pvalues`; `split_halves` counts them for S models).
 
     Returns:
         A `Decision` of [E] arrays: p_value (raw), p_adjusted (Holm), z (null-sd units above the
@@ -144,9 +164,10 @@ def decide(score, null, alpha: float = 0.05, family=None) -> Decision:
     out["observed"] = np.zeros(score.shape, dtype=bool)
     if not fam.any():
         return out
-    p, z = null_pvalues(score[fam], null[:, fam])
+    n = _n_eff(null, n_eff)
+    p, z = null_pvalues(score[fam], null[:, fam], n)
     rejected, adjusted, level = holm(p, alpha)
-    thr = _critical_score(null[:, fam], level)
+    thr = _critical_score(null[:, fam], level, n)
     for key, val in (("p_value", p), ("p_adjusted", adjusted), ("z", z), ("threshold", thr),
                      ("margin", thr - score[fam])):
         out[key][fam] = val

@@ -28,7 +28,7 @@ import pandas as pd
 import torch
 
 from symfast.readout.decision import ATOL as _ATOL
-from symfast.readout.decision import decide
+from symfast.readout.decision import decide, split_halves
 from symfast.readout.ensemble import Ensemble
 from symfast.readout.groups import Group, as_element, dihedral, rotation_sweep, union
 from symfast.readout.observables import extend_lift, observable, pair_null, scores, split_half_null
@@ -265,14 +265,16 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     score = score.numpy()
     nan = np.full(len(lifts), np.nan)
     exact = np.array([e for _, _, e, _ in lifts], dtype=bool)
-    if num_null and S >= 2:
+    # split halves: few distinct draws for small S (3 for S = 4); disjoint pairs: many
+    n_eff = split_halves(S) if aggregate == "ensemble" else None
+    if num_null and S >= 2 and (n_eff is None or n_eff >= 2):
         null = (split_half_null if aggregate == "ensemble" else pair_null)(phi, rho, num_null, gen).numpy()
         floor = np.median(null, 0)
-        dec = decide(score, null, alpha, family=exact)  # G_obs: exactly liftable candidates
-        approx = decide(score, null, alpha)  # same rule, every candidate under its best lift
+        dec = decide(score, null, alpha, family=exact, n_eff=n_eff)  # G_obs: exactly liftable candidates
+        approx = decide(score, null, alpha, n_eff=n_eff)  # same rule, every candidate under its best lift
     else:
         if num_null:
-            warnings.warn(f"{shape}/{pe_name}: one model only; no noise floor, nothing is marked observed")
+            warnings.warn(f"{shape}/{pe_name}: {S} model(s) give no usable noise floor; nothing is marked observed")
         floor = nan
         dec = approx = {k: nan for k in ("p_value", "p_adjusted", "z", "threshold", "margin")}
         dec["observed"] = approx["observed"] = np.zeros(len(lifts), dtype=bool)

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from symfast.readout.decision import decide, null_pvalues, holm
+from symfast.readout.decision import decide, holm, null_pvalues, split_halves
 
 
 def chi_scores(rng, shape, dof=200, scale=0.01):
@@ -101,3 +101,14 @@ def test_bad_inputs_are_named():
         decide(np.ones(3), np.ones((1, 3)))
     with pytest.raises(ValueError, match="family"):
         decide(np.ones(3), np.ones((4, 3)), family=[True])
+
+
+def test_few_distinct_splits_widen_the_threshold():
+    assert [split_halves(s) for s in (2, 3, 4, 5, 8)] == [1, 3, 3, 15, 35]
+    rng = np.random.default_rng(4)
+    null = chi_scores(rng, (64, 4))
+    score = null.max(0)  # above the null mean, where heavier tails mean larger p-values
+    wide, narrow = decide(score, null, n_eff=3), decide(score, null)
+    assert np.all(wide.threshold > narrow.threshold) and np.all(wide.p_value >= narrow.p_value)
+    with pytest.raises(ValueError, match="n_eff"):
+        decide(score, null, n_eff=1)
