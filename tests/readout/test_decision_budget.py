@@ -71,3 +71,18 @@ def test_budget_errors():
         budget.adaptive_readout(["square"], sf.DyadicAxisPE(), start_seeds=40, max_seeds=32)
     with pytest.raises(ValueError, match="alpha"):
         budget.adaptive_readout(["square"], sf.DyadicAxisPE(), alpha=2)
+
+
+def test_cli_budget_auto_and_alpha(tmp_path, capsys):
+    from symfast.cli import main
+
+    out = tmp_path / "ro"
+    args = ["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "6", "--steps", "5", "--points", "64",
+            "--hidden", "16", "--sweep", "0", "--out", str(out), "--quiet", "--budget", "auto", "--alpha", "0.1"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "adaptive budget" in captured.err and "model-steps" in captured.err
+    table = pd.read_csv(out / "readout.csv")
+    assert (table["alpha"] == 0.1).all() and {"p_adjusted", "approx_observed"} <= set(table.columns)
+    assert main(["readout", "--out", str(tmp_path / "x"), "--alpha", "1.5"]) == 2
+    assert "--alpha must be in (0, 1)" in capsys.readouterr().err
