@@ -24,7 +24,8 @@ def add_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--hidden", default="64,64", help="hidden widths, comma-separated")
     p.add_argument("--activation", default="relu")
-    p.add_argument("--observable", default="gram", help="gram, gram_bias or prefixK")
+    p.add_argument("--observable", default="gram",
+                   help="gram, gram_bias, prefixK, or prefixes (K = 1..L side by side)")
     p.add_argument("--aggregate", default="ensemble", choices=["ensemble", "model"])
     p.add_argument("--sweep", type=int, default=360, help="rotations in the sweep (0 to skip)")
     p.add_argument("--backend", default="auto", help="auto, reference, cpu or triton")
@@ -134,6 +135,9 @@ def run(args) -> int:
         print()
         print(r.summary().to_string(index=False))
         print(r.report())
+        if r.table["observable"].nunique() > 1:
+            print("\nseparation of liftable true vs false elements (worst shape, z units):")
+            print(r.separation().to_string(index=False))
     n_viol = len(r.violations)
     print(f"\nhierarchy G_obs ⊆ G_lift ∩ G_true: {'holds' if n_viol == 0 else f'{n_viol} violation(s)'}")
     print(f"wall time: training {t_train:.1f}s, total {time.perf_counter() - t0:.1f}s; outputs in {args.out}")

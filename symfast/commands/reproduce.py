@@ -21,8 +21,8 @@ HELP = "run the three studies (readout, Schur ablations, layerwise actions) and 
 STUDIES = [
     ("readout", "Symmetry readout from neural-field weights (DESIGN.md section 1)",
      ["readout", "--shapes", "triangle,square", "--pe", "dyadic,triaxis,rff", "--seeds", "16", "--steps", "400",
-      "--points", "1024", "--sweep", "72", "--quiet"],
-     ["readout", "--quiet"]),
+      "--points", "1024", "--sweep", "72", "--observable", "prefixes", "--quiet"],
+     ["readout", "--observable", "prefixes", "--quiet"]),
     ("schur", "Schur ablations of recurrent weights (DESIGN.md section 3)",
      ["schur", "--task", "all", "--seeds", "3", "--no-progress"],
      ["schur", "--task", "all", "--seeds", "5", "--no-progress"]),

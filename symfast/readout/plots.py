@@ -55,11 +55,12 @@ def sweep_curves(sweep: pd.DataFrame, path=None):
     fig, axes = plt.subplots(1, max(1, len(pes)), figsize=(5 * max(1, len(pes)), 3.6), squeeze=False)
     for ax, pe in zip(axes[0], pes):
         t = sweep[sweep["pe"] == pe]
-        for shape, ts in t.groupby("shape", sort=False):
-            ax.plot(ts["angle_deg"], ts[value], label=shape)
+        several = t["observable"].nunique() > 1
+        for (shape, obs), ts in t.groupby(["shape", "observable"], sort=False):
+            ax.plot(ts["angle_deg"], ts[value], label=f"{shape} ({obs})" if several else shape)
         if value == "score_norm":
             ax.axhline(1.0, color="grey", lw=0.6)
-        first = t[t["shape"] == t["shape"].iloc[0]]
+        first = t[(t["shape"] == t["shape"].iloc[0]) & (t["observable"] == t["observable"].iloc[0])]
         ax2 = ax.twinx()
         ax2.plot(first["angle_deg"], first["lift_residual"], "k--", lw=0.8, label="lift residual")
         ax2.set_ylabel("lift residual (dashed)")
