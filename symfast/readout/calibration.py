@@ -21,7 +21,7 @@ import pandas as pd
 
 from symfast.readout import shapes as shp
 from symfast.readout.encodings import DyadicAxisPE, MultiAxisPE, RandomFourierPE, TriAxisPE
-from symfast.readout.groups import Group, dihedral, union
+from symfast.readout.groups import Group, as_element, dihedral, union
 from symfast.readout.readout import readout
 from symfast.readout.training import fit_sdf
 
@@ -54,8 +54,6 @@ def score_table(table: pd.DataFrame, shapes) -> pd.DataFrame:
     """Readout rows with truth from the Shape objects: adds `truth` and `error` ("FP", "FN", "")."""
     groups = {s.name: s.group for s in shapes}
     t = table[table["liftable"].astype(bool)].copy()
-    from symfast.readout.groups import as_element
-
     t["truth"] = [as_element(e) in groups[s] for s, e in zip(t["shape"], t["element"])]
     t["error"] = np.where(t["observed"] & ~t["truth"], "FP", np.where(~t["observed"] & t["truth"], "FN", ""))
     return t

@@ -17,7 +17,8 @@ def planted_trainer(groups, calls):
         for s in shapes:
             name = getattr(s, "name", s)
             rhos = [torch.as_tensor(pe.lift(e)) for e in groups[name]]
-            common = torch.randn(16 // len(rhos), pe.dim, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+            common = torch.randn(16 // len(rhos), pe.dim, generator=torch.Generator().manual_seed(1),
+                                 dtype=torch.float64)
             for sd in seeds:
                 g = torch.Generator().manual_seed(1000 + sd)
                 base = common + 0.1 * torch.randn(common.shape, generator=g, dtype=torch.float64)
