@@ -29,7 +29,8 @@ def add_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate")
     p.add_argument("--hidden", default="64,64", help="hidden widths, comma-separated")
     p.add_argument("--activation", default="relu", help="hidden activation: relu, tanh, silu or sine")
-    p.add_argument("--observable", default="gram", help="gram, gram_bias or prefixK")
+    p.add_argument("--observable", default="gram",
+                   help="gram, gram_bias, prefixK, or prefixes (K = 1..L side by side)")
     p.add_argument("--aggregate", default="ensemble", choices=["ensemble", "model"],
                    help="score the ensemble-mean observable, or each model")
     p.add_argument("--sweep", type=int, default=360, help="rotations in the sweep (0 to skip)")
@@ -38,6 +39,11 @@ def add_arguments(p) -> None:
     p.add_argument("--device", default="cpu", help="torch device for training (cpu or cuda[:N])")
     p.add_argument("--out", default="results/readout", help="output directory")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="family-wise rate of calling a true symmetry broken (Holm over the candidates)")
+    p.add_argument("--budget", default="fixed", choices=["fixed", "auto"],
+                   help="fixed: --seeds per shape; auto: rounds of 8 seeds per shape until every decision "
+                        "is settled, at most --seeds")
 
 
 def _check_out(out: str) -> None:
@@ -74,6 +80,8 @@ def run(args) -> int:
             raise UsageError(f"--{name} must be positive and at most {hi}, got {getattr(args, name)}")
     if args.seeds * len(shape_names) > MAX_CELLS:
         raise UsageError(f"--seeds x shapes = {args.seeds * len(shape_names)} models, more than {MAX_CELLS}")
+    if not 0 < args.alpha < 1:
+        raise UsageError(f"--alpha must be in (0, 1), got {args.alpha}")
     if args.sweep < 0:
         raise UsageError(f"--sweep must be >= 0, got {args.sweep}")
     try:
@@ -103,6 +111,22 @@ def run(args) -> int:
                 ensembles.append(ens)
                 continue
         t = time.perf_counter()
+        if args.budget == "auto":
+            from symfast.readout.budget import adaptive_readout
+
+            res = adaptive_readout(shape_names, pe, alpha=args.alpha, start_seeds=min(8, args.seeds),
+                                   max_seeds=args.seeds, steps=args.steps, points=args.points,
+                                   observable=args.observable, hidden=hidden, activation=args.activation,
+                                   lr=args.lr, device=args.device, backend=args.backend)
+            ens = res.ensemble
+            log.info(f"[{pe.name}] adaptive budget: seeds per shape "
+                     f"{ {s: ens.shapes.count(s) for s in shape_names} }, {res.model_steps()} model-steps "
+                     f"({res.model_steps() / (args.seeds * args.steps * len(shape_names)):.0%} of fixed) "
+                     f"in {time.perf_counter() - t:.1f}s")
+            with output_errors(path):
+                ens.save(path)
+            ensembles.append(ens)
+            continue
         checkpoint = os.path.join(args.out, f"checkpoint_{pe.name}.pt")
         _check_checkpoint(checkpoint)
         try:
@@ -123,7 +147,8 @@ def run(args) -> int:
         ensembles.append(ens)
     t_train = time.perf_counter() - t0
 
-    r = readout(ensembles, observable=args.observable, aggregate=args.aggregate, sweep=args.sweep)
+    r = readout(ensembles, observable=args.observable, aggregate=args.aggregate, sweep=args.sweep,
+                alpha=args.alpha)
     with output_errors(args.out):
         _write_outputs(r, args.out)
     _print_tables(r, args, t0, t_train)
@@ -161,10 +186,14 @@ def _print_tables(r, args, t0: float, t_train: float) -> None:
 
     with pd.option_context("display.width", 200, "display.max_rows", 500):
         cols = ["shape", "pe", "element", "liftable", "true_symmetry", "score", "noise_floor", "threshold",
-                "observed"]
+                "p_adjusted", "observed", "approx_observed"]
         print(r.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print()
         print(r.summary().to_string(index=False))
+        print(r.report())
+        if r.table["observable"].nunique() > 1:
+            print("\nseparation of liftable true vs false elements (worst shape, z units):")
+            print(r.separation().to_string(index=False))
     n_viol = len(r.violations)
     print(f"\nhierarchy G_obs ⊆ G_lift ∩ G_true: {'holds' if n_viol == 0 else f'{n_viol} violation(s)'}")
     print(f"wall time: training {t_train:.1f}s, total {time.perf_counter() - t0:.1f}s; outputs in {args.out}")

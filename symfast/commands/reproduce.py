@@ -23,8 +23,8 @@ HELP = "run the three studies (readout, Schur ablations, layerwise actions) and 
 STUDIES = [
     ("readout", "Symmetry readout from neural-field weights",
      ["readout", "--shapes", "triangle,square", "--pe", "dyadic,triaxis,rff", "--seeds", "16", "--steps", "400",
-      "--points", "1024", "--sweep", "72", "--quiet"],
-     ["readout", "--quiet"],
+      "--points", "1024", "--sweep", "72", "--observable", "prefixes", "--quiet"],
+     ["readout", "--observable", "prefixes", "--quiet"],
      "Seed ensembles of Fourier-encoded MLPs are fitted to the signed distance functions of shapes with known "
      "symmetry groups (\"Symmetry readout from neural fields\", Chiba, Sugiyama, Uranishi, arXiv 2607.03108). "
      "For every candidate element g of O(2) the readout scores how much the seed-mean first-layer Gram "
@@ -96,7 +96,14 @@ def _readout_section(sub: str, section):
     for name, caption in captions.items():
         if os.path.exists(os.path.join(sub, name)):
             section.figures.append((os.path.join(sub, name), caption))
-    section.text.append("Full per-element table: `readout.csv` (score, noise floor, threshold, lift residual).")
+    section.text.append("Full per-element table: `readout.csv` (score, p-value, threshold, margin, best-lift score, "
+                        "lift residual per observable).")
+    kinds = list(dict.fromkeys(table["observable"])) if "observable" in table.columns else []
+    if len(kinds) > 1:  # the verdicts are read on the first-layer Gram, the readout's default observable
+        main = "gram" if "gram" in kinds else kinds[0]
+        section.text.append(f"Verdicts are read on `{main}`; the other observables ({', '.join(kinds[1:])}) are "
+                            "in the tables.")
+        table = table[table["observable"] == main]
     return readout_claims(table)
 
 

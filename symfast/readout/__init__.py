@@ -7,8 +7,9 @@ Sugiyama, Uranishi, arXiv 2607.03108).
 
 Modules: `groups` (O(2) elements), `shapes` (exact SDFs), `samplers`,
 `encodings` (Fourier PEs and their lifts), `ensemble` (the trained-model
-container), `training` (`fit_sdf`), `observables`, `readout` (the decision),
-`plots`, `sweeps` (grids of trainings).
+container), `training` (`fit_sdf`), `observables`, `decision` (the test behind
+"observed"), `readout` (the three sets per shape and encoding), `calibration` (measured
+error rates), `budget` (adaptive training rounds), `plots`, `sweeps` (grids of trainings).
 """
 import sys as _sys
 import types as _types

@@ -6,13 +6,16 @@ G_lift (elements the encoding lifts exactly) and G_obs (elements whose score
 is within the measured noise floor), and flags violations of
 G_obs ⊆ G_lift ∩ G_true.
 
-Threshold: an element is observed when its score is at most the largest of
-`num_null` null scores (split halves of the seed ensemble, see
-`symfast.readout.observables.split_half_null`): the score that seed noise alone
-produces for that element. No hand-tuned constant; it needs >= 2 models per
-shape. Only exactly liftable elements can be observed; non-liftable ones
-(e.g. a rotation sweep) get the best orthogonal least-squares lift (Procrustes)
-and report its relative residual next to the score.
+Decision: a test per element of H0 "g leaves the expected observable invariant"
+against the split-half seed-noise null (`symfast.readout.observables.split_half_null`),
+with Holm control over the candidate family at `alpha` (`symfast.readout.decision`);
+an element is observed when H0 is not rejected. It needs >= 2 models per shape.
+
+Every candidate is scored under its best orthogonal lift: the exact lift where the
+encoding has one, else the orthogonal least-squares (Procrustes) lift, whose relative
+residual is reported next to the score. `observed` tests the exactly liftable
+candidates only; `approx_observed` applies the same rule to all candidates, so a true
+symmetry the encoding cannot lift shows whether it stays hidden even under its best lift.
 """
 from __future__ import annotations
 
@@ -24,15 +27,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from symfast.readout.decision import ATOL as _ATOL
+from symfast.readout.decision import decide, split_halves
 from symfast.readout.ensemble import Ensemble
 from symfast.readout.groups import Group, as_element, dihedral, rotation_sweep, union
 from symfast.readout.observables import extend_lift, observable, pair_null, scores, split_half_null
 
 __all__ = ["readout", "Readout", "default_candidates"]
-
-# Rounding slack for exactly symmetric weights, whose score and null are both ~1e-16.
-_ATOL = 1e-9
-
 
 def default_candidates() -> Group:
     """D4 ∪ D6: the 16 elements that separate the paper's encodings (D4 vs D6 lifts)."""
@@ -67,14 +68,63 @@ class Readout:
         return t[t["observed"] & ~(t["liftable"] & t["true_symmetry"])]
 
     def summary(self) -> pd.DataFrame:
-        """One row per (shape, pe, observable): the three sets by element names."""
+        """One row per (shape, pe, observable): the hierarchy's sets by element names.
+
+        Columns: G_obs; G_lift_and_true; true_not_liftable (G_true minus G_lift among the
+        candidates); passes_best_lift (those that the same test accepts under their best
+        orthogonal lift); hidden_under_best_lift (those it rejects: hidden by the encoding, not
+        only by the exact-lift requirement); violations (observed outside G_lift ∩ G_true);
+        approx_violations (passing under the best lift but not a true symmetry)."""
         rows = []
         for key, t in self.table.groupby(["shape", "pe", "observable"], sort=False):
-            rows.append(dict(zip(["shape", "pe", "observable"], key),
-                             G_obs=" ".join(t.loc[t["observed"], "element"]),
-                             G_lift_and_true=" ".join(t.loc[t["liftable"] & t["true_symmetry"], "element"]),
-                             violations=int((t["observed"] & ~(t["liftable"] & t["true_symmetry"])).sum())))
+            true = t["true_symmetry"].astype("boolean").fillna(False).astype(bool)
+            lift, obs, approx = t["liftable"].astype(bool), t["observed"], t["approx_observed"]
+
+            def names(mask):
+                return " ".join(t.loc[mask, "element"])
+
+            rows.append(dict(zip(["shape", "pe", "observable"], key), G_obs=names(obs),
+                             G_lift_and_true=names(lift & true), true_not_liftable=names(true & ~lift),
+                             passes_best_lift=names(true & ~lift & approx),
+                             hidden_under_best_lift=names(true & ~lift & ~approx),
+                             violations=int((obs & ~(lift & true)).sum()),
+                             approx_violations=int((approx & ~true).sum())))
         return pd.DataFrame(rows)
+
+    def report(self) -> str:
+        """The hierarchy in words, one paragraph per (shape, pe, observable), for reports."""
+        lines = []
+        for _, r in self.summary().iterrows():
+            head = f"{r['shape']} / {r['pe']} / {r['observable']}"
+            lines.append(f"- {head}: G_obs = {{{r['G_obs']}}}, G_lift ∩ G_true = {{{r['G_lift_and_true']}}}"
+                         + (f", {r['violations']} violation(s)" if r["violations"] else ""))
+            if r["true_not_liftable"]:
+                hidden, passing = r["hidden_under_best_lift"], r["passes_best_lift"]
+                lines.append(f"  true but not liftable: {{{r['true_not_liftable']}}}; "
+                             + (f"hidden even under their best orthogonal lift: {{{hidden}}}" if hidden else
+                                "none stays hidden under its best orthogonal lift")
+                             + (f"; passes under its best lift: {{{passing}}}" if passing and hidden else ""))
+        return "\n".join(lines)
+
+    def separation(self) -> pd.DataFrame:
+        """Which observable separates true from false liftable elements best, per encoding.
+
+        Gap per (shape, pe, observable): the smallest z (null-sd units above the null mean) of a
+        liftable false element minus the largest z of a liftable true one; the row per (pe,
+        observable) keeps the worst shape. Larger is better; `best` marks the maximum per pe."""
+        rows = []
+        for (pe, obs), t in self.table.groupby(["pe", "observable"], sort=False):
+            gaps = []
+            for _, ts in t[t["liftable"].astype(bool)].groupby("shape"):
+                true = ts["true_symmetry"].astype("boolean").fillna(False).astype(bool)
+                if true.any() and (~true).any():
+                    gaps.append(ts.loc[~true, "z"].min() - ts.loc[true, "z"].max())
+            rows.append(dict(pe=pe, observable=obs, min_gap_z=min(gaps) if gaps else np.nan,
+                             n_shapes=len(gaps)))
+        out = pd.DataFrame(rows)
+        if not out.empty:
+            out["best"] = out["min_gap_z"] == out.groupby("pe")["min_gap_z"].transform("max")
+        return out
 
     def plot_heatmap(self, path=None):
         """Scores as shapes x elements per encoding; observed cells marked 'o', non-liftable 'x'."""
@@ -89,8 +139,8 @@ class Readout:
         return sweep_curves(self.sweep, path)
 
 
-def readout(ensembles, candidates=None, observable: str = "gram", aggregate: str = "ensemble",
-            sweep: int = 360, num_null: int = 64, seed: int = 0) -> Readout:
+def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ensemble",
+            sweep: int = 360, num_null: int = 64, seed: int = 0, alpha: float = 0.05) -> Readout:
     """Read which candidate symmetries the trained weights show.
 
     Args:
@@ -98,12 +148,15 @@ def readout(ensembles, candidates=None, observable: str = "gram", aggregate: str
             `symfast.nn.FourierMLPEnsemble` that knows its shapes is converted. G_true of each
             member comes from the `Shape` it carries (`Ensemble.true_group`).
         candidates: group elements to test (default D4 ∪ D6).
-        observable: "gram", "gram_bias" or "prefixK" (see `symfast.readout.observables`).
+        observable: "gram", "gram_bias", "prefixK" (see `symfast.readout.observables`), a list of
+            them, or "prefixes" for prefix Grams K = 1..L side by side.
         aggregate: "ensemble" (score of the seed-mean observable; DESIGN.md: this is what
             separates true from false symmetries) or "model" (mean of per-model scores).
         sweep: number of rotations in the sweep (0 to skip), scored with least-squares lifts.
         num_null: null draws for the noise floor.
         seed: seed of the null's random splits.
+        alpha: family-wise rate, per (shape, encoding, observable), of calling a true symmetry
+            broken (Holm over the candidates; `symfast.readout.decision`).
 
     Returns:
         A `Readout`.
@@ -118,7 +171,11 @@ def readout(ensembles, candidates=None, observable: str = "gram", aggregate: str
     observable_probe = ensembles[0] if ensembles else None
     if observable_probe is None:
         raise ValueError("need at least one ensemble")
-    observable_fn(observable_probe.subset([0]), observable)  # fail fast on an unknown observable
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    kinds = _observable_kinds(observable, observable_probe)
+    for kind in kinds:
+        observable_fn(observable_probe.subset([0]), kind)  # fail fast on an unknown observable
     cands = default_candidates() if candidates is None else Group(candidates, getattr(candidates, "name", ""))
     gen = torch.Generator().manual_seed(seed)
     rows, sweep_rows = [], []
@@ -126,19 +183,41 @@ def readout(ensembles, candidates=None, observable: str = "gram", aggregate: str
         for layer in ens.weights + ens.biases:
             if not torch.isfinite(layer).all():
                 raise ValueError("ensemble weights contain NaN or Inf")
-        lifts = _lifts(ens.pe, list(cands), observable)
-        sweep_lifts = _lifts(ens.pe, list(rotation_sweep(sweep)), observable) if sweep else None
-        phi_all = observable_fn(ens, observable)
-        for shape_name in dict.fromkeys(ens.shapes):
-            phi = phi_all[ens.indices(shape_name)]
-            group = ens.true_group(shape_name, cands)
-            rows += _rows(phi, lifts, aggregate, num_null, gen, shape_name, ens.pe.name, observable, group)
-            if sweep_lifts is not None:
-                sweep_group = ens.true_group(shape_name, [g for g, *_ in sweep_lifts])
-                for r in _rows(phi, sweep_lifts, aggregate, 0, gen, shape_name, ens.pe.name, observable, sweep_group):
-                    sweep_rows.append({k: r[k] for k in ("shape", "pe", "observable", "element", "angle_deg",
-                                                         "liftable", "lift_residual", "true_symmetry", "score")})
+        for kind in kinds:
+            lifts = _lifts(ens.pe, list(cands), kind)
+            sweep_lifts = _lifts(ens.pe, list(rotation_sweep(sweep)), kind) if sweep else None
+            phi_all = observable_fn(ens, kind)
+            for shape_name in dict.fromkeys(ens.shapes):
+                phi = phi_all[ens.indices(shape_name)]
+                group = ens.true_group(shape_name, cands)
+                rows += _rows(phi, lifts, aggregate, num_null, gen, shape_name, ens.pe.name, kind, group, alpha)
+                if sweep_lifts is not None:
+                    sweep_group = ens.true_group(shape_name, [g for g, *_ in sweep_lifts])
+                    rho = torch.stack([r for _, r, _, _ in sweep_lifts])
+                    null = _sweep_null(phi, rho, _SWEEP_NULL_DRAWS, gen)
+                    for r, nl in zip(_rows(phi, sweep_lifts, aggregate, 0, gen, shape_name, ens.pe.name, kind,
+                                           sweep_group, alpha), null.tolist()):
+                        row = {k: r[k] for k in ("shape", "pe", "observable", "element", "angle_deg", "liftable",
+                                                 "lift_residual", "true_symmetry", "score")}
+                        sweep_rows.append(dict(row, score_null=nl,  # identity: 0 / 0, undefined
+                                               score_norm=r["score"] / nl if nl > _ATOL else np.nan))
     return Readout(pd.DataFrame(rows), pd.DataFrame(sweep_rows))
+
+
+# Haar conjugates per shape for the sweep's spectrum-matched null (its mean is stable to ~1%).
+_SWEEP_NULL_DRAWS = 8
+
+
+def _observable_kinds(observable, ens: Ensemble) -> list[str]:
+    """The observable argument as a list of kinds ("prefixes" -> prefix1..prefixL)."""
+    if isinstance(observable, str):
+        if observable == "prefixes":
+            return [f"prefix{k}" for k in range(1, len(ens.weights) + 1)]
+        return [observable]
+    kinds = list(observable)
+    if not kinds or not all(isinstance(k, str) for k in kinds):
+        raise ValueError(f"observable must be a name or a non-empty list of names, got {observable!r}")
+    return kinds
 
 
 def observable_fn(ens: Ensemble, kind: str) -> torch.Tensor:
@@ -169,7 +248,7 @@ def _lifts(pe, elements, kind):
     return out
 
 
-def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group):
+def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alpha):
     S = phi.shape[0]
     rho = torch.stack([r for _, r, _, _ in lifts])
     if aggregate == "ensemble":
@@ -178,19 +257,43 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group):
     else:
         per_model = scores(phi, rho)
         score, spread = per_model.mean(0), per_model.std(0) if S > 1 else torch.full((len(lifts),), float("nan"))
-    if num_null and S >= 2:
-        null = (split_half_null if aggregate == "ensemble" else pair_null)(phi, rho, num_null, gen)
-        floor, thresh = null.median(0).values, null.max(0).values
+    score = score.numpy()
+    nan = np.full(len(lifts), np.nan)
+    exact = np.array([e for _, _, e, _ in lifts], dtype=bool)
+    # split halves: few distinct draws for small S (3 for S = 4); disjoint pairs: many
+    n_eff = split_halves(S) if aggregate == "ensemble" else None
+    if num_null and S >= 2 and (n_eff is None or n_eff >= 2):
+        null = (split_half_null if aggregate == "ensemble" else pair_null)(phi, rho, num_null, gen).numpy()
+        floor = np.median(null, 0)
+        dec = decide(score, null, alpha, family=exact, n_eff=n_eff)  # G_obs: exactly liftable candidates
+        approx = decide(score, null, alpha, n_eff=n_eff)  # same rule, every candidate under its best lift
     else:
         if num_null:
-            warnings.warn(f"{shape}/{pe_name}: one model only; no noise floor, nothing is marked observed")
-        floor = thresh = torch.full((len(lifts),), float("nan"))
+            warnings.warn(f"{shape}/{pe_name}: {S} model(s) give no usable noise floor; nothing is marked observed")
+        floor = nan
+        dec = approx = {k: nan for k in ("p_value", "p_adjusted", "z", "threshold", "margin")}
+        dec["observed"] = approx["observed"] = np.zeros(len(lifts), dtype=bool)
     rows = []
-    for i, (g, _, exact, res) in enumerate(lifts):
-        s, th = float(score[i]), float(thresh[i])
+    for i, (g, _, ex, res) in enumerate(lifts):
         rows.append(dict(shape=shape, pe=pe_name, observable=obs, aggregate=aggregate, element=g.name,
-                         kind=g.kind, angle_deg=math.degrees(g.angle), liftable=exact, lift_residual=res,
-                         true_symmetry=(g in group) if group is not None else np.nan, score=s,
-                         score_std=float(spread[i]), noise_floor=float(floor[i]), threshold=th,
-                         observed=bool(exact and not math.isnan(th) and s <= th + _ATOL), n_models=S))
+                         kind=g.kind, angle_deg=math.degrees(g.angle), liftable=ex, lift_residual=res,
+                         true_symmetry=(g in group) if group is not None else np.nan, score=float(score[i]),
+                         score_std=float(spread[i]), noise_floor=float(floor[i]), z=float(approx["z"][i]),
+                         p_value=float(approx["p_value"][i]), p_adjusted=float(dec["p_adjusted"][i]),
+                         threshold=float(dec["threshold"][i]), margin=float(dec["margin"][i]),
+                         observed=bool(dec["observed"][i]), p_adjusted_all=float(approx["p_adjusted"][i]),
+                         approx_observed=bool(approx["observed"][i]), alpha=alpha, n_models=S))
     return rows
+
+
+def _sweep_null(phi, rho, num_draws, gen):
+    """Spectrum-matched null of the sweep: scores [E] of the lifts on Q^T Phi_bar Q, Q Haar-orthogonal.
+
+    A conjugate by a random orthogonal Q keeps the seed-mean observable's spectrum and removes
+    its symmetries, so its score under rho(theta) is what the lift alone (its distance from the
+    identity and its residual) produces; score / null near 1 means no symmetry, a dip means one."""
+    mean = phi.mean(0)
+    d = mean.shape[0]
+    qs, _ = torch.linalg.qr(torch.randn(num_draws, d, d, generator=gen, dtype=mean.dtype))
+    conj = qs.transpose(-1, -2) @ mean @ qs
+    return scores(conj, rho).mean(0)

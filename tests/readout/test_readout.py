@@ -1,4 +1,5 @@
 
+import numpy as np
 import pytest
 import torch
 
@@ -66,6 +67,89 @@ def test_readout_errors():
     ens.weights[0][0, 0, 0] = float("nan")
     with pytest.raises(ValueError, match="NaN"):
         readout(ens)
+
+
+def commuting_ensemble(pe, g, shape, seeds=8, eps=0.4, noise=0.02, seed=0):
+    """First layers with Gram I + eps (R + R^T) + seed noise, R the best orthogonal lift of g.
+
+    R^T (R + R^T) R = R^T + R for orthogonal R, so the Gram is exactly invariant under R:
+    the element passes under its best lift whether or not the encoding lifts it exactly."""
+    gen = torch.Generator().manual_seed(seed)
+    R = torch.as_tensor(pe.lift_lstsq(g, orthogonal=True)[0])
+    d = pe.dim
+    evals, evecs = torch.linalg.eigh(torch.eye(d, dtype=torch.float64) + eps * (R + R.T))
+    root = evecs @ torch.diag(evals.clamp_min(0).sqrt()) @ evecs.T  # [d, d], root^T root = Gram
+    w0 = []
+    for _ in range(seeds):
+        u, _ = torch.linalg.qr(torch.randn(d, d, generator=gen, dtype=torch.float64))  # hidden-side rotation
+        w1 = u @ (root + noise * torch.randn(d, d, generator=gen, dtype=torch.float64))  # [H = d, d]
+        w0.append(w1.T)
+    weights = [torch.stack(w0), torch.randn(seeds, d, 1, generator=gen, dtype=torch.float64)]
+    biases = [torch.zeros(seeds, d, dtype=torch.float64), torch.zeros(seeds, 1, dtype=torch.float64)]
+    return Ensemble(pe, weights, biases, "relu", [shape] * seeds, list(range(seeds)))
+
+
+def test_decision_columns_and_alpha():
+    ens = planted_ensemble(sf.TriAxisPE(), sf.dihedral(3), "triangle")
+    r = readout(ens, sweep=0, alpha=0.01)
+    t = r.table.set_index("element")
+    for col in ("p_value", "p_adjusted", "z", "threshold", "margin", "approx_observed", "p_adjusted_all"):
+        assert col in t
+    d3 = [g.name for g in sf.dihedral(3)]
+    false = t.drop(index=d3)
+    assert (t.loc[d3, "margin"] > 0).all() and (false.loc[false["liftable"], "margin"] < 0).all()
+    assert false.loc[~false["liftable"], "margin"].isna().all()  # G_obs tests exact lifts only
+    assert (false.loc[false["liftable"], "p_adjusted"] < 0.01).all() and (t["alpha"] == 0.01).all()
+    assert (false["p_adjusted_all"] < 0.01).all() and not false["approx_observed"].any()
+    with pytest.raises(ValueError, match="alpha"):
+        readout(ens, sweep=0, alpha=0)
+
+
+def test_non_liftable_true_symmetry_passing_under_its_best_lift_is_reported():
+    pe = sf.DyadicAxisPE()  # lifts D4 only; the triangle's r120 has no exact lift
+    ens = commuting_ensemble(pe, sf.rotation(2 * np.pi / 3), "triangle")
+    r = readout(ens, sweep=0)
+    t = r.table.set_index("element")
+    assert not t.loc["r120", "liftable"] and t.loc["r120", "approx_observed"]
+    assert not t.loc["r120", "observed"]  # G_obs still needs an exact lift
+    s = r.summary().iloc[0]
+    assert "r120" in s["passes_best_lift"].split() and "r120" not in s["hidden_under_best_lift"].split()
+    assert "r120" in r.report().split("passes under its best lift:")[1]
+
+
+def test_planted_d4_hides_hexagon_rotations_under_their_best_lift():
+    pe = sf.DyadicAxisPE()
+    r = readout(planted_ensemble(pe, sf.dihedral(4), "hexagon"), sweep=0)
+    s = r.summary().iloc[0]
+    assert {"r60", "r120"} <= set(s["hidden_under_best_lift"].split())
+    assert "hidden even under their best orthogonal lift" in r.report()
+    assert not r.table.set_index("element").loc[["r60", "r120"], "approx_observed"].any()
+
+
+def test_prefix_grams_side_by_side_and_separation():
+    pe = sf.TriAxisPE()
+    ens = planted_ensemble(pe, sf.dihedral(3), "triangle")
+    r = readout(ens, observable="prefixes", sweep=0)
+    assert list(dict.fromkeys(r.table["observable"])) == ["prefix1", "prefix2"]
+    with pytest.raises(ValueError, match="several values"):
+        r.observed("triangle")
+    assert names(r.observed("triangle", observable="prefix1")) == names(sf.dihedral(3))
+    # the planted output layer is seed noise, so the depth-2 prefix keeps D3 but separates less
+    assert names(r.observed("triangle", observable="prefix2")) >= names(sf.dihedral(3))
+    sep = r.separation().set_index("observable")
+    assert sep.loc["prefix1", "min_gap_z"] > 3 and sep.loc["prefix1", "best"] and not sep.loc["prefix2", "best"]
+
+
+def test_sweep_normalised_by_lift_only_null():
+    pe = sf.DyadicAxisPE()
+    r = readout(planted_ensemble(pe, sf.dihedral(4), "square"), sweep=24)
+    sw = r.sweep.set_index("element")
+    sw = sw.drop(index="r0")  # identity: score and null both 0
+    assert (sw["score_null"] > 0.1).all()
+    np.testing.assert_allclose(sw["score_norm"], sw["score"] / sw["score_null"])
+    assert sw.loc["r90", "score_norm"] < 1e-9  # exact symmetry: a dip to zero
+    assert sw.loc["r15", "score_norm"] > 0.7  # small rotation, not a symmetry: no dip
+    r.plot_sweep(None)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,139 @@
+"""Measured error rates of the readout's decision on a grid with known truth.
+
+A calibration grid is a list of shapes (with their true groups) and encodings; each
+(budget, encoding) trains one ensemble over all shapes with `symfast.fit_sdf`, reads it
+out, and scores every exactly liftable candidate against the truth:
+
+- false positive: a liftable element that is not a true symmetry, reported observed;
+- false negative: a liftable true symmetry not reported observed.
+
+`rates` aggregates per budget: FPR and FNR over elements, and family-wise rates (the
+fraction of (shape, encoding) cells with at least one error of each kind; alpha bounds
+the family-wise false-negative rate when the null is right).
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pandas as pd
+
+from symfast.readout import shapes as shp
+from symfast.readout.encodings import DyadicAxisPE, MultiAxisPE, RandomFourierPE, TriAxisPE
+from symfast.readout.groups import Group, as_element, dihedral, union
+from symfast.readout.readout import readout
+from symfast.readout.training import fit_sdf
+
+__all__ = ["grid_shapes", "grid_encodings", "candidates_for", "score_table", "run", "rates", "first_seeds",
+           "replay_trainer", "score_pool"]
+
+# The irregular quadrilateral has no symmetry but the identity.
+_IRREGULAR = [[0.55, 0.05], [0.1, 0.5], [-0.5, 0.2], [-0.2, -0.45]]
+
+
+def grid_shapes() -> list:
+    """Regular, rotated, rectangular and irregular shapes with declared groups."""
+    return [shp.triangle(), shp.square(), shp.pentagon(), shp.hexagon(), shp.rectangle(),
+            shp.regular_polygon(3, rotation=math.radians(20), name="triangle_rot20"),
+            shp.polygon(_IRREGULAR, name="irregular")]
+
+
+def grid_encodings() -> list:
+    """Axis encodings with 2, 3, 4 and 5 axes (lifts D4, D6, D8, D10) and random features."""
+    return [DyadicAxisPE(), TriAxisPE(), MultiAxisPE(4, K=6), MultiAxisPE(5, K=5), RandomFourierPE()]
+
+
+def candidates_for(shapes) -> Group:
+    """D4 ∪ D6 ∪ D8 ∪ D10 ∪ the shapes' own (finite) groups: every encoding's lifts and every truth."""
+    own = [s.group for s in shapes if not getattr(s.group, "continuous", False)]
+    return union([dihedral(4), dihedral(6), dihedral(8), dihedral(10), *own], name="calibration")
+
+
+def score_table(table: pd.DataFrame, shapes) -> pd.DataFrame:
+    """Readout rows with truth from the Shape objects: adds `truth` and `error` ("FP", "FN", "")."""
+    groups = {s.name: s.group for s in shapes}
+    t = table[table["liftable"].astype(bool)].copy()
+    t["truth"] = [as_element(e) in groups[s] for s, e in zip(t["shape"], t["element"])]
+    t["error"] = np.where(t["observed"] & ~t["truth"], "FP", np.where(~t["observed"] & t["truth"], "FN", ""))
+    return t
+
+
+def run(budgets, shapes=None, encodings=None, points: int = 2048, alpha: float = 0.05, seed_offset: int = 0,
+        progress: bool = False) -> pd.DataFrame:
+    """Train and read out every (budget, encoding) on the grid.
+
+    Args:
+        budgets: list of (seeds, steps).
+        shapes, encodings: the grid (default `grid_shapes()`, `grid_encodings()`).
+        points: points per model per step.
+        alpha: the decision's family-wise level.
+        seed_offset: first training seed (fresh seeds give an independent replicate).
+
+    Returns:
+        One row per (budget, encoding, shape, liftable candidate) with the readout columns,
+        `truth`, `error`, `seeds`, `steps`, `points` and `train_s` (the encoding's training time).
+    """
+    shapes = grid_shapes() if shapes is None else list(shapes)
+    encodings = grid_encodings() if encodings is None else list(encodings)
+    cands = candidates_for(shapes)
+    out = []
+    for seeds, steps in budgets:
+        for pe in encodings:
+            t0 = time.perf_counter()
+            ens = fit_sdf(shapes, pe, seeds=list(range(seed_offset, seed_offset + seeds)), steps=steps,
+                          points=points, progress=progress)
+            train_s = time.perf_counter() - t0
+            t = score_table(readout(ens, candidates=cands, sweep=0, alpha=alpha).table, shapes)
+            out.append(t.assign(seeds=seeds, steps=steps, points=points, train_s=train_s))
+    return pd.concat(out, ignore_index=True)
+
+
+def rates(scored: pd.DataFrame, by=("seeds", "steps", "points")) -> pd.DataFrame:
+    """FPR, FNR (per element) and family-wise FP/FN rates (per shape x encoding cell) per budget."""
+    by = list(by)
+    rows = []
+    for key, t in scored.groupby(by, sort=False):
+        cells = t.groupby(["pe", "shape"])
+        fp = t["error"] == "FP"
+        fn = t["error"] == "FN"
+        rows.append(dict(zip(by, key if isinstance(key, tuple) else (key,)),
+                         FPR=fp.sum() / max(1, (~t["truth"]).sum()), FNR=fn.sum() / max(1, t["truth"].sum()),
+                         cells_with_FP=cells.apply(lambda c: (c["error"] == "FP").any()).mean(),
+                         cells_with_FN=cells.apply(lambda c: (c["error"] == "FN").any()).mean(),
+                         n_false=int((~t["truth"]).sum()), n_true=int(t["truth"].sum()),
+                         n_cells=cells.ngroups))
+    return pd.DataFrame(rows)
+
+
+def first_seeds(ens, n: int):
+    """The members of the first n seeds of each shape (training is per model, so these are exactly
+    the models an n-seed run would train)."""
+    keep = sorted(set(ens.seeds))[:n]
+    return ens.subset([i for i, sd in enumerate(ens.seeds) if sd in keep])
+
+
+def replay_trainer(pool):
+    """A `symfast.readout.budget.adaptive_readout` trainer that takes members from a trained pool
+    instead of training them (members train independently, so this is what training would return)."""
+
+    def train(shapes, pe, seeds, steps, points, **_):
+        names = [getattr(s, "name", s) for s in shapes]
+        idx = [i for n in names for sd in seeds for i, (s, d) in enumerate(zip(pool.shapes, pool.seeds))
+               if s == n and d == sd]
+        if len(idx) != len(names) * len(seeds):
+            raise ValueError(f"the pool lacks some of shapes {names} x seeds {list(seeds)}")
+        return pool.subset(idx)
+
+    return train
+
+
+def score_pool(pool, shapes, seed_counts, alpha: float = 0.05) -> pd.DataFrame:
+    """`run`'s output for a trained pool read out at several seed counts (first seeds of each shape)."""
+    cands = candidates_for(shapes)
+    steps, points = pool.config.get("steps"), pool.config.get("points")
+    out = []
+    for n in seed_counts:
+        t = score_table(readout(first_seeds(pool, n), candidates=cands, sweep=0, alpha=alpha).table, shapes)
+        out.append(t.assign(seeds=n, steps=steps, points=points))
+    return pd.concat(out, ignore_index=True)

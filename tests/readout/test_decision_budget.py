@@ -1,0 +1,89 @@
+"""The adaptive budget's loop and stopping rule, with planted ensembles standing in for training."""
+import pandas as pd
+import pytest
+import torch
+
+import symfast as sf
+from symfast.readout import budget
+from symfast.readout.ensemble import Ensemble
+
+
+def planted_trainer(groups, calls):
+    """A trainer whose members have first layers made of rho(group)-orbits: exact symmetry + seed noise."""
+
+    def train(shapes, pe, seeds, steps, points):
+        calls.append(([getattr(s, "name", s) for s in shapes], list(seeds)))
+        w0, names, sds = [], [], []
+        for s in shapes:
+            name = getattr(s, "name", s)
+            rhos = [torch.as_tensor(pe.lift(e)) for e in groups[name]]
+            common = torch.randn(16 // len(rhos), pe.dim, generator=torch.Generator().manual_seed(1),
+                                 dtype=torch.float64)
+            for sd in seeds:
+                g = torch.Generator().manual_seed(1000 + sd)
+                base = common + 0.1 * torch.randn(common.shape, generator=g, dtype=torch.float64)
+                w0.append(torch.cat([base @ r for r in rhos]).T)
+                names.append(name)
+                sds.append(sd)
+        B, H = len(w0), w0[0].shape[1]
+        weights = [torch.stack(w0), torch.ones(B, H, 1, dtype=torch.float64)]
+        biases = [torch.zeros(B, H, dtype=torch.float64), torch.zeros(B, 1, dtype=torch.float64)]
+        return Ensemble(pe, weights, biases, "relu", names, sds, torch.zeros(steps, B), dict(steps=steps))
+
+    return train
+
+
+def test_settled_rule():
+    t = pd.DataFrame(dict(p_adjusted=[0.001, 0.02, 0.1, 0.2, float("nan")], liftable=[True] * 4 + [False]))
+    assert budget.settled(t, 0.05).tolist() == [True, False, False, True, True]
+
+
+def test_exact_symmetry_settles_in_the_first_round():
+    calls = []
+    train = planted_trainer({"square": sf.dihedral(4), "triangle": sf.dihedral(2)}, calls)
+    res = budget.adaptive_readout(["square", "triangle"], sf.DyadicAxisPE(), start_seeds=6, max_seeds=18,
+                                  steps=10, train=train)
+    assert len(calls) == 1 and res.history["settled"].all()
+    assert res.model_steps() == 2 * 6 * 10
+    assert {g.name for g in res.readout.observed("square")} == {g.name for g in sf.dihedral(4)}
+
+
+def test_unsettled_shape_gets_more_seeds_until_cap(monkeypatch):
+    calls = []
+    train = planted_trainer({"square": sf.dihedral(4), "triangle": sf.dihedral(2)}, calls)
+    real = budget.settled
+
+    def never_for_triangle(table, alpha):  # the triangle's evidence stays thin
+        return real(table, alpha) & (table["shape"] != "triangle")
+
+    monkeypatch.setattr(budget, "settled", never_for_triangle)
+    res = budget.adaptive_readout(["square", "triangle"], sf.DyadicAxisPE(), start_seeds=6, add_seeds=4,
+                                  max_seeds=15, steps=10, train=train)
+    assert calls == [(["square", "triangle"], list(range(6))), (["triangle"], list(range(6, 10))),
+                     (["triangle"], list(range(10, 14))), (["triangle"], [14])]
+    assert res.ensemble.shapes.count("square") == 6 and res.ensemble.shapes.count("triangle") == 15
+    h = res.history.set_index(["round", "shape"])
+    assert h.loc[(0, "square"), "settled"] and not h.loc[(3, "triangle"), "settled"]
+    assert res.model_steps() == (6 + 15) * 10
+
+
+def test_budget_errors():
+    with pytest.raises(ValueError, match="start_seeds"):
+        budget.adaptive_readout(["square"], sf.DyadicAxisPE(), start_seeds=40, max_seeds=32)
+    with pytest.raises(ValueError, match="alpha"):
+        budget.adaptive_readout(["square"], sf.DyadicAxisPE(), alpha=2)
+
+
+def test_cli_budget_auto_and_alpha(tmp_path, capsys):
+    from symfast.cli import main
+
+    out = tmp_path / "ro"
+    args = ["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "6", "--steps", "5", "--points", "64",
+            "--hidden", "16", "--sweep", "0", "--out", str(out), "--quiet", "--budget", "auto", "--alpha", "0.1"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "adaptive budget" in captured.err and "model-steps" in captured.err
+    table = pd.read_csv(out / "readout.csv")
+    assert (table["alpha"] == 0.1).all() and {"p_adjusted", "approx_observed"} <= set(table.columns)
+    assert main(["readout", "--out", str(tmp_path / "x"), "--alpha", "1.5"]) == 2
+    assert "--alpha must be in (0, 1)" in capsys.readouterr().err

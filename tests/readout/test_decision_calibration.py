@@ -1,0 +1,45 @@
+"""Error counting of the calibration grid and its seed replay, on hand-made tables and ensembles."""
+import pandas as pd
+import pytest
+import torch
+
+import symfast as sf
+from symfast.readout import calibration as c
+from symfast.readout.ensemble import Ensemble
+
+
+def test_score_table_and_rates_count_errors():
+    shapes = [sf.shapes.square(), sf.shapes.polygon([[0.5, 0], [0, 0.4], [-0.3, -0.2]], name="blob")]
+    rows = [  # (shape, element, liftable, observed)
+        ("square", "r90", True, True), ("square", "m45", True, False),  # true: one hit, one miss (FN)
+        ("square", "r60", True, False), ("square", "r120", False, False),  # false: correct; not liftable: skipped
+        ("blob", "r0", True, True), ("blob", "r180", True, True),  # blob: r180 is a false positive
+    ]
+    table = pd.DataFrame(rows, columns=["shape", "element", "liftable", "observed"]).assign(pe="dyadic")
+    t = c.score_table(table, shapes)
+    assert t["error"].tolist() == ["", "FN", "", "", "FP"]
+    r = c.rates(t.assign(seeds=8, steps=300, points=1024)).iloc[0]
+    assert (r["FPR"], r["FNR"]) == (1 / 2, 1 / 3)
+    assert (r["cells_with_FP"], r["cells_with_FN"], r["n_cells"]) == (0.5, 0.5, 2)
+
+
+def test_first_seeds_and_replay_trainer():
+    pe = sf.DyadicAxisPE(K=2)
+    B = 6
+    weights = [torch.randn(B, pe.dim, 4), torch.randn(B, 4, 1)]
+    biases = [torch.zeros(B, 4), torch.zeros(B, 1)]
+    pool = Ensemble(pe, weights, biases, "relu", ["a"] * 3 + ["b"] * 3, [0, 1, 2] * 2)
+    sub = c.first_seeds(pool, 2)
+    assert sub.shapes == ["a", "a", "b", "b"] and sub.seeds == [0, 1, 0, 1]
+    got = c.replay_trainer(pool)(["b"], pe, seeds=[2, 1], steps=1, points=1)
+    assert got.seeds == [2, 1] and torch.equal(got.weights[0][0], pool.weights[0][5])
+    with pytest.raises(ValueError, match="lacks"):
+        c.replay_trainer(pool)(["a"], pe, seeds=[3], steps=1, points=1)
+
+
+def test_grid_candidates_cover_every_lift_and_truth():
+    cands = c.candidates_for(c.grid_shapes())
+    for s in c.grid_shapes():
+        assert all(g in cands for g in s.group), s.name
+    for pe in c.grid_encodings():
+        assert sum(pe.lift(g) is not None for g in cands) >= 2
