@@ -59,6 +59,12 @@ READOUT_GLOSSARY = {
     "G_lift_and_true": "elements the encoding lifts exactly and that are true symmetries of the shape",
     "match": "whether G_obs equals G_lift ∩ G_true",
     "violations": "observed elements outside G_lift ∩ G_true",
+    "true_not_liftable": "true symmetries of the shape that the encoding cannot lift exactly",
+    "passes_best_lift": "elements that pass the same test under their best orthogonal (Procrustes) lift",
+    "hidden_under_best_lift": "true, non-liftable elements that fail even under their best orthogonal lift: "
+                              "hidden by the encoding, not only by the exact-lift requirement",
+    "approx_violations": "elements passing under their best lift that are not true symmetries",
+    "observable": "prefixK: Gram of the weight prefix W_K ... W_1 (prefix1 is the first-layer Gram)",
 }
 
 # Captions of the figures the study commands write (by file name).
