@@ -64,10 +64,10 @@ def check_backend(backend: str, device: str) -> None:
     """Reject a training backend this build or device cannot run, before anything trains."""
     import torch
 
-    from symfast.readout.training import _resolve_backend
+    from symfast.readout.training import _check_backend
 
     with input_errors("--backend"):
-        _resolve_backend(backend, torch.device(device))
+        _check_backend(backend, torch.device(device))
 
 
 # -- option types: argparse turns their ArgumentTypeError into one line and exit 2 ---------------
