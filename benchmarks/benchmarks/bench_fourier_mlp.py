@@ -161,7 +161,8 @@ class TrainStepW:
 
 _MEM_SCRIPT = """
 import resource, sys, json, torch
-sys.path[:0] = {path!r}
+sys.path.insert(0, {here!r})
+sys.path.append({root!r})  # the source tree only as a last resort: an installed symfast (with _C) wins
 from bench_fourier_mlp import make, make_step, W
 
 def peak():  # VmHWM is per address space (ru_maxrss survives fork+exec from a big parent)
@@ -182,7 +183,7 @@ def peak_step_bytes(impl: str) -> int:
     """Growth of peak RSS during two training steps, in a fresh process."""
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(os.path.dirname(here))
-    code = _MEM_SCRIPT.format(path=[here, root], impl=impl)
+    code = _MEM_SCRIPT.format(here=here, root=root, impl=impl)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(json.loads(out.stdout.strip().splitlines()[-1]))
 

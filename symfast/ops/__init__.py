@@ -1,4 +1,18 @@
-"""Performance-critical ops: each folder holds the public function with device
-dispatch (`__init__.py`), its PyTorch reference (`reference.py`) and, where
-one exists, a Triton kernel (`triton.py`); C++ kernels live in `csrc/<op>.cpp`.
+"""Performance-critical ops, each a `torch.ops.symfast.<name>` custom op.
+
+One folder per op: `__init__.py` (public function, validation, op registration and
+device dispatch), `reference.py` (the plain PyTorch/SciPy ground truth), `cpu.py` (launcher
+of the C++ kernel in `csrc/<op>.cpp`) and, where one exists, `triton.py`. Backend names and
+resolution ("auto", "cpu", "triton", "reference") live once in `symfast.ops._dispatch`.
+
+    op folder          torch.ops.symfast.*                                C++ kernel              Triton
+    fourier_features   fourier_features                                   fourier_features.cpp    -
+    fourier_mlp        fourier_mlp, fourier_mlp_backward, _train_step     fourier_mlp.cpp (+impl) triton.py
+    gram_scores        gram, gram_scores, gram_scores_blockperm           gram_scores.cpp         triton.py
+    rnn_rollout        rnn_rollout                                        rnn_rollout.cpp         triton.py
+    ordered_schur      ordered_schur, ordschur                            ordered_schur.cpp       -
+    matching           assign, match_gram, match_signed_lifts             matching.cpp            -
+
+Tests: tests/ops/test_<op>.py (and test_transforms.py for torch.compile / torch.func);
+benchmarks: benchmarks/benchmarks/bench_<op>.py.
 """

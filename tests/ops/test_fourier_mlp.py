@@ -11,7 +11,7 @@ import torch
 import symfast as sf
 from symfast import _ext
 from symfast.ops.fourier_mlp import cpu, fourier_mlp, fourier_mlp_train_step, reference
-from symfast.testing import assert_close
+from symfast.testing import assert_close, opcheck
 
 needs_cpp = pytest.mark.skipif(not _ext.cpp_available(), reason="symfast._C not built")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -219,6 +219,18 @@ def test_torch_compile_and_custom_op():
         assert_close(f"compiled dW{l}", a, b, rms=True)
     torch.library.opcheck(torch.ops.symfast.fourier_mlp.default,
                           (x, f, p, [w.detach() for w in ws], bs, "relu", "cpu"))
+
+
+@needs_cpp
+@pytest.mark.parametrize("shared", [False, True], ids=["per_model_x", "shared_x"])
+def test_opcheck_backward_and_train_step_ops(shared):
+    x, f, p, ws, bs = make_problem(2, 30, [16], torch.float64, shared=shared)
+    t = torch.randn(2, 30, dtype=torch.float64)
+    opcheck(torch.ops.symfast.fourier_mlp.default, (x.requires_grad_(True), f, p,
+                                                    [w.requires_grad_(True) for w in ws], bs, "tanh", "cpu"))
+    x, ws = x.detach(), [w.detach() for w in ws]
+    opcheck(torch.ops.symfast.fourier_mlp_backward.default, (t, x, f, p, ws, bs, "tanh", "cpu", True), fast=True)
+    opcheck(torch.ops.symfast.fourier_mlp_train_step.default, (x, t, f, p, ws, bs, "tanh", "cpu"), fast=shared)
 
 
 def test_nn_modules_roundtrip_sequential():

@@ -2,7 +2,7 @@
 
 `scipy.linalg.schur` (LAPACK dgees) followed by a Python loop of `dtrexc`
 swaps, one matrix at a time. Same ordering rule as the C++ kernel
-(csrc/schur.cpp): repeatedly take the leftmost remaining block whose key is
+(csrc/ordered_schur.cpp): repeatedly take the leftmost remaining block whose key is
 within `tol` of the largest remaining key and move it to the front of the
 unsorted part; a rejected swap (INFO = 1) is counted and sorting continues.
 Keys are read off the current T (block moduli) instead of being carried along.
