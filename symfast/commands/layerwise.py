@@ -57,12 +57,12 @@ def _run_suite(args, data) -> int:
 
     log = lambda m: print("  " + m, file=sys.stderr, flush=True)  # noqa: E731
     t0 = time.perf_counter()
-    steps, cnn_steps, ae_steps = (600, 500, 400) if args.quick else (args.steps, args.steps, args.steps)
+    steps, cnn_steps, ae_steps = (400, 300, 300) if args.quick else (args.steps, args.steps, args.steps)
     rows = run_suite(data, steps=steps, cnn_steps=cnn_steps, cnn_channels=(8, 16) if args.quick else (16, 32),
-                     equivariance_weight=args.equivariance_weight, progress=log)
+                     equivariance_weight=args.equivariance_weight, progress=log, figures_dir=args.out)
     regimes = autoencoder_regimes(data, steps=ae_steps, progress=log)
     log("attention block (synthetic smoothing task)")
-    att = attention_experiment(steps=300 if args.quick else args.steps)
+    att = attention_experiment(steps=200 if args.quick else args.steps)
     fig = os.path.join(args.out, "regimes.png")
     plot_regimes(regimes, fig)
     text = ["## Latent groups by activation", "", table_markdown(), "",

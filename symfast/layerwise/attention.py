@@ -202,7 +202,10 @@ def planted_attention(d: int, heads: int, k: int, rho, seed: int = 0, n_fixed: i
         n_minus = int(rng.integers(max(0, k - n_plus), min(k, d - n_plus) + 1))  # full rank per eigenspace
         D = rng.permutation(np.r_[-np.ones(n_minus), np.ones(k - n_minus)])
         sym = lambda w: (w + rho @ w * D[None, :]) / 2  # noqa: E731
-        q, kk, v = sym(g(d, k)), sym(g(d, k)), sym(g(d, k))
+        for _ in range(20):  # redraw the rare rank-deficient head (its gauge would not be identifiable)
+            q, kk, v = sym(g(d, k)), sym(g(d, k)), sym(g(d, k))
+            if min(np.linalg.svd(m, compute_uv=False)[-1] for m in (q, kk, v)) > 1e-6:
+                break
         o0 = g(k, d)
         o = (o0 + D[:, None] * (o0 @ rho)) / 2  # D o rho = o
         Ws.append((q, kk, v, o))

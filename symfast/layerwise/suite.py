@@ -24,8 +24,18 @@ def _counts(c: dict) -> str:
 
 def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigmoid", "relu"), steps: int = 600,
               cnn_steps: int = 500, cnn_channels=(8, 16), equivariance_weight: float = 1.0, seed: int = 0,
-              progress=None) -> list:
-    """One row per (model, activation, variant); variant "equivariant" (loss on) or "control" (off)."""
+              progress=None, figures_dir: str | None = None) -> list:
+    """One row per (model, activation, variant); variant "equivariant" (loss on) or "control" (off).
+
+    figures_dir: if given, the layer-1 filters of each model's first activation are drawn by orbit
+    (filters_<variant>.png for the MLP, filters_cnn_<variant>.png for the CNN's kernels).
+    """
+    import os
+
+    from symfast.layerwise.conv import as_cnn
+    from symfast.layerwise.network import as_mlp
+    from symfast.layerwise.plots import plot_filters_by_orbit
+
     train, test = data.split(0.25, seed=0)
     rows = []
     for model in models:
@@ -34,18 +44,26 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
                 if progress:
                     progress(f"suite: {model} ({act}) {variant}")
                 if model == "mlp":
-                    r = analyse(train_equivariant("classifier", train, act, w, steps=steps, seed=seed), "classifier",
-                                test)
+                    net = train_equivariant("classifier", train, act, w, steps=steps, seed=seed)
+                    r = analyse(net, "classifier", test)
+                    W1, shape = as_mlp(net).layers[0][0], data.shape
                     p = r.projection
                     acc = (p.get("loss_before", np.nan), p.get("loss_after", np.nan), p.get("loss_random", np.nan))
                     data_err = float(r.data_errors[0])
                 elif model == "cnn":
-                    r = analyse_cnn(train_cnn(train, act, cnn_channels, w, steps=cnn_steps, seed=seed), test)
+                    net = train_cnn(train, act, cnn_channels, w, steps=cnn_steps, seed=seed)
+                    r = analyse_cnn(net, test)
+                    W1 = as_cnn(net).convs[0][0]
+                    W1, shape = W1.reshape(len(W1), -1), W1.shape[1:]
                     p = r.projection
                     acc = (p["accuracy_before"], p["accuracy_after"], p["accuracy_random"])
                     data_err = float(r.data_errors[0])
                 else:
                     raise ValueError(f"model must be 'mlp' or 'cnn', got {model!r}")
+                if figures_dir is not None and act == activations[0]:
+                    name = f"filters_{variant}.png" if model == "mlp" else f"filters_{model}_{variant}.png"
+                    plot_filters_by_orbit(W1, shape, r.actions, os.path.join(figures_dir, name),
+                                          title=f"{model} ({act}), {variant}: layer-1 filters by orbit")
                 rows.append({"model": model, "activation": act, "variant": variant,
                              "weight_error": float(r.actions.errors[0]), "random": float(r.actions.baseline[0]),
                              "data_error": data_err, "end_to_end": float(r.equivariance),
