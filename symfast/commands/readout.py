@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 
 import pandas as pd
@@ -119,10 +120,11 @@ def run(args) -> int:
                                    observable=args.observable, hidden=hidden, activation=args.activation,
                                    lr=args.lr, device=args.device, backend=args.backend)
             ens = res.ensemble
-            log.info(f"[{pe.name}] adaptive budget: seeds per shape "
-                     f"{ {s: ens.shapes.count(s) for s in shape_names} }, {res.model_steps()} model-steps "
-                     f"({res.model_steps() / (args.seeds * args.steps * len(shape_names)):.0%} of fixed) "
-                     f"in {time.perf_counter() - t:.1f}s")
+            # a result, not progress: shown under --quiet too
+            print(f"[{pe.name}] adaptive budget: seeds per shape "
+                  f"{ {s: ens.shapes.count(s) for s in shape_names} }, {res.model_steps()} model-steps "
+                  f"({res.model_steps() / (args.seeds * args.steps * len(shape_names)):.0%} of fixed) "
+                  f"in {time.perf_counter() - t:.1f}s", file=sys.stderr)
             with output_errors(path):
                 ens.save(path)
             ensembles.append(ens)
