@@ -143,10 +143,11 @@ def _wrap(Q, T, ev, info, nR, lead, is_torch):
 # ---- ops: float64 tensors in and out ----------------------------------------------------
 def _ordered_schur_reference(W, sector_alpha, tie_tol, backend):
     A = W.numpy()
+    n = A.shape[-1]
     res = [reference.ordered_schur(a, sector_alpha, tie_tol) for a in A]
-    Q = np.stack([r[0] for r in res])
-    T = np.stack([r[1] for r in res])
-    ev = np.stack([r[2] for r in res])
+    Q = np.stack([r[0] for r in res]) if res else np.zeros((0, n, n))
+    T = np.stack([r[1] for r in res]) if res else np.zeros((0, n, n))
+    ev = np.stack([r[2] for r in res]) if res else np.zeros((0, n), np.complex128)
     info = np.array([[np.linalg.norm(q @ t @ q.T - a) / max(np.linalg.norm(a), 1e-300),
                       np.linalg.norm(q.T @ q - np.eye(len(a))), r[3], r[4]]
                      for q, t, a, r in zip(Q, T, A, res)], dtype=np.float64).reshape(-1, 4)

@@ -24,6 +24,6 @@ def rnn_rollout(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.Tens
     for t in range(T):
         h = torch.tanh(torch.einsum("aij,abj->abi", W, h) + ux[:, t])
         hs.append(h)
-    hs = torch.stack(hs, dim=2)  # [A, B, T, H]
+    hs = torch.stack(hs, dim=2) if hs else h.new_zeros(A, B, 0, H)  # [A, B, T, H]
     y = hs @ V.T
     return (y, hs) if return_hidden else y
