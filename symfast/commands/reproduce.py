@@ -19,14 +19,14 @@ HELP = "run the three studies (readout, Schur ablations, layerwise actions) and 
 
 # (study, title, argv for --quick, argv for the full run); --out is appended.
 STUDIES = [
-    ("readout", "Symmetry readout from neural-field weights (DESIGN.md section 1)",
+    ("readout", "Symmetry readout from neural-field weights (arXiv 2607.03108)",
      ["readout", "--shapes", "triangle,square", "--pe", "dyadic,triaxis,rff", "--seeds", "16", "--steps", "400",
       "--points", "1024", "--sweep", "72", "--quiet"],
      ["readout", "--quiet"]),
-    ("schur", "Schur ablations of recurrent weights (DESIGN.md section 3)",
+    ("schur", "Schur ablations of recurrent weights (arXiv 2606.18457)",
      ["schur", "--task", "all", "--seeds", "3", "--no-progress"],
      ["schur", "--task", "all", "--seeds", "5", "--no-progress"]),
-    ("layerwise", "Layerwise equivariance (DESIGN.md section 2)",
+    ("layerwise", "Layerwise equivariance (Shahverdi et al.)",
      ["layerwise", "--model", "classifier", "--activation", "tanh"],
      ["layerwise", "--model", "classifier", "--activation", "tanh", "--seeds", "2"]),
 ]

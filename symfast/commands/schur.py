@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 NAME = "schur"
-HELP = "Schur block ablations of trained tanh RNNs (papers/003): tables, CSV and PNG"
+HELP = "Schur block ablations of trained tanh RNNs (arXiv 2606.18457): tables, CSV and PNG"
 
 TASK_NAMES = ("flipflop", "sine", "context", "copy")
 SINGLE = ("-T_RR", "-T_C->R", "-T_CC")

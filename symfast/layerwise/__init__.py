@@ -1,6 +1,7 @@
-"""Layerwise equivariance (papers/001): recover hidden-layer group actions of MLPs.
+"""Layerwise equivariance: recover hidden-layer group actions of MLPs.
 
-See DESIGN.md section 2. Public entry points are re-exported in `symfast`.
+"Identifiable Equivariant Networks are Layerwise Equivariant",
+Shahverdi, Marchetti, Bökman, Kohn. Public entry points are re-exported in `symfast`.
 """
 from symfast.layerwise.actions import LatentActions, LayerAction, data_errors, recover_latent_actions
 from symfast.layerwise.group import GroupActions, HomomorphismReport, homomorphism_check

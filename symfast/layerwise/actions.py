@@ -1,11 +1,11 @@
-"""Recover the hidden-layer actions that make each layer of an MLP equivariant (papers/001).
+"""Recover the hidden-layer actions that make each layer of an MLP equivariant ("Identifiable Equivariant Networks are Layerwise Equivariant").
 
 Given rho_in (and rho_out) for a group element g, layer by layer find rho_l, a
 permutation of neurons with signs (odd activations) or positive scalings (ReLU),
 minimising ||[W_l rho_{l-1}, b_l] - rho_l [W_l, b_l]|| by linear assignment on
 the transformed weight rows. Errors are read against a random-permutation
 baseline; counts of symmetric filters only below a residual threshold, since the
-assignment always returns *some* permutation (DESIGN.md section 2).
+assignment always returns *some* permutation.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Bridge to the readout (DESIGN.md section 1): the matching observable next to the Gram scores.
+"""Bridge to the readout study: the matching observable next to the Gram scores.
 
 The Gram W1^T W1 forgets which neuron is which; the matching observable asks the
-stronger, layerwise question of papers/001 directly: is W1 rho(g) = P W1 for a
+stronger, layerwise question of the layerwise study directly: is W1 rho(g) = P W1 for a
 signed permutation P of the hidden neurons? `compare_observables` puts both side
 by side per element, for one shape's models of an `Ensemble`, so the readout can
 check which one separates true from false symmetries better.
@@ -44,7 +44,7 @@ def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"),
         ensemble: a `symfast.Ensemble` (weights[0]: [B, d, H]).
         shape: shape name; its models are `ensemble.indices(shape)`; its group gives "true".
         elements: candidate O(2) elements (e.g. `sf.dihedral(6)`); non-liftable ones are skipped.
-        modes: matching families ("sign" = the issue's signed permutations; "scale" = the ReLU
+        modes: matching families ("sign" = signed permutations; "scale" = the ReLU
             hidden action, positively scaled permutations; "perm").
         with_bias: also report matching on [W1 | b1] (a layerwise action must fix b1 too).
 

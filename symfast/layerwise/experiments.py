@@ -4,7 +4,7 @@ Classifiers are trained to be invariant (loss weight * |f(gx) - f(x)|^2),
 autoencoders to be equivariant (|f(gx) - g f(x)|^2), next to a control trained
 without the loss. Then the hidden actions are recovered, read against a random
 baseline and at the data level, and the network is projected onto them
-(DESIGN.md section 2; paper experiment on CIFAR10, here digits by default).
+(the paper's experiment is on CIFAR10; here digits by default).
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Identifiable sub-model: remove dead and duplicated neurons, keeping the function.
 
-The layerwise theorem (papers/001) needs (weakly) identifiable parameters. Three
+The layerwise theorem ("Identifiable Equivariant Networks are Layerwise Equivariant") needs (weakly) identifiable parameters. Three
 kinds of redundancy are removed here, each with an exact function-preserving
 rewrite of the next layer:
 - zero outgoing weights: the neuron does not influence anything -> dropped;
@@ -10,7 +10,7 @@ rewrite of the next layer:
   ReLU (relu(c z) = c relu(z)) or c = +-1 for odd activations (tanh(-z) = -tanh(z)),
   c = 1 otherwise -> neuron j merged into i (W_next[:, i] += c W_next[:, j]).
 A fourth non-identifiability, units in their near-linear range, cannot be
-removed this way; `near_linear_fraction` flags it (DESIGN.md section 2).
+removed this way; `near_linear_fraction` flags it.
 """
 from __future__ import annotations
 

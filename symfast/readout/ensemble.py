@@ -2,7 +2,7 @@
 
 Weights are stored fan-in first, as the batched kernels use them:
 weights[l]: [B, fan_in, fan_out], biases[l]: [B, fan_out]. Member b of the
-paper's convention has first-layer matrix W1 = weights[0][b].T ([H, d]).
+paper's convention has first-layer matrix `W1 = weights[0][b].T` (`[H, d]`).
 """
 from __future__ import annotations
 

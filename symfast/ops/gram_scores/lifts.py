@@ -1,7 +1,7 @@
 """Compact block-permutation lifts and lift-set preparation for `gram_scores`.
 
 An exact lift of a Fourier PE is a permutation of 2x2 orthogonal blocks
-(DESIGN.md section 1): row block j of rho holds one non-zero 2x2 block B_j, in
+(see `symfast.readout.encodings`): row block j of rho holds one non-zero 2x2 block B_j, in
 column block perm[j]. Then
 
     (rho^T G rho)[perm[j], perm[k]] = B_j^T G[j, k] B_k        (2x2 blocks of G)

@@ -1,7 +1,7 @@
 """Batched neuron matching: min over signed/scaled permutations P of ||A - P B||.
 
-The core of latent-action recovery (DESIGN.md section 2) and of the readout's
-"matching" observable (section 1): for each of M problems, rows a_i of A and
+The core of latent-action recovery (layerwise study) and of the readout's
+"matching" observable: for each of M problems, rows a_i of A and
 b_j of B ([M, H, k]) are paired by a linear assignment on the cost
 
     perm : ||a_i - b_j||^2                   = |a|^2 + |b|^2 - 2<a, b>
@@ -53,7 +53,7 @@ def cost_matrices(A: torch.Tensor, B: torch.Tensor, mode: str):
 
     Returns:
         (cost [M, H, H] with cost[m, i, j] the squared residual of pairing a_i with b_j,
-         gram [M, H, H] = <a_i, b_j>, a2 [M, H] = |a_i|^2, b2 [M, H] = |b_j|^2).
+        gram [M, H, H] = <a_i, b_j>, a2 [M, H] = |a_i|^2, b2 [M, H] = |b_j|^2).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")

@@ -1,4 +1,4 @@
-"""Single-layer tanh RNN without biases, with four recurrent constructions (papers/003).
+"""Single-layer tanh RNN without biases, with four recurrent constructions ("Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457).
 
     h_t = tanh(W h_{t-1} + U x_t),  y_t = V h_t,  h_0 = 0
 

@@ -1,4 +1,4 @@
-"""Task generators for single-layer tanh RNNs (papers/003), one common interface.
+"""Task generators for single-layer tanh RNNs (arXiv 2606.18457), one common interface.
 
 Every task is a small dataclass with `n_in`, `n_out`, `T` and
 `sample(batch, seed) -> (inputs [B, T, n_in], targets [B, T, n_out], mask [B, T, n_out])`

@@ -1,4 +1,4 @@
-"""Training loop as in papers/003 (Adam 1e-3, batch 64, epochs x batches), with checkpoints.
+"""Training loop as in arXiv 2606.18457 (Adam 1e-3, batch 64, epochs x batches), with checkpoints.
 
 Loss: masked mean squared error. Each batch has its own seed (derived from the run's
 seed, epoch and batch index), so a run is reproducible; gradients are clipped to norm 1
