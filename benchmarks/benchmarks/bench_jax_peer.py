@@ -87,7 +87,7 @@ def first_losses(impl, **sizes):
     """Per-model losses [B] of the first step ("symfast" or "jax"), from fresh identical weights."""
     args = make(**sizes)
     if impl == "jax":
-        return torch.from_numpy(np.asarray(jax_step(*args)()))
+        return torch.from_numpy(np.array(jax_step(*args)()))  # a writable copy
     return make_step("symfast", *args)().detach()
 
 
