@@ -33,7 +33,7 @@ STUDIES = [
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--quick", action="store_true", help="small settings: about 10 minutes on 2 CPU cores")
+    p.add_argument("--quick", action="store_true", help="small settings: 2-4 minutes on 2 quiet CPU cores")
     p.add_argument("--out", default="results/reproduce", help="output directory")
     p.add_argument("--only", default=None, help="comma-separated subset of: readout,schur,layerwise")
 
