@@ -1,6 +1,6 @@
 """Fused PE+MLP training step: symfast vs eager and torch.compile'd reference.
 
-Workload W (issue 3): B = 256 models, N = 2048 points each, DyadicAxisPE (d = 48),
+Workload W: B = 256 models, N = 2048 points each, DyadicAxisPE (d = 48),
 48 -> 64 -> 64 -> 1 ReLU, fp32; one step = forward + per-model MSE + backward + Adam
 (PyTorch's fused Adam, the same optimizer for every implementation).
 Ratios are measured side by side in one run (interleaved, best of a few repeats).
@@ -34,8 +34,8 @@ from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step, referen
 
 def matmul_peak_gflops(n: int = 2048, repeat: int = 5) -> float:
     """fp32 matmul rate of this machine (torch.mm, n x n, all torch threads), measured now:
-    the issue's "peak" (DESIGN.md quotes ~330 GFLOP/s for one development machine; the
-    2-core machines differ, so every run measures its own)."""
+    the "peak" the fused step is compared with (machines differ, so every run measures
+    its own)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
     return 2 * n ** 3 / best_of(lambda: a @ b, repeat) / 1e9

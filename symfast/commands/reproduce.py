@@ -26,7 +26,7 @@ STUDIES = [
       "--points", "1024", "--sweep", "72", "--observable", "prefixes", "--quiet"],
      ["readout", "--observable", "prefixes", "--quiet"],
      "Seed ensembles of Fourier-encoded MLPs are fitted to the signed distance functions of shapes with known "
-     "symmetry groups (\"Symmetry readout from neural fields\", Chiba, Sugiyama, Uranishi, arXiv 2607.03108). "
+     "symmetry groups (Chiba, Sugiyama, Uranishi, arXiv 2607.03108). "
      "For every candidate element g of O(2) the readout scores how much the seed-mean first-layer Gram "
      "W1ᵀW1 changes under the exact lift ρ(g) of g through the encoding, and compares the score with a "
      "split-half noise floor of the seeds. G_obs (observed) must lie inside G_lift ∩ G_true: elements the "
@@ -75,7 +75,7 @@ FIGURE_CAPTIONS = {
 
 
 def add_arguments(p) -> None:
-    p.add_argument("--quick", action="store_true", help="small settings: a few minutes on 2 CPU cores")
+    p.add_argument("--quick", action="store_true", help="small settings: a few minutes on 2 CPU cores (longer on a busy machine)")
     p.add_argument("--out", default="results/reproduce", help="output directory")
     p.add_argument("--only", default=None, help="comma-separated subset of: readout,schur,layerwise")
 

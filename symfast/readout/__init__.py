@@ -2,7 +2,7 @@
 
 Fourier-encoded MLPs fitted to signed distance functions; exact lifts of O(2)
 elements through the encoding; Gram observables of the weights; the hierarchy
-G_obs ⊆ G_lift ∩ G_true ("Symmetry readout from neural fields", Chiba,
+G_obs ⊆ G_lift ∩ G_true (Chiba,
 Sugiyama, Uranishi, arXiv 2607.03108).
 
 Modules: `groups` (O(2) elements), `shapes` (exact SDFs), `samplers`,

@@ -1,6 +1,6 @@
 """The readout paper's claims, checked on a readout table.
 
-"Symmetry readout from neural fields" (Chiba, Sugiyama, Uranishi, arXiv 2607.03108)
+The readout paper (Chiba, Sugiyama, Uranishi, arXiv 2607.03108)
 states an observation-dependent hierarchy G_obs ⊆ G_lift ∩ G_true: weights can only
 show a symmetry the encoding lifts exactly, and only a true one; and an encoding
 *structurally* hides the true symmetries it cannot lift (a dyadic PE hides the

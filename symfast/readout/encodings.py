@@ -4,7 +4,7 @@ Features are sin/cos(w_j . x + b_j), interleaved per frequency. Since
 w . (g x) = (g^T w) . x, an element g lifts exactly (phi(g x) = rho(g) phi(x)
 for all x) iff g^T maps the frequency multiset onto itself up to sign; the
 phase difference is then absorbed by a 2x2 block, so rho(g) is a permutation
-of 2x2 orthogonal blocks (DESIGN.md section 1). It is found by matching
+of 2x2 orthogonal blocks. It is found by matching
 frequencies, not by fitting.
 
 The frequencies and phases are float64 buffers (saved in `state_dict`) that module casts

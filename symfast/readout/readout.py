@@ -1,7 +1,7 @@
 """Symmetry readout: which candidate elements are observed in trained weights.
 
 For each (shape, encoding, observable) the readout reports three sets
-(DESIGN.md section 1, paper Prop. 1): G_true (the shape's declared group),
+(Chiba, Sugiyama, Uranishi, arXiv 2607.03108, Prop. 1): G_true (the shape's declared group),
 G_lift (elements the encoding lifts exactly) and G_obs (elements whose score
 is within the measured noise floor), and flags violations of
 G_obs ⊆ G_lift ∩ G_true.
@@ -150,8 +150,8 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         candidates: group elements to test (default D4 ∪ D6).
         observable: "gram", "gram_bias", "prefixK" (see `symfast.readout.observables`), a list of
             them, or "prefixes" for prefix Grams K = 1..L side by side.
-        aggregate: "ensemble" (score of the seed-mean observable; DESIGN.md: this is what
-            separates true from false symmetries) or "model" (mean of per-model scores).
+        aggregate: "ensemble" (score of the seed-mean observable: a single model's Gram
+            carries its random initialisation, the seed mean separates true from false symmetries) or "model" (mean of per-model scores).
         sweep: number of rotations in the sweep (0 to skip), scored with least-squares lifts.
         num_null: null draws for the noise floor.
         seed: seed of the null's random splits.

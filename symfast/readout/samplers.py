@@ -2,7 +2,7 @@
 
 The disk is the default domain: it is invariant under all of O(2), so no
 candidate symmetry is broken by the sampling itself (a box's corners break
-60/120 degree rotations, DESIGN.md section 1).
+60/120 degree rotations).
 """
 from __future__ import annotations
 

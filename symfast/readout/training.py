@@ -108,7 +108,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         activation: "relu", "tanh", "silu" or "sine".
         steps, points, lr: Adam steps, points per model per step, learning rate
             (defaults 1500 x 2048, 2e-3 separate true from false symmetries at 32 seeds,
-            DESIGN.md section 1).
+            as measured).
         device: torch device for the models.
         backend: "auto" (fused kernels when built, else reference), "reference", "cpu", "triton".
         sampler: "disk" (default, O(2)-invariant) or "box"; radius: its size.
@@ -216,7 +216,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
 
 def make_adam(params, lr: float) -> torch.optim.Adam:
     """PyTorch's fused Adam (one kernel over all tensors; ~4x faster than foreach on CPU at
-    the issue-3 workload), or foreach Adam where the device has no fused kernel."""
+    workload W of the benchmarks), or foreach Adam where the device has no fused kernel."""
     try:
         return torch.optim.Adam(params, lr=lr, fused=True)
     except RuntimeError:

@@ -133,7 +133,7 @@ def test_two_shards_merge_to_the_same_table(tmp_path, clean):
 
 
 def test_ray_executor_local_cluster(tmp_path, clean):
-    ray = pytest.importorskip("ray")  # a declared test dependency; skipped only where Ray has no wheel
+    ray = pytest.importorskip("ray")  # optional (symfast[ray]): skipped when Ray is not installed
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         run_sweep(load_spec(spec_file(tmp_path)), str(tmp_path / "r"), executor="ray", quiet=True)

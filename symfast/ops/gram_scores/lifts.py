@@ -1,7 +1,7 @@
 """Compact block-permutation lifts and lift-set preparation for `gram_scores`.
 
 An exact lift of a Fourier PE is a permutation of 2x2 orthogonal blocks
-("Symmetry readout from neural fields", arXiv 2607.03108): row block j of rho holds one non-zero 2x2 block B_j, in
+(Chiba, Sugiyama, Uranishi, arXiv 2607.03108): row block j of rho holds one non-zero 2x2 block B_j, in
 column block perm[j]. Then
 
     (rho^T G rho)[perm[j], perm[k]] = B_j^T G[j, k] B_k        (2x2 blocks of G)
