@@ -38,7 +38,7 @@ points = 64
 seeds = 6
 max_batch = 2
 """
-READOUT = ["readout", "--shapes", "square,triangle", "--pe", "dyadic", "--seeds", "2", "--steps", "300",
+READOUT = ["readout", "--shapes", "square,triangle", "--pe", "dyadic", "--seeds", "4", "--steps", "300",
            "--points", "64", "--hidden", "16", "--sweep", "0"]
 
 

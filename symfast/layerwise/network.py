@@ -45,7 +45,7 @@ def _module_activation(mod) -> str | None:
 
 
 def _np(x, name: str) -> np.ndarray:
-    if (isinstance(x, torch.Tensor) and x.is_complex()) or np.iscomplexobj(x):
+    if x.is_complex() if isinstance(x, torch.Tensor) else np.iscomplexobj(x):
         raise TypeError(f"{name} must be real, got a complex array")
     if isinstance(x, torch.Tensor):
         x = x.detach().cpu().double().numpy()

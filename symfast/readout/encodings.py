@@ -37,8 +37,8 @@ class FourierPE(torch.nn.Module):
     def __init__(self, frequencies, phases=None, name: str = "fourier"):
         super().__init__()
         for arg, value in (("frequencies", frequencies), ("phases", phases)):
-            if value is not None and (np.iscomplexobj(value) or (isinstance(value, torch.Tensor)
-                                                                 and value.is_complex())):
+            if value is not None and (value.is_complex() if isinstance(value, torch.Tensor)
+                                      else np.iscomplexobj(value)):
                 raise TypeError(f"{arg} must be real, got a complex array")
         w = torch.as_tensor(np.asarray(frequencies, dtype=np.float64))
         if w.ndim != 2 or w.shape[1] != 2 or w.shape[0] < 1:
