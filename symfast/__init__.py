@@ -22,11 +22,8 @@ from symfast.layerwise import (GroupActions, LatentActions, LayerAction, Matchin
 # recurrent Schur ablations
 from symfast.schur import rnn, schur_ablation, schur_ablation_summary
 
-try:  # one source of truth: the version in pyproject.toml, via the installed package's metadata
-    from importlib.metadata import PackageNotFoundError as _NotFound, version as _version
-    __version__ = _version("symfast")
-except _NotFound:  # running from a source tree that was never installed
-    __version__ = "0+unknown"
+# The one place the version is written: the build reads it from here into the package metadata.
+__version__ = "0.1.0"
 
 # `import symfast.shapes` / `symfast.sweeps` / `symfast.rnn` keep working as short names for the
 # study modules.
