@@ -104,6 +104,9 @@ def _setup_logging(quiet: bool) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    import matplotlib
+
+    matplotlib.use("Agg")  # the commands only write figures to files (the library itself never switches)
     _setup_logging(bool(getattr(args, "quiet", False) or getattr(args, "no_progress", False)))
     # Commands not yet converted to UsageError/input_errors keep the older rule (ValueError = input).
     legacy = () if args._strict else (ValueError,)

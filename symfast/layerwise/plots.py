@@ -35,9 +35,6 @@ def plot_filters_by_orbit(W1, image_shape, result: LatentActions, path: str, thr
     Returns:
         dict group -> number of filters in it.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     W1 = np.asarray(W1, dtype=np.float64)

@@ -122,9 +122,6 @@ def format_regimes(rows: list) -> str:
 
 def plot_regimes(rows: list, path: str) -> None:
     """Layer-1 weight error / random baseline against the near-linear fraction, one point per setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))

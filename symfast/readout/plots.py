@@ -1,12 +1,10 @@
-"""Figures for readouts: score heatmaps and rotation-sweep curves (matplotlib, Agg)."""
+"""Figures for readouts: score heatmaps and rotation-sweep curves (matplotlib; the caller's backend
+is left as it is)."""
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
 
 def heatmap(table: pd.DataFrame, path=None):

@@ -121,10 +121,17 @@ def save_checkpoint(path: str, model: TanhRNN, task: Task, cfg: TrainConfig, epo
     """Write model weights, model/task/training config to `path` (atomically)."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    tmp = path + ".tmp"
-    torch.save({"model": model.config(), "state": model.state_dict(), "task": task.config(),
-                "train": vars(cfg).copy(), "epoch": epoch}, tmp)
-    os.replace(tmp, path)
+    tmp = f"{path}.tmp-{os.getpid()}"  # per process: two runs never share a temp file
+    try:
+        with open(tmp, "wb") as f:
+            torch.save({"model": model.config(), "state": model.state_dict(), "task": task.config(),
+                        "train": vars(cfg).copy(), "epoch": epoch}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def load_checkpoint(path: str) -> tuple[TanhRNN, Task, dict]:
