@@ -29,6 +29,16 @@ def test_readout_cli_end_to_end(tmp_path, capsys):
     assert "loaded trained ensemble" in capsys.readouterr().err
 
 
+def test_readout_cli_prefix_grams_side_by_side(tmp_path, capsys):
+    out = tmp_path / "ro"
+    args = ["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "4", "--steps", "5", "--points", "64",
+            "--hidden", "16,16", "--sweep", "0", "--observable", "prefixes", "--out", str(out), "--quiet"]
+    assert main(args) == 0
+    table = pd.read_csv(out / "readout.csv")
+    assert set(table["observable"]) == {"prefix1", "prefix2", "prefix3"}
+    assert "separation" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("bad,message", [
     (["--shapes", "blob"], "unknown shape"),
     (["--pe", "sinusoid"], "unknown encoding"),

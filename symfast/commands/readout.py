@@ -93,8 +93,9 @@ def run(args) -> int:
         raise UsageError(f"--hidden widths must be in 1..{MAX_WIDTH}, got {args.hidden!r}")
     if args.activation not in ACTIVATIONS:
         raise UsageError(f"--activation must be one of {sorted(ACTIVATIONS)}, got {args.activation!r}")
-    with input_errors("--observable"):
-        _check_observable(args.observable, [list(hidden)])
+    if args.observable != "prefixes":  # "prefixes" reads every K = 1..L, always valid
+        with input_errors("--observable"):
+            _check_observable(args.observable, [list(hidden)])
     check_backend(args.backend, args.device)
     _check_out(args.out)
 
