@@ -49,6 +49,9 @@ def _verdict(paper: float, mu: float, lo: float, hi: float, n: int, kind: str) -
     if n == 0 or not math.isfinite(mu):
         return "not comparable", "no converged model at this setting (not run, or none converged)"
     ci = math.isfinite(lo) and math.isfinite(hi) and hi > lo
+    if ci and kind != "acc" and paper != 0.0 and hi - lo > 2 * max(abs(paper), abs(mu)):
+        # an interval wider than twice the effect holds almost any value: it tests nothing
+        return "not comparable", f"our 95% interval [{lo:.3g}, {hi:.3g}] is too wide to test (n = {n})"
     if kind == "acc" and not ci:
         ok, rule = abs(mu - paper) <= 0.05, "|ours - paper| <= 0.05 (no interval: n < 2 or zero spread)"
     elif paper == 0.0:
@@ -117,9 +120,12 @@ def _claim(rows, setting, metric, want, got):
         verdict, why, top = "not comparable", "no converged model at this setting (not run, or none converged)", None
     else:
         top = max(ok, key=lambda s: ok[s][0])
-        overlap = [s for s in ok if s != top and ok[s][2] >= ok[top][1]] if math.isfinite(ok[top][1]) else []
-        verdict = "held" if top == want else "differs"
-        why = f"ours: {top}" + (f" (intervals overlap {', '.join(overlap)})" if overlap else "")
+        overlap = [s for s in ok if s != top and ok[s][2] > ok[top][1]] if math.isfinite(ok[top][1]) else []
+        if overlap:  # the ranking is not resolved by these seeds
+            verdict = "not comparable"
+            why = f"ours: {top} largest, but its interval overlaps {', '.join(overlap)}: ranking not resolved"
+        else:
+            verdict, why = ("held" if top == want else "differs"), f"ours: {top}"
     rows.append({"table": "claim", "setting": setting, "subset": want, "metric": metric, "paper": math.nan,
                  "ours": math.nan if top is None else ok[top][0], "lo": math.nan, "hi": math.nan,
                  "n": 0 if top is None else ok[top][3], "verdict": verdict, "reason": why})

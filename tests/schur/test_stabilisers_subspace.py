@@ -138,3 +138,18 @@ def test_compare_with_paper_verdicts():
     assert v["cross-task", "sine orthogonal H=64 alpha=0.9", "-T_CC"] == "not comparable"
     assert v["claim", "flipflop orthogonal H=64 alpha=0.9", "-T_C->R"] == "differs"  # ours: -T_CC largest
     assert v["Table 1", "copy orthogonal H=72 alpha=0.85", "-T_C->R"] == "not comparable"
+
+
+def test_compare_with_paper_wide_intervals_and_unresolved_rankings_are_not_comparable():
+    def summ_row(task, subset, mu, lo, hi):
+        return {"task": task, "construction": "orthogonal", "hidden": 64, "alpha": 0.9, "subset": subset, "n": 2,
+                "dfvu_mean": mu, "dfvu_lo": lo, "dfvu_hi": hi}
+    rows = [summ_row("sine", "-T_CC", 1.89, -21.4, 25.2),     # holds 2.08, but would hold almost anything
+            summ_row("sine", "-T_C->R", 1.5, 1.2, 1.8),
+            summ_row("sine", "-T_RR", 0.1, 0.0, 0.2)]
+    cmp = compare_with_paper(pd.DataFrame(rows))
+    v = cmp.set_index(["table", "setting", "subset"])
+    row = v.loc[("cross-task", "sine orthogonal H=64 alpha=0.9", "-T_CC")]
+    assert row["verdict"] == "not comparable" and "too wide" in row["reason"]
+    claim = v.loc[("claim", "sine orthogonal H=64 alpha=0.9", "-T_CC")]  # -T_CC largest, overlapping -T_C->R
+    assert claim["verdict"] == "not comparable" and "not resolved" in claim["reason"]
