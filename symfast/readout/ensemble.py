@@ -4,7 +4,7 @@ Data model:
 - `symfast.fit_sdf` returns an `Ensemble`; `symfast.readout` reads one (or a list).
 - An `Ensemble` holds plain tensors, fan-in first as the batched kernels use them:
   weights[l]: [B, fan_in, fan_out], biases[l]: [B, fan_out]. Member b of the paper's
-  convention has first-layer matrix W1 = weights[0][b].T ([H, d]).
+  convention has first-layer matrix `W1 = weights[0][b].T` (`[H, d]`).
 - Each member carries the `Shape` it was fitted to (`targets[b]`; `shapes[b]` is its name)
   and its seed. The readout takes G_true from these Shape objects (declared group, or the
   group `Shape.symmetries` finds when none was declared), never from a name lookup.
@@ -219,8 +219,8 @@ class Ensemble:
         """Read an ensemble written by `save`.
 
         Raises:
-            ValueError naming the file when it is truncated, corrupt, not an ensemble file,
-            malformed in any field, or has NaN/Inf weights.
+            ValueError: naming the file, when it is truncated, corrupt, not an ensemble file,
+                malformed in any field, or has NaN/Inf weights.
         """
         d = safe_load(path, "symfast ensemble")
         if not isinstance(d, dict) or d.get("format") not in (FORMAT, _OLD_FORMAT):

@@ -70,7 +70,7 @@ def cost_matrices(A: torch.Tensor, B: torch.Tensor, mode: str):
 
     Returns:
         (cost [M, H, H] with cost[m, i, j] the squared residual of pairing a_i with b_j,
-         gram [M, H, H] = <a_i, b_j>, a2 [M, H] = |a_i|^2, b2 [M, H] = |b_j|^2).
+        gram [M, H, H] = <a_i, b_j>, a2 [M, H] = |a_i|^2, b2 [M, H] = |b_j|^2).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
