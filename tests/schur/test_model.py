@@ -62,3 +62,25 @@ def test_model_rejects_wrong_dtype_and_P_on_free_matrix():
         model(torch.zeros(1, 2, 1, dtype=torch.float64))
     with pytest.raises(ValueError, match="cayley"):
         model.P
+
+
+def test_partly_trained_run_resumes_exactly_from_its_checkpoint(tmp_path, monkeypatch):
+    from symfast.schur import rnn
+
+    task = rnn.make_task("flipflop")
+    small = dict(batches_per_epoch=3, batch=8)
+    full = rnn.train(task, n_hidden=8, cfg=rnn.TrainConfig(epochs=2, **small), progress=False)
+    ck = str(tmp_path / "ck.pt")
+    # a run stopped after its first epoch leaves a checkpoint of epoch 1 (model and Adam state)
+    rnn.train(task, n_hidden=8, cfg=rnn.TrainConfig(epochs=1, **small), checkpoint=ck, progress=False)
+    drawn = []
+    sample = task.sample
+    monkeypatch.setattr(task, "sample", lambda *a, **k: drawn.append(k.get("seed")) or sample(*a, **k))
+    resumed = rnn.train(task, n_hidden=8, cfg=rnn.TrainConfig(epochs=2, **small), checkpoint=ck, progress=False)
+    assert len(drawn) == 3, "only the second epoch's batches are trained again"
+    for (name, a), b in zip(full.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), name
+    # a checkpoint of another run (other learning rate) is not resumed: training starts over
+    drawn.clear()
+    rnn.train(task, n_hidden=8, cfg=rnn.TrainConfig(epochs=2, lr=2e-3, **small), checkpoint=ck, progress=False)
+    assert len(drawn) == 6

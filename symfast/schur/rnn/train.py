@@ -93,12 +93,13 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
                     generator=torch.Generator().manual_seed(seed))
     params = list(model.parameters())
     opt = torch.optim.Adam(params, lr=cfg.lr)
+    start = _resume(checkpoint, model, opt, task, seed, cfg) if checkpoint else 0
     bar = None
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(total=cfg.epochs * cfg.batches_per_epoch, desc=f"{task.name} {recurrent} H={n_hidden} seed={seed}",
-                   leave=False)
-    for ep in range(cfg.epochs):
+                   leave=False, initial=start * cfg.batches_per_epoch)
+    for ep in range(start, cfg.epochs):
         for b in range(cfg.batches_per_epoch):
             x, y, msk = task.sample(cfg.batch, seed=_batch_seed(seed, ep, b))
             loss = (((model(x) - y) ** 2) * msk).sum() / msk.sum().clamp_min(1)
@@ -111,21 +112,49 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
         if checkpoint:
-            save_checkpoint(checkpoint, model, task, TrainConfig(**{**vars(cfg), "seed": seed}), epoch=ep + 1)
+            save_checkpoint(checkpoint, model, task, TrainConfig(**{**vars(cfg), "seed": seed}), epoch=ep + 1,
+                            optimizer=opt)
     if bar is not None:
         bar.close()
     return model
 
 
-def save_checkpoint(path: str, model: TanhRNN, task: Task, cfg: TrainConfig, epoch: int) -> None:
-    """Write model weights, model/task/training config to `path` (atomically)."""
+def _resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg: TrainConfig) -> int:
+    """Epochs already done by a partly trained checkpoint of this very run (model, optimiser state);
+    0, leaving model and optimiser as they are, when there is none or it belongs to another run.
+
+    Batches are drawn from (seed, epoch, batch), so a run resumed at an epoch boundary ends
+    bit-identical to an uninterrupted one.
+    """
+    if not os.path.exists(path):
+        return 0
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception:  # unreadable: retrain from scratch (the file is rewritten at the first epoch)
+        return 0
+    same = (isinstance(ck, dict) and "optimizer" in ck and ck.get("model") == model.config()
+            and ck.get("task") == task.config()
+            and {k: v for k, v in ck.get("train", {}).items() if k not in ("epochs", "threads")}
+            == {k: v for k, v in {**vars(cfg), "seed": seed}.items() if k not in ("epochs", "threads")})
+    epoch = ck.get("epoch") if isinstance(ck, dict) else None
+    if not same or not isinstance(epoch, int) or not 0 < epoch <= cfg.epochs:
+        return 0
+    model.load_state_dict(ck["state"])
+    opt.load_state_dict(ck["optimizer"])
+    return epoch
+
+
+def save_checkpoint(path: str, model: TanhRNN, task: Task, cfg: TrainConfig, epoch: int, optimizer=None) -> None:
+    """Write model weights, model/task/training config (and the optimiser state, so a partly
+    trained run resumes exactly) to `path` (atomically)."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     tmp = f"{path}.tmp-{os.getpid()}"  # per process: two runs never share a temp file
     try:
         with open(tmp, "wb") as f:
             torch.save({"model": model.config(), "state": model.state_dict(), "task": task.config(),
-                        "train": vars(cfg).copy(), "epoch": epoch}, f)
+                        "train": vars(cfg).copy(), "epoch": epoch,
+                        **({} if optimizer is None else {"optimizer": optimizer.state_dict()})}, f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
