@@ -99,17 +99,6 @@ class RolloutRatio:
     track_speedup.unit = "x"
 
 
-if __name__ == "__main__":
-    import time
-    W = _schur_data()
-    t = time.perf_counter(); sf.ordered_schur(W, backend="cpu"); ts = time.perf_counter() - t
-    b = OrderedSchurRatio(); b.setup()
-    print(f"ordered_schur 256 x n=64: symfast {b.track_speedup():.2f}x faster than scipy + dtrexc loop "
-          f"(symfast {1e3 * ts / 256:.2f} ms/matrix, {torch.get_num_threads()} threads)")
-    r = RolloutRatio(); r.setup()
-    print(f"rollouts 8 x H=64, B=256, T=200: symfast {r.track_speedup():.2f}x faster than torch.nn.RNN looped")
-
-
 def _train_step_pair(H=64, B=64, T=100, I=3, O=3):
     """One Adam training step (masked MSE) of TanhRNN and of torch.nn.RNN + a linear readout."""
     from symfast.schur.rnn import TanhRNN
@@ -150,6 +139,13 @@ class TrainStepRatio:
 
 
 if __name__ == "__main__":
-    s = TrainStepRatio()
-    s.setup()
+    import time
+    W = _schur_data()
+    t = time.perf_counter(); sf.ordered_schur(W, backend="cpu"); ts = time.perf_counter() - t
+    b = OrderedSchurRatio(); b.setup()
+    print(f"ordered_schur 256 x n=64: symfast {b.track_speedup():.2f}x faster than scipy + dtrexc loop "
+          f"(symfast {1e3 * ts / 256:.2f} ms/matrix, {torch.get_num_threads()} threads)")
+    r = RolloutRatio(); r.setup()
+    print(f"rollouts 8 x H=64, B=256, T=200: symfast {r.track_speedup():.2f}x faster than torch.nn.RNN looped")
+    s = TrainStepRatio(); s.setup()
     print(f"TanhRNN training step H=64, B=64, T=100: {s.track_speedup():.2f}x the speed of torch.nn.RNN + readout")
