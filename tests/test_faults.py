@@ -77,6 +77,12 @@ def check_interrupted(rc, err, sig):
     """A SIGINT ends in exit 130 and one line; kill -9 in -9. Anything else is a crash."""
     if rc == 0:
         return
+    if sig == signal.SIGINT and rc == -signal.SIGINT:
+        # the signal landed while Python had no handler installed (interpreter start-up, or
+        # finalisation after the command finished): the process dies of it, which is what any
+        # Python program does there; the callers then check that nothing written was lost
+        TALLY["SIGINT outside Python's handler (start-up or shutdown)"] += 1
+        return
     if sig == signal.SIGINT:
         lines = [l for l in err.strip().splitlines() if l.strip()]
         ok = rc == 130 and "Traceback" not in err and len(lines) <= 1

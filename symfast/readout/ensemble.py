@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import torch
 
+from symfast._io import atomic_save
 from symfast.readout.encodings import FourierPE
 from symfast.readout.shapes import Shape, by_name
 from symfast.ops.fourier_mlp.reference import ACTIVATIONS, fourier_mlp
@@ -254,32 +255,6 @@ def _shape_from_dict(d: dict):
     if isinstance(d, dict) and d.get("unknown"):
         return str(d["name"])  # a label without a known field or group
     return Shape.from_dict(d)
-
-
-def atomic_save(obj, path) -> None:
-    """torch.save to `path` atomically: a temp file in the same directory (PID in its name),
-    fsync, rename, fsync of the directory. An interrupted save leaves the old file (if any)
-    and no temp file."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(folder, f".{os.path.basename(path)}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:  # directories cannot be opened on some platforms; the rename is still atomic
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def safe_load(path, what: str):

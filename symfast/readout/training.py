@@ -38,7 +38,8 @@ from tqdm.auto import tqdm
 
 from symfast.readout import samplers
 from symfast.readout.encodings import FourierPE
-from symfast.readout.ensemble import Ensemble, atomic_save, safe_load
+from symfast._io import atomic_save
+from symfast.readout.ensemble import Ensemble, safe_load
 from symfast.ops.fourier_mlp import fourier_mlp_train_step
 from symfast.ops.fourier_mlp.reference import ACTIVATIONS, fourier_mlp
 from symfast.readout.shapes import Shape, by_name

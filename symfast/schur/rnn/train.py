@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from symfast._io import atomic_save
 from symfast.schur.rnn.model import TanhRNN
 from symfast.schur.rnn.tasks import Task, fvu, make_task
 
@@ -147,20 +148,10 @@ def _resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg: TrainCon
 def save_checkpoint(path: str, model: TanhRNN, task: Task, cfg: TrainConfig, epoch: int, optimizer=None) -> None:
     """Write model weights, model/task/training config (and the optimiser state, so a partly
     trained run resumes exactly) to `path` (atomically)."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"  # per process: two runs never share a temp file
-    try:
-        with open(tmp, "wb") as f:
-            torch.save({"model": model.config(), "state": model.state_dict(), "task": task.config(),
-                        "train": vars(cfg).copy(), "epoch": epoch,
-                        **({} if optimizer is None else {"optimizer": optimizer.state_dict()})}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_save({"model": model.config(), "state": model.state_dict(), "task": task.config(),
+                 "train": vars(cfg).copy(), "epoch": epoch,
+                 **({} if optimizer is None else {"optimizer": optimizer.state_dict()})}, path)
 
 
 def load_checkpoint(path: str) -> tuple[TanhRNN, Task, dict]:
