@@ -28,7 +28,7 @@ from symfast.ops.fourier_mlp._op import fourier_mlp_op, fourier_mlp_train_step_o
 
 __all__ = ["fourier_mlp", "fourier_mlp_train_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH"]
 
-ACTIVATIONS = ("relu", "tanh", "silu", "sine")
+ACTIVATIONS = tuple(reference.ACTIVATIONS)  # the names of the one activation table
 BACKENDS = _dispatch.BACKENDS
 MAX_WIDTH = 1024  # widest layer the CPU kernel accepts (its tile buffers scale with it)
 mse_loss = reference.mse_loss
