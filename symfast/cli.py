@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
         mod.add_arguments(p)
         _apply_conventions(p)
-        p.set_defaults(_run=mod.run, _strict=getattr(mod, "INPUT_ERRORS_ONLY", False))
+        p.set_defaults(_run=mod.run)
     return parser
 
 
@@ -108,11 +108,9 @@ def main(argv=None) -> int:
 
     matplotlib.use("Agg")  # the commands only write figures to files (the library itself never switches)
     _setup_logging(bool(getattr(args, "quiet", False) or getattr(args, "no_progress", False)))
-    # Commands not yet converted to UsageError/input_errors keep the older rule (ValueError = input).
-    legacy = () if args._strict else (ValueError,)
     try:
         return int(args._run(args) or 0)
-    except (UsageError, *legacy) as e:
+    except UsageError as e:
         print(f"symfast {args.command}: error: {e}", file=sys.stderr)
         return 2
     except OSError as e:

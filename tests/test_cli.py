@@ -264,6 +264,34 @@ def test_internal_errors_keep_their_traceback(tmp_path, monkeypatch):
         main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--quiet"])
 
 
+@pytest.mark.parametrize("command, patch", [
+    (["schur", "--task", "flipflop", "--seeds", "1", "--epochs", "0", "--n-eval", "4", "--n-random", "0",
+      "--alphas", "", "--quiet"], ("symfast.schur.ablation", "schur_ablation")),
+    (["layerwise", "--steps", "1", "--limit", "40", "--no-control", "--quiet"],
+     ("symfast.layerwise.experiments", "run_experiment")),
+])
+def test_every_command_keeps_internal_tracebacks(command, patch, tmp_path, monkeypatch):
+    """One rule for every command: a ValueError raised inside the computation is a bug, not exit 2."""
+    import importlib
+
+    def broken(*a, **kw):
+        raise ValueError("an internal bug")
+
+    monkeypatch.setattr(importlib.import_module(patch[0]), patch[1], broken)
+    with pytest.raises(ValueError, match="an internal bug"):
+        main([*command, "--out", str(tmp_path / "o")])
+
+
+@pytest.mark.parametrize("args, words", [
+    (["schur", "--task", "bogus"], ("unknown task 'bogus'",)),
+    (["schur", "--construction", ","], ("no construction given",)),
+    (["reproduce", "--only", "readout,nope"], ("unknown study 'nope'",)),
+    (["layerwise", "--data", "cifar10", "--root", "/nonexistent/dir"], ("--data cifar10",)),
+])
+def test_schur_layerwise_reproduce_input_errors(args, words, tmp_path, capsys):
+    assert_usage_error([*args, "--out", str(tmp_path / "o")], capsys, *words)
+
+
 def test_version_help_defaults_and_quiet(capsys):
     with pytest.raises(SystemExit) as e:
         main(["--version"])

@@ -12,6 +12,8 @@ import os
 import sys
 import time
 
+from symfast.commands import UsageError, input_errors
+
 NAME = "layerwise"
 HELP = ("Train MLPs with a horizontal-flip equivariance loss (and a control without), recover the "
         "hidden-layer actions, print per-layer errors vs control vs random, plot layer-1 filters by orbit.")
@@ -125,7 +127,6 @@ def _run_attention(args) -> int:
 
 
 def run(args) -> int:
-    from symfast.commands import UsageError
 
     for name in ("steps", "batch", "seeds"):
         if getattr(args, name) < 1:
@@ -150,7 +151,8 @@ def run(args) -> int:
 
     if args.model == "attention" and not args.suite:
         return _run_attention(args)
-    data = load_image_data(args.data, args.root, args.limit)
+    with input_errors(f"--data {args.data}", loading=True):
+        data = load_image_data(args.data, args.root, args.limit)
     if args.suite:
         return _run_suite(args, data)
     if args.model == "cnn":

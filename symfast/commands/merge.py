@@ -7,7 +7,6 @@ from symfast.commands import UsageError, input_errors
 
 NAME = "merge"
 HELP = "merge the directories of sweep shards into one and build the results table"
-INPUT_ERRORS_ONLY = True
 
 log = logging.getLogger("symfast.merge")
 

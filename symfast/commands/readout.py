@@ -12,7 +12,6 @@ from symfast.commands import UsageError, check_backend, input_errors, output_err
 
 NAME = "readout"
 HELP = "train PE+MLP ensembles on shapes and read which symmetries their weights show"
-INPUT_ERRORS_ONLY = True
 
 log = logging.getLogger("symfast.readout")
 

@@ -10,7 +10,6 @@ from symfast.commands import UsageError, input_errors
 
 NAME = "report"
 HELP = "summarise a finished sweep: observed sets per configuration and score heatmaps"
-INPUT_ERRORS_ONLY = True
 
 log = logging.getLogger("symfast.report")
 

@@ -16,6 +16,8 @@ import os
 import sys
 import time
 
+from symfast.commands import UsageError
+
 NAME = "reproduce"
 HELP = "run the three studies (readout, Schur ablations, layerwise actions) and write report.md / report.html"
 
@@ -153,7 +155,7 @@ def run(args) -> int:
     only = names if not args.only else [n.strip() for n in args.only.split(",") if n.strip()]
     for n in only:
         if n not in names:
-            raise ValueError(f"unknown study {n!r}; choose from {', '.join(names)}")
+            raise UsageError(f"unknown study {n!r}; choose from {', '.join(names)}")
     sections, claims, failed = [], [], []
     t_all = time.perf_counter()
     for name, title, quick, full, intro in STUDIES:

@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from symfast.commands import UsageError
+
 NAME = "schur"
 HELP = "Schur block ablations of trained tanh RNNs (arXiv 2606.18457): tables, CSV and PNG"
 
@@ -57,9 +59,9 @@ def _list(arg: str, allowed, what: str) -> list[str]:
     items = list(allowed) if arg == "all" else [s.strip() for s in arg.split(",") if s.strip()]
     for s in items:
         if s not in allowed:
-            raise ValueError(f"unknown {what} {s!r}; expected one of {', '.join(allowed)} or 'all'")
+            raise UsageError(f"unknown {what} {s!r}; expected one of {', '.join(allowed)} or 'all'")
     if not items:
-        raise ValueError(f"no {what} given")
+        raise UsageError(f"no {what} given")
     return items
 
 
@@ -214,7 +216,6 @@ def _print_convergence(facts, tasks, include_unconverged) -> None:
 
 
 def run(args) -> int:
-    from symfast.commands import UsageError
     from symfast.schur import schur_blocks
     from symfast.schur.ablation import EPSILON, schur_ablation, summarize
     from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper, converged

@@ -5,7 +5,6 @@ from symfast.commands import UsageError, check_backend, input_errors
 
 NAME = "sweep"
 HELP = "run (or resume) a sweep of neural-field trainings and readouts from a TOML spec"
-INPUT_ERRORS_ONLY = True
 
 
 def add_arguments(p) -> None:
