@@ -353,21 +353,21 @@ py::tuple sym_stats(carray<T> g, int num_threads) {
 
 // Bindings, called from module.cpp.
 void bind_gram_scores(py::module_& m) {
-  m.def("gram_fwd_f32", &gram_fwd<float>, py::arg("weights"), py::arg("num_threads") = 1,
+  m.def("gram_fwd_f32", &gram_fwd<float>, py::arg("weights").noconvert(), py::arg("num_threads") = 1,
         "Grams W W^T, float32: [M, d, H] -> [M, d, d]");
-  m.def("gram_fwd_f64", &gram_fwd<double>, py::arg("weights"), py::arg("num_threads") = 1,
+  m.def("gram_fwd_f64", &gram_fwd<double>, py::arg("weights").noconvert(), py::arg("num_threads") = 1,
         "Grams W W^T, float64: [M, d, H] -> [M, d, d]");
-  m.def("blockperm_asym_f32", &blockperm_asym<float>, py::arg("phi"), py::arg("perm"), py::arg("blocks"),
+  m.def("blockperm_asym_f32", &blockperm_asym<float>, py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
         py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float32 phi -> [M, E] f64");
-  m.def("blockperm_asym_f64", &blockperm_asym<double>, py::arg("phi"), py::arg("perm"), py::arg("blocks"),
+  m.def("blockperm_asym_f64", &blockperm_asym<double>, py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
         py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float64 phi -> [M, E] f64");
-  m.def("sym_stats_f32", &sym_stats<float>, py::arg("phi"), py::arg("num_threads") = 1,
+  m.def("sym_stats_f32", &sym_stats<float>, py::arg("phi").noconvert(), py::arg("num_threads") = 1,
         "(max |phi - phi^T|, max |phi|, non-finite count) of float32 phi [M, d, d]");
-  m.def("sym_stats_f64", &sym_stats<double>, py::arg("phi"), py::arg("num_threads") = 1,
+  m.def("sym_stats_f64", &sym_stats<double>, py::arg("phi").noconvert(), py::arg("num_threads") = 1,
         "(max |phi - phi^T|, max |phi|, non-finite count) of float64 phi [M, d, d]");
-  m.def("dense_asym_f32", &dense_asym<float>, py::arg("phi"), py::arg("multipliers"), py::arg("a"), py::arg("b"),
+  m.def("dense_asym_f32", &dense_asym<float>, py::arg("phi").noconvert(), py::arg("multipliers").noconvert(), py::arg("a").noconvert(), py::arg("b").noconvert(),
         py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float32 phi -> [M, E] f64");
-  m.def("dense_asym_f64", &dense_asym<double>, py::arg("phi"), py::arg("multipliers"), py::arg("a"), py::arg("b"),
+  m.def("dense_asym_f64", &dense_asym<double>, py::arg("phi").noconvert(), py::arg("multipliers").noconvert(), py::arg("a").noconvert(), py::arg("b").noconvert(),
         py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float64 phi -> [M, E] f64");
 }
 

@@ -422,19 +422,19 @@ void bind_matching(py::module_& m) {
       .value("perm", PERM)
       .value("sign", SIGN)
       .value("scale", SCALE);
-  m.def("match_signed_lifts_f32", &match_signed_lifts<float>, py::arg("W"), py::arg("src"), py::arg("sign"),
+  m.def("match_signed_lifts_f32", &match_signed_lifts<float>, py::arg("W").noconvert(), py::arg("src").noconvert(), py::arg("sign").noconvert(),
         py::arg("mode"), py::arg("num_threads") = 1,
         "Matching observable for signed-permutation lifts, float32 W [M, H, k]");
-  m.def("match_signed_lifts_f64", &match_signed_lifts<double>, py::arg("W"), py::arg("src"), py::arg("sign"),
+  m.def("match_signed_lifts_f64", &match_signed_lifts<double>, py::arg("W").noconvert(), py::arg("src").noconvert(), py::arg("sign").noconvert(),
         py::arg("mode"), py::arg("num_threads") = 1,
         "Matching observable for signed-permutation lifts, float64 W [M, H, k]");
-  m.def("match_gram_f64", &match_gram<double>, py::arg("gram"), py::arg("a2"), py::arg("b2"), py::arg("mode"),
+  m.def("match_gram_f64", &match_gram<double>, py::arg("gram").noconvert(), py::arg("a2").noconvert(), py::arg("b2").noconvert(), py::arg("mode"),
         py::arg("num_threads") = 1,
         "Batched neuron matching from float64 Gram matrices: -> (index [P, n] int64, scale [P, n] float64)");
-  m.def("match_gram_f32", &match_gram<float>, py::arg("gram"), py::arg("a2"), py::arg("b2"), py::arg("mode"),
+  m.def("match_gram_f32", &match_gram<float>, py::arg("gram").noconvert(), py::arg("a2").noconvert(), py::arg("b2").noconvert(), py::arg("mode"),
         py::arg("num_threads") = 1,
         "Batched neuron matching from float32 Gram matrices (costs in float64)");
-  m.def("lsa_batched", &lsa_batched, py::arg("cost"), py::arg("num_threads") = 1,
+  m.def("lsa_batched", &lsa_batched, py::arg("cost").noconvert(), py::arg("num_threads") = 1,
         "Batched linear sum assignment: cost [P, n, n] float64 -> [P, n] int64 column per row");
 }
 

@@ -285,10 +285,10 @@ py::tuple ordschur_f64(carray<double> U, carray<double> T, carray<double> cluste
 
 // Bindings, called from module.cpp.
 void bind_ordered_schur(py::module_& m) {
-  m.def("ordered_schur_f64", &ordered_schur_f64, py::arg("W"), py::arg("alpha"), py::arg("tie_tol"),
+  m.def("ordered_schur_f64", &ordered_schur_f64, py::arg("W").noconvert(), py::arg("alpha"), py::arg("tie_tol"),
         py::arg("num_threads") = 1,
         "Batched ordered real Schur [M,n,n] -> (Q, T, eig[M,n,2], info[M,4], sector[M,2])");
-  m.def("ordschur_f64", &ordschur_f64, py::arg("U"), py::arg("T"), py::arg("clusters"),
+  m.def("ordschur_f64", &ordschur_f64, py::arg("U").noconvert(), py::arg("T").noconvert(), py::arg("clusters").noconvert(),
         py::arg("num_threads") = 1, "Batched multi-cluster reorder of real Schur pairs (MATLAB ordschur)");
 }
 

@@ -157,10 +157,10 @@ py::tuple rnn_rollout(carray<T> W, carray<T> ux, carray<T> V, carray<T> h0, bool
 
 // Bindings, called from module.cpp.
 void bind_rnn_rollout(py::module_& m) {
-  m.def("rnn_rollout_f32", &rnn_rollout<float>, py::arg("W"), py::arg("ux"), py::arg("V"), py::arg("h0"),
+  m.def("rnn_rollout_f32", &rnn_rollout<float>, py::arg("W").noconvert(), py::arg("ux").noconvert(), py::arg("V").noconvert(), py::arg("h0").noconvert(),
         py::arg("return_hidden") = false, py::arg("num_threads") = 1,
         "Fused tanh-RNN rollouts, float32: W[A,H,H], ux[B,T,H], V[O,H], h0[B,H] -> (y[A,B,T,O], hs)");
-  m.def("rnn_rollout_f64", &rnn_rollout<double>, py::arg("W"), py::arg("ux"), py::arg("V"), py::arg("h0"),
+  m.def("rnn_rollout_f64", &rnn_rollout<double>, py::arg("W").noconvert(), py::arg("ux").noconvert(), py::arg("V").noconvert(), py::arg("h0").noconvert(),
         py::arg("return_hidden") = false, py::arg("num_threads") = 1,
         "Fused tanh-RNN rollouts, float64 (std::tanh)");
 }

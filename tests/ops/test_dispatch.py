@@ -46,3 +46,23 @@ def test_cuda_without_triton_warns_once(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _dispatch.resolve("gram_scores", "auto", torch.device("cuda"), triton=True)
+
+
+@pytest.mark.skipif(not _ext.cpp_available(), reason="symfast._C not built")
+@pytest.mark.parametrize("call", [
+    lambda C, a: C.gram_fwd_f64(a),
+    lambda C, a: C.sym_stats_f64(a),
+    lambda C, a: C.ordered_schur_f64(a, 0.9, 1e-9),
+    lambda C, a: C.lsa_batched(a),
+], ids=["gram", "sym_stats", "ordered_schur", "lsa"])
+def test_cpp_kernels_refuse_arrays_they_would_copy(call):
+    """The C++ entry points take arrays as they are (pybind11 `noconvert`): a wrong dtype or a
+    non-contiguous view is a TypeError, never a silent converted copy."""
+    import numpy as np
+
+    C = _ext.require_cpp()
+    good = np.zeros((2, 3, 3))
+    call(C, good)  # the exact dtype and layout is accepted
+    for bad in (good.astype(np.float32), np.zeros((2, 3, 6))[:, :, ::2]):
+        with pytest.raises(TypeError):
+            call(C, bad)
