@@ -15,6 +15,7 @@ import torch
 from symfast.layerwise.conv import (ConvNet, as_cnn, conv_data_errors, conv_equivariance_error, project_conv,
                                     recover_conv_actions)
 from symfast.layerwise.data import ImageData
+from symfast.layerwise.experiments import run_variants, train_flip_pairs
 from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction
 
 __all__ = ["train_cnn", "analyse_cnn", "CNNResult", "run_cnn_experiment", "format_cnn_results"]
@@ -35,23 +36,13 @@ def train_cnn(data: ImageData, activation: str = "tanh", channels=(16, 32), equi
     x = torch.as_tensor(_images(data))
     y = torch.as_tensor(data.y)
     net = ConvNet((x.shape[1],) + tuple(channels), num_classes=data.num_classes, activation=activation)
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
-    gen = torch.Generator().manual_seed(seed)
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)  # small convs: extra threads only contend on a shared machine
-    try:
-        for _ in range(steps):
-            idx = torch.randint(0, len(x), (min(batch, len(x)),), generator=gen)
-            xb = x[idx]
-            out, outg = net(torch.cat([xb, xb.flip(-1)])).chunk(2)
-            loss = torch.nn.functional.cross_entropy(out, y[idx])
-            if equivariance_weight > 0:
-                loss = loss + equivariance_weight * (outg - out).pow(2).sum(1).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    finally:
-        torch.set_num_threads(old)
+
+    def loss_fn(xb, out, outg, idx):
+        return torch.nn.functional.cross_entropy(out, y[idx]), (outg - out).pow(2).sum(1).mean()
+
+    # one thread: small convs gain nothing from more, and extra threads only contend
+    train_flip_pairs(net, x, lambda xb: xb.flip(-1), loss_fn, equivariance_weight, weight_decay, steps, lr, batch,
+                     seed, num_threads=1)
     return net
 
 
@@ -101,17 +92,10 @@ def run_cnn_experiment(data: ImageData, activation: str = "tanh", equivariance_w
                        threshold: float = DEFAULT_THRESHOLD, channels=(16, 32), lr: float = 3e-3,
                        batch: int = 128, progress=None) -> dict:
     """Train (equivariant and control) CNNs per seed and analyse each: dict of CNNResult lists and nets."""
-    train, test = data.split(0.25, seed=0)
-    out = {"equivariant": [], "control": [], "nets": {}}
-    variants = [("equivariant", equivariance_weight)] + ([("control", 0.0)] if control else [])
-    for seed in seeds:
-        for name, w in variants:
-            if progress:
-                progress(f"training cnn ({activation}) {name} seed {seed}: {steps} steps")
-            net = train_cnn(train, activation, channels, w, weight_decay, steps, lr, batch, seed)
-            out["nets"][(name, seed)] = net
-            out[name].append(analyse_cnn(net, test, f"{name}/seed{seed}", threshold, seed))
-    return out
+    return run_variants(
+        data, equivariance_weight, seeds, control, progress, f"cnn ({activation})", steps,
+        lambda train, w, seed: train_cnn(train, activation, channels, w, weight_decay, steps, lr, batch, seed),
+        lambda net, test, label, seed: analyse_cnn(net, test, label, threshold, seed))
 
 
 def format_cnn_results(res: dict) -> str:

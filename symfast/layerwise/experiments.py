@@ -20,8 +20,8 @@ from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.network import Act, as_mlp
 from symfast.layerwise.projection import projection_report
 
-__all__ = ["build_mlp", "default_sizes", "train_equivariant", "analyse", "run_experiment", "ExperimentResult",
-           "format_results"]
+__all__ = ["build_mlp", "default_sizes", "train_equivariant", "train_flip_pairs", "analyse", "run_experiment",
+           "run_variants", "ExperimentResult", "format_results"]
 
 _TORCH_MODULES = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "sigmoid": torch.nn.Sigmoid}
 
@@ -67,39 +67,47 @@ def train_equivariant(model: str, data: ImageData, activation: str = "tanh", equ
     if steps < 1 or batch < 1 or lr <= 0 or equivariance_weight < 0 or weight_decay < 0:
         raise ValueError("steps, batch and lr must be positive; equivariance_weight and weight_decay >= 0")
     sizes = sizes or default_sizes(model, data.x.shape[1], data.num_classes)
+    net = build_mlp(sizes, activation, seed)
+    x, y = torch.as_tensor(data.x), torch.as_tensor(data.y)
+    perm = torch.as_tensor(flip_permutation(data.shape))
+
+    def loss_fn(xb, out, outg, idx):
+        if model == "classifier":
+            return torch.nn.functional.cross_entropy(out, y[idx]), (outg - out).pow(2).sum(1).mean()
+        return (out - xb).pow(2).sum(1).mean(), (outg - out[:, perm]).pow(2).sum(1).mean()
+
+    train_flip_pairs(net, x, lambda xb: xb[:, perm], loss_fn, equivariance_weight, weight_decay, steps, lr, batch,
+                     seed, num_threads)
+    return net.eval()
+
+
+def train_flip_pairs(net, x, flip, loss_fn, equivariance_weight, weight_decay, steps, lr, batch, seed,
+                     num_threads: int | None = 1) -> None:
+    """The training loop of every layerwise experiment (MLPs and CNNs), in place.
+
+    AdamW on minibatches drawn with replacement from x (seeded by `seed`); each step runs the batch
+    and its flip `flip(xb)` in one forward pass, and `loss_fn(xb, out, out_flipped, idx)` returns
+    (task loss, equivariance term); the term is added with `equivariance_weight` when that is > 0.
+    `num_threads`: torch threads while training (None keeps the current setting).
+    """
     old = torch.get_num_threads()
     if num_threads:
         torch.set_num_threads(num_threads)
     try:
-        return _train(model, data, activation, equivariance_weight, weight_decay, steps, lr, batch, seed, sizes)
+        opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+        gen = torch.Generator().manual_seed(seed)
+        for _ in range(steps):
+            idx = torch.randint(0, len(x), (min(batch, len(x)),), generator=gen)
+            xb = x[idx]
+            out, outg = net(torch.cat([xb, flip(xb)])).chunk(2)
+            loss, eq = loss_fn(xb, out, outg, idx)
+            if equivariance_weight > 0:
+                loss = loss + equivariance_weight * eq
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
     finally:
         torch.set_num_threads(old)
-
-
-def _train(model, data, activation, equivariance_weight, weight_decay, steps, lr, batch, seed, sizes):
-    net = build_mlp(sizes, activation, seed)
-    x = torch.as_tensor(data.x)
-    y = torch.as_tensor(data.y)
-    perm = torch.as_tensor(flip_permutation(data.shape))
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
-    gen = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        idx = torch.randint(0, len(x), (min(batch, len(x)),), generator=gen)
-        xb = x[idx]
-        xg = xb[:, perm]
-        out, outg = net(torch.cat([xb, xg])).chunk(2)
-        if model == "classifier":
-            loss = torch.nn.functional.cross_entropy(out, y[idx])
-            eq = (outg - out).pow(2).sum(1).mean()
-        else:
-            loss = (out - xb).pow(2).sum(1).mean()
-            eq = (outg - out[:, perm]).pow(2).sum(1).mean()
-        if equivariance_weight > 0:
-            loss = loss + equivariance_weight * eq
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    return net.eval()
 
 
 def _task(model: str, data: ImageData):
@@ -168,16 +176,30 @@ def run_experiment(data: ImageData, model: str = "classifier", activation: str =
         dict with "equivariant" and "control" lists of ExperimentResult (one per seed) and the
         trained nets under "nets".
     """
+    return run_variants(
+        data, equivariance_weight, seeds, control, progress, f"{model} ({activation})", steps,
+        lambda train, w, seed: train_equivariant(model, train, activation, w, weight_decay, steps, lr, batch, seed),
+        lambda net, test, label, seed: analyse(net, model, test, label, threshold))
+
+
+def run_variants(data: ImageData, equivariance_weight: float, seeds, control: bool, progress, what: str,
+                 steps: int, train_fn, analyse_fn) -> dict:
+    """The experiment loop shared by MLPs and CNNs: per seed, train with the equivariance loss (and a
+    control without it) on 75 % of `data` and analyse each net on the held-out 25 %.
+
+    `train_fn(train_data, weight, seed)` returns a net, `analyse_fn(net, test_data, label, seed)` its
+    result. Returns {"equivariant": [...], "control": [...], "nets": {(variant, seed): net}}.
+    """
     train, test = data.split(0.25, seed=0)
     out = {"equivariant": [], "control": [], "nets": {}}
     variants = [("equivariant", equivariance_weight)] + ([("control", 0.0)] if control else [])
     for seed in seeds:
         for name, w in variants:
             if progress:
-                progress(f"training {model} ({activation}) {name} seed {seed}: {steps} steps")
-            net = train_equivariant(model, train, activation, w, weight_decay, steps, lr, batch, seed)
+                progress(f"training {what} {name} seed {seed}: {steps} steps")
+            net = train_fn(train, w, seed)
             out["nets"][(name, seed)] = net
-            out[name].append(analyse(net, model, test, f"{name}/seed{seed}", threshold))
+            out[name].append(analyse_fn(net, test, f"{name}/seed{seed}", seed))
     return out
 
 
