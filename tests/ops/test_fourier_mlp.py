@@ -393,19 +393,23 @@ TRITON_SCRIPT = textwrap.dedent("""
     from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step, reference
     from symfast.testing import assert_close
     from test_fourier_mlp import make_problem, run_with_grads, compare
-    for B, N, H, depth, act, shared in [(2, 70, 16, 1, "relu", False), (1, 5, 32, 2, "tanh", True),
-                                        (3, 20, 16, 3, "silu", False), (1, 9, 16, 4, "sine", False)]:
-        x, f, p, ws, bs = make_problem(B, N, [H] * depth, torch.float32, shared, K=3)
+    for B, N, H, depth, act, shared, dim, pe in [
+            (2, 70, 16, 1, "relu", False, 2, "dyadic"), (1, 5, 32, 2, "tanh", True, 2, "dyadic"),
+            (3, 20, 16, 3, "silu", False, 2, "dyadic"), (1, 9, 16, 4, "sine", False, 2, "dyadic"),
+            (2, 70, 16, 1, "relu", False, 3, "dyadic"), (2, 5, 32, 2, "tanh", True, 3, "rff"),
+            (1, 20, 16, 3, "sine", False, 3, "rff")]:
+        x, f, p, ws, bs = make_problem(B, N, [H] * depth, torch.float32, shared, K=3, pe=pe, dim=dim)
         cot = torch.randn(B, N, generator=torch.Generator().manual_seed(1))
-        compare(run_with_grads("reference", x, f, p, ws, bs, act, cot),
-                run_with_grads("triton", x, f, p, ws, bs, act, cot), torch.float32)
+        ref = run_with_grads("reference", x, f, p, ws, bs, act, cot)
+        assert ref["dx"].shape == x.shape
+        compare(ref, run_with_grads("triton", x, f, p, ws, bs, act, cot), torch.float32)
         t = torch.randn(B, N, generator=torch.Generator().manual_seed(2))
         ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
         fast = fourier_mlp_train_step(x, t, f, p, ws, bs, act, backend="triton")
-        assert_close("triton loss", ref[0], fast[0])
+        assert_close(f"triton D={dim} loss", ref[0], fast[0])
         for l in range(depth + 1):
-            assert_close(f"triton dW{l}", ref[1][l], fast[1][l], rms=True)
-            assert_close(f"triton db{l}", ref[2][l], fast[2][l], rms=True)
+            assert_close(f"triton D={dim} dW{l}", ref[1][l], fast[1][l], rms=True)
+            assert_close(f"triton D={dim} db{l}", ref[2][l], fast[2][l], rms=True)
     try:
         fourier_mlp(x.double(), f, p, [w.double() for w in ws], [b.double() for b in bs], "relu",
                     backend="triton")
@@ -421,8 +425,9 @@ def test_triton_kernels_under_interpreter(run_interpreted):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA + triton")
-def test_triton_on_gpu():
-    x, f, p, ws, bs = make_problem(4, 3000, [64, 64], torch.float32)
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+def test_triton_on_gpu(dim):
+    x, f, p, ws, bs = make_problem(4, 3000, [64, 64], torch.float32, dim=dim)
     dev = [t.cuda() for t in (x, f, p)]
     ws_c, bs_c = [w.cuda() for w in ws], [b.cuda() for b in bs]
     cot = torch.randn(4, 3000, generator=torch.Generator().manual_seed(1)).cuda()
