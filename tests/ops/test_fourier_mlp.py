@@ -258,8 +258,9 @@ def test_deterministic_across_thread_counts_and_chunks(dim):
 
 
 @needs_cpp
-def test_torch_compile_and_custom_op():
-    x, f, p, ws, bs = make_problem(2, 40, [32], torch.float32)
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+def test_torch_compile_and_custom_op(dim):
+    x, f, p, ws, bs = make_problem(2, 40, [32], torch.float32, dim=dim)
     ws = [w.requires_grad_(True) for w in ws]
 
     def loss_fn(x, ws, bs):
