@@ -1,6 +1,7 @@
 """Fused Fourier-PE + MLP op vs its PyTorch reference: outputs and every gradient by name."""
 from __future__ import annotations
 
+import math
 import os
 import textwrap
 
@@ -17,15 +18,29 @@ needs_cpp = pytest.mark.skipif(not _ext.cpp_available(), reason="symfast._C not 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def make_problem(B, N, hidden, dtype, shared=False, K=4, seed=0, pe="dyadic"):
+def encoding(K, pe="dyadic", dim=2, seed=0):
+    """(frequencies [m, dim], phases [m]) float64: dyadic axis frequencies 2^k pi e_i (k < K, zero
+    phases) or 2K random Fourier frequencies (scale 3) with random phases."""
+    if dim == 2:
+        enc = sf.DyadicAxisPE(K) if pe == "dyadic" else sf.RandomFourierPE(2 * K, scale=3.0, seed=seed)
+        return enc.frequencies, enc.phases
+    if pe == "dyadic":
+        f = torch.cat([2.0 ** k * math.pi * torch.eye(dim, dtype=torch.float64) for k in range(K)])
+        return f, torch.zeros(len(f), dtype=torch.float64)
     g = torch.Generator().manual_seed(seed)
-    enc = sf.DyadicAxisPE(K) if pe == "dyadic" else sf.RandomFourierPE(2 * K, scale=3.0, seed=seed)
-    shape = (N, 2) if shared else (B, N, 2)
+    return (torch.randn(2 * K, dim, generator=g, dtype=torch.float64) * 3.0,
+            torch.rand(2 * K, generator=g, dtype=torch.float64) * 2 * math.pi)
+
+
+def make_problem(B, N, hidden, dtype, shared=False, K=4, seed=0, pe="dyadic", dim=2):
+    g = torch.Generator().manual_seed(seed)
+    f, p = encoding(K, pe, dim, seed)
+    shape = (N, dim) if shared else (B, N, dim)
     x = torch.rand(shape, generator=g, dtype=dtype) * 2 - 1
-    dims = [enc.dim, *hidden, 1]
+    dims = [2 * len(f), *hidden, 1]
     ws = [torch.randn(B, a, b, generator=g, dtype=dtype) / a ** 0.5 for a, b in zip(dims[:-1], dims[1:])]
     bs = [torch.randn(B, b, generator=g, dtype=dtype) * 0.3 for b in dims[1:]]
-    return x, enc.frequencies.to(dtype), enc.phases.to(dtype), ws, bs
+    return x, f.to(dtype), p.to(dtype), ws, bs
 
 
 def run_with_grads(backend, x, f, p, ws, bs, act, cot):
@@ -83,17 +98,49 @@ def test_cpu_forward_and_grads_match_reference(B, N, H, depth, act, dtype, share
         assert_close(f"step db{l}", ref[2][l], fast[2][l], rms=rms)
 
 
+# 3D points (x [B, N, 3] / [N, 3], frequencies [m, 3]): every activation, both dtypes, shared x.
+CASES_3D = [
+    (2, 63, 32, 2, "relu", torch.float32, False, "dyadic"),
+    (3, 130, 16, 1, "tanh", torch.float64, True, "rff"),
+    (1, 1000, 32, 3, "silu", torch.float32, True, "dyadic"),
+    (2, 50, 48, 2, "sine", torch.float64, False, "rff"),
+    (3, 1, 16, 1, "relu", torch.float64, False, "rff"),
+]
+
+
 @needs_cpp
+@pytest.mark.parametrize("backend", ["cpu", "auto"])
+@pytest.mark.parametrize("B,N,H,depth,act,dtype,shared,pe", CASES_3D,
+                         ids=[f"B{c[0]}-N{c[1]}-H{c[2]}-L{c[3]}-{c[4]}-{str(c[5])[6:]}{'-shared' if c[6] else ''}-{c[7]}"
+                              for c in CASES_3D])
+def test_3d_forward_and_grads_match_reference(B, N, H, depth, act, dtype, shared, pe, backend):
+    x, f, p, ws, bs = make_problem(B, N, [H] * depth, dtype, shared, K=3, seed=N + H, pe=pe, dim=3)
+    cot = torch.randn(B, N, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    ref = run_with_grads("reference", x, f, p, ws, bs, act, cot)
+    assert ref["dx"].shape == x.shape
+    compare(ref, run_with_grads(backend, x, f, p, ws, bs, act, cot), dtype)
+    t = torch.randn(B, N, generator=torch.Generator().manual_seed(2), dtype=dtype)
+    ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
+    fast = fourier_mlp_train_step(x, t, f, p, ws, bs, act, backend=backend)
+    rms = dtype == torch.float32
+    assert_close("3d loss", ref[0], fast[0])
+    for l in range(depth + 1):
+        assert_close(f"3d step dW{l}", ref[1][l], fast[1][l], rms=rms)
+        assert_close(f"3d step db{l}", ref[2][l], fast[2][l], rms=rms)
+
+
+@needs_cpp
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("isa", ["generic", "avx2", "avx512"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("act", ["tanh", "relu"])  # relu: sign-bit epilogues in the micro-kernels
-def test_every_instruction_set_variant(isa, dtype, act):
+def test_every_instruction_set_variant(isa, dtype, act, dim):
     if isa != "generic" and _ext.require_cpp().fourier_mlp_isa("auto") == "generic":
         pytest.skip(f"CPU lacks {isa}")
     if isa == "avx512" and _ext.require_cpp().fourier_mlp_isa("auto") != "avx512":
         pytest.skip("CPU lacks AVX-512")
     B, N = 2, 200
-    x, f, p, ws, bs = make_problem(B, N, [48, 40], dtype, pe="rff", K=5)  # awkward widths: padding
+    x, f, p, ws, bs = make_problem(B, N, [48, 40], dtype, pe="rff", K=5, dim=dim)  # awkward widths: padding
     t = torch.randn(B, N, dtype=dtype, generator=torch.Generator().manual_seed(3))
     ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
     loss, dw, db = cpu.fourier_mlp_train_step(x, t, f, p, ws, bs, act, isa=isa)
@@ -104,6 +151,11 @@ def test_every_instruction_set_variant(isa, dtype, act):
         assert_close(f"{isa} db{l}", ref[2][l], db[l], rms=rms)
     assert_close(f"{isa} y", reference.fourier_mlp(x, f, p, ws, bs, act),
                  cpu.fourier_mlp_fwd(x, f, p, ws, bs, act, isa=isa))
+    cot = torch.randn(B, N, dtype=dtype, generator=torch.Generator().manual_seed(4))
+    xr = x.clone().requires_grad_(True)
+    (ref_dx,) = torch.autograd.grad(reference.fourier_mlp(xr, f, p, ws, bs, act), xr, cot)
+    dx, _, _ = cpu.fourier_mlp_bwd(cot, x, f, p, ws, bs, act, True, isa=isa)
+    assert_close(f"{isa} dx", ref_dx, dx)
 
 
 @needs_cpp
@@ -116,20 +168,20 @@ def test_sincos_polynomial_accuracy():
 
 
 @needs_cpp
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("act", ["relu", "sine"])
-def test_large_pe_arguments_match_reference(act):
+def test_large_pe_arguments_match_reference(act, dim):
     """|x| from 1 to 1e8 (PE arguments u up to ~2.5e9): beyond |u| = 8000 the kernel must switch
     to libm as fourier_features does (the polynomial alone gave 9.86 vs 1.03 at x = (3, 5e6)).
     Axis-aligned frequencies and zero phases make u = fl(w x) the same float32 number in the kernel
     and the float32 reference, so the comparison measures sin/cos, not the rounding of u."""
-    pe = sf.DyadicAxisPE(4)
-    f, p = pe.frequencies.float(), pe.phases.float()
+    f, p = (t.float() for t in encoding(4, "dyadic", dim))
     g = torch.Generator().manual_seed(0)
-    ws = [torch.randn(2, pe.dim, 16, generator=g) / 3, torch.randn(2, 16, 1, generator=g) / 4]
+    ws = [torch.randn(2, 2 * len(f), 16, generator=g) / 3, torch.randn(2, 16, 1, generator=g) / 4]
     bs = [torch.randn(2, 16, generator=g) * 0.1, torch.zeros(2, 1)]
     for logx in range(0, 9):
-        x = (torch.rand(2, 60, 2, generator=g) * 2 - 1) * 10.0 ** logx
-        x[0, 0] = torch.tensor([3.0, 5e6]) if logx >= 6 else x[0, 0]
+        x = (torch.rand(2, 60, dim, generator=g) * 2 - 1) * 10.0 ** logx
+        x[0, 0] = torch.tensor([3.0, 5e6, -7e5][:dim]) if logx >= 6 else x[0, 0]
         ref = reference.fourier_mlp(x, f, p, ws, bs, act)
         assert_close(f"y |x|~1e{logx}", ref, fourier_mlp(x, f, p, ws, bs, act, backend="cpu"))
         t = torch.zeros(2, 60)
@@ -182,11 +234,12 @@ def test_double_backward_falls_back_to_reference():
 
 
 @needs_cpp
-def test_deterministic_across_thread_counts_and_chunks():
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+def test_deterministic_across_thread_counts_and_chunks(dim):
     """N spans several fixed-size work chunks; results are bitwise equal for 1 and 2 threads."""
     B, N = 2, 3000
     assert cpu.chunk_size(B, N) < N  # several chunks per model
-    x, f, p, ws, bs = make_problem(B, N, [32, 32], torch.float32, seed=5)
+    x, f, p, ws, bs = make_problem(B, N, [32, 32], torch.float32, seed=5, dim=dim)
     t = torch.randn(B, N, generator=torch.Generator().manual_seed(4))
     before = torch.get_num_threads()
     try:
@@ -205,8 +258,9 @@ def test_deterministic_across_thread_counts_and_chunks():
 
 
 @needs_cpp
-def test_torch_compile_and_custom_op():
-    x, f, p, ws, bs = make_problem(2, 40, [32], torch.float32)
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+def test_torch_compile_and_custom_op(dim):
+    x, f, p, ws, bs = make_problem(2, 40, [32], torch.float32, dim=dim)
     ws = [w.requires_grad_(True) for w in ws]
 
     def loss_fn(x, ws, bs):
@@ -222,9 +276,10 @@ def test_torch_compile_and_custom_op():
 
 
 @needs_cpp
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("shared", [False, True], ids=["per_model_x", "shared_x"])
-def test_opcheck_backward_and_train_step_ops(shared):
-    x, f, p, ws, bs = make_problem(2, 30, [16], torch.float64, shared=shared)
+def test_opcheck_backward_and_train_step_ops(shared, dim):
+    x, f, p, ws, bs = make_problem(2, 30, [16], torch.float64, shared=shared, dim=dim)
     t = torch.randn(2, 30, dtype=torch.float64)
     opcheck(torch.ops.symfast.fourier_mlp.default, (x.requires_grad_(True), f, p,
                                                     [w.requires_grad_(True) for w in ws], bs, "tanh", "cpu"))
@@ -260,7 +315,13 @@ def test_nn_modules_roundtrip_sequential():
 
 @pytest.mark.parametrize("mutate,match", [
     (lambda a: a.update(x=a["x"][:, :5]), "x must be"),
-    (lambda a: a.update(x=torch.rand(2, 9, 3)), "x must be"),
+    (lambda a: a.update(x=torch.rand(2, 9, 3)), r"x must be \[B, N, 2\] or \[N, 2\] to match frequencies \[8, 2\]"
+                                                r".*got x \[2, 9, 3\]"),
+    (lambda a: a.update(frequencies=torch.rand(8, 3)), r"x must be \[B, N, 3\] or \[N, 3\] to match frequencies "
+                                                       r"\[8, 3\].*got x \[2, 9, 2\]"),
+    (lambda a: a.update(x=torch.rand(2, 9, 4), frequencies=torch.rand(8, 4)),
+     r"frequencies must be \[m, D\] with D in \[2, 3\], got \[8, 4\] \(x is \[2, 9, 4\]\)"),
+    (lambda a: a.update(x=torch.rand(9)), r"x must be \[B, N, D\] or \[N, D\]"),
     (lambda a: a["weights"].__setitem__(1, torch.rand(2, 16, 32)), r"weights\[1\] must be"),
     (lambda a: a["biases"].__setitem__(0, torch.rand(2, 31)), r"biases\[0\] must be"),
     (lambda a: a["weights"].__setitem__(0, a["weights"][0].transpose(1, 2).contiguous().transpose(1, 2)),
@@ -281,17 +342,18 @@ def test_bad_input_raises_clear_error(mutate, match):
 
 @needs_cpp
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("where", ["x", "shared x", "targets", "gradient"])
+@pytest.mark.parametrize("where", ["x", "shared x", "3d x", "targets", "gradient"])
 def test_kernel_names_nonfinite_inputs(dtype, where):
     """The C++ kernel checks x and targets/cotangents as it reads them (no separate pass)."""
     N = 200  # the bad value sits in the last, partial tile
     shared = where == "shared x"
-    x, f, p, ws, bs = make_problem(3, N, [32], dtype, shared=shared)
+    dim = 3 if where == "3d x" else 2
+    x, f, p, ws, bs = make_problem(3, N, [32], dtype, shared=shared, dim=dim)
     t = torch.rand(3, N, dtype=dtype)
     for bad in (float("nan"), float("inf"), -float("inf")):
-        if where in ("x", "shared x"):
+        if where in ("x", "shared x", "3d x"):
             xb = x.clone()
-            xb[..., N - 1, 1] = bad
+            xb[..., N - 1, dim - 1] = bad
             with pytest.raises(ValueError, match="^x contains NaN or Inf"):
                 fourier_mlp(xb, f, p, ws, bs, "relu", backend="cpu")
             with pytest.raises(ValueError, match="^x contains NaN or Inf"):
@@ -332,19 +394,23 @@ TRITON_SCRIPT = textwrap.dedent("""
     from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step, reference
     from symfast.testing import assert_close
     from test_fourier_mlp import make_problem, run_with_grads, compare
-    for B, N, H, depth, act, shared in [(2, 70, 16, 1, "relu", False), (1, 5, 32, 2, "tanh", True),
-                                        (3, 20, 16, 3, "silu", False), (1, 9, 16, 4, "sine", False)]:
-        x, f, p, ws, bs = make_problem(B, N, [H] * depth, torch.float32, shared, K=3)
+    for B, N, H, depth, act, shared, dim, pe in [
+            (2, 70, 16, 1, "relu", False, 2, "dyadic"), (1, 5, 32, 2, "tanh", True, 2, "dyadic"),
+            (3, 20, 16, 3, "silu", False, 2, "dyadic"), (1, 9, 16, 4, "sine", False, 2, "dyadic"),
+            (2, 70, 16, 1, "relu", False, 3, "dyadic"), (2, 5, 32, 2, "tanh", True, 3, "rff"),
+            (1, 20, 16, 3, "sine", False, 3, "rff")]:
+        x, f, p, ws, bs = make_problem(B, N, [H] * depth, torch.float32, shared, K=3, pe=pe, dim=dim)
         cot = torch.randn(B, N, generator=torch.Generator().manual_seed(1))
-        compare(run_with_grads("reference", x, f, p, ws, bs, act, cot),
-                run_with_grads("triton", x, f, p, ws, bs, act, cot), torch.float32)
+        ref = run_with_grads("reference", x, f, p, ws, bs, act, cot)
+        assert ref["dx"].shape == x.shape
+        compare(ref, run_with_grads("triton", x, f, p, ws, bs, act, cot), torch.float32)
         t = torch.randn(B, N, generator=torch.Generator().manual_seed(2))
         ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
         fast = fourier_mlp_train_step(x, t, f, p, ws, bs, act, backend="triton")
-        assert_close("triton loss", ref[0], fast[0])
+        assert_close(f"triton D={dim} loss", ref[0], fast[0])
         for l in range(depth + 1):
-            assert_close(f"triton dW{l}", ref[1][l], fast[1][l], rms=True)
-            assert_close(f"triton db{l}", ref[2][l], fast[2][l], rms=True)
+            assert_close(f"triton D={dim} dW{l}", ref[1][l], fast[1][l], rms=True)
+            assert_close(f"triton D={dim} db{l}", ref[2][l], fast[2][l], rms=True)
     try:
         fourier_mlp(x.double(), f, p, [w.double() for w in ws], [b.double() for b in bs], "relu",
                     backend="triton")
@@ -360,8 +426,9 @@ def test_triton_kernels_under_interpreter(run_interpreted):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA + triton")
-def test_triton_on_gpu():
-    x, f, p, ws, bs = make_problem(4, 3000, [64, 64], torch.float32)
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+def test_triton_on_gpu(dim):
+    x, f, p, ws, bs = make_problem(4, 3000, [64, 64], torch.float32, dim=dim)
     dev = [t.cuda() for t in (x, f, p)]
     ws_c, bs_c = [w.cuda() for w in ws], [b.cuda() for b in bs]
     cot = torch.randn(4, 3000, generator=torch.Generator().manual_seed(1)).cuda()
