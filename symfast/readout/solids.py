@@ -386,8 +386,8 @@ def _mesh_shape(vertices, faces, name: str = "mesh") -> Shape:
     tri = v[f]
     if (tri[:, 0] * np.cross(tri[:, 1], tri[:, 2])).sum() < 0:  # signed volume: faces point inwards
         f = f[:, [0, 2, 1]]
-    return Shape(name, _Mesh(v, f).sdf, None, {"kind": "mesh", "vertices": v.tolist(), "faces": f.tolist(), "name": name},
-                 dim=3)
+    recipe = {"kind": "mesh", "vertices": v.tolist(), "faces": f.tolist(), "name": name}
+    return Shape(name, _Mesh(v, f).sdf, None, recipe, dim=3)
 
 
 def _check_closed(faces: np.ndarray):
