@@ -35,12 +35,13 @@ def test_opcheck(dtype, backend):
 
 
 @needs_cpp
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("shape", [(1,), (63,), (4, 250)], ids=["N1", "N63", "4x250"])
-def test_forward_and_gradients_match_reference(dtype, shape):
+def test_forward_and_gradients_match_reference(dtype, shape, dim):
     g = torch.Generator().manual_seed(1)
-    x = (torch.rand(*shape, 2, generator=g, dtype=dtype) * 2 - 1).requires_grad_(True)
-    w = (torch.randn(5, 2, generator=g, dtype=dtype) * 4).requires_grad_(True)
+    x = (torch.rand(*shape, dim, generator=g, dtype=dtype) * 2 - 1).requires_grad_(True)
+    w = (torch.randn(5, dim, generator=g, dtype=dtype) * 4).requires_grad_(True)
     b = torch.rand(5, generator=g, dtype=dtype).requires_grad_(True)
     cot = torch.randn(*shape, 10, generator=g, dtype=dtype)
     fast = fourier_features(x, w, b, backend="cpu")
@@ -91,6 +92,18 @@ def test_complex_and_integer_inputs_raise():
         sf.DyadicAxisPE(2)(torch.ones(3, 2, dtype=torch.complex64))
     with pytest.raises(ValueError, match=r"x must be \[\.\.\., 2\]"):
         fourier_features(torch.ones(3, 3), w, b)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,match", [
+    ((3, 3), (2, 2), r"x must be \[\.\.\., 2\] to match frequencies \[2, 2\].*got x \[3, 3\]"),
+    ((3, 2), (2, 3), r"x must be \[\.\.\., 3\] to match frequencies \[2, 3\].*got x \[3, 2\]"),
+    ((3, 4), (2, 4), r"frequencies must be \[m, D\] with D in \[2, 3\], got \[2, 4\] \(x is \[3, 4\]\)"),
+    ((3, 1), (2, 1), r"frequencies must be \[m, D\].*got \[2, 1\]"),
+    ((), (2, 3), r"x must be \[\.\.\., 3\].*got x \[\]"),
+])
+def test_input_dimension_mismatch_names_both_shapes(x_shape, w_shape, match):
+    with pytest.raises(ValueError, match=match):
+        fourier_features(torch.ones(x_shape), torch.ones(w_shape), torch.zeros(w_shape[0]))
 
 
 def test_unknown_backend_raises():

@@ -1,6 +1,7 @@
 """Fused Fourier-PE + MLP op vs its PyTorch reference: outputs and every gradient by name."""
 from __future__ import annotations
 
+import math
 import os
 import textwrap
 
@@ -17,15 +18,29 @@ needs_cpp = pytest.mark.skipif(not _ext.cpp_available(), reason="symfast._C not 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def make_problem(B, N, hidden, dtype, shared=False, K=4, seed=0, pe="dyadic"):
+def encoding(K, pe="dyadic", dim=2, seed=0):
+    """(frequencies [m, dim], phases [m]) float64: dyadic axis frequencies 2^k pi e_i (k < K, zero
+    phases) or 2K random Fourier frequencies (scale 3) with random phases."""
+    if dim == 2:
+        enc = sf.DyadicAxisPE(K) if pe == "dyadic" else sf.RandomFourierPE(2 * K, scale=3.0, seed=seed)
+        return enc.frequencies, enc.phases
+    if pe == "dyadic":
+        f = torch.cat([2.0 ** k * math.pi * torch.eye(dim, dtype=torch.float64) for k in range(K)])
+        return f, torch.zeros(len(f), dtype=torch.float64)
     g = torch.Generator().manual_seed(seed)
-    enc = sf.DyadicAxisPE(K) if pe == "dyadic" else sf.RandomFourierPE(2 * K, scale=3.0, seed=seed)
-    shape = (N, 2) if shared else (B, N, 2)
+    return (torch.randn(2 * K, dim, generator=g, dtype=torch.float64) * 3.0,
+            torch.rand(2 * K, generator=g, dtype=torch.float64) * 2 * math.pi)
+
+
+def make_problem(B, N, hidden, dtype, shared=False, K=4, seed=0, pe="dyadic", dim=2):
+    g = torch.Generator().manual_seed(seed)
+    f, p = encoding(K, pe, dim, seed)
+    shape = (N, dim) if shared else (B, N, dim)
     x = torch.rand(shape, generator=g, dtype=dtype) * 2 - 1
-    dims = [enc.dim, *hidden, 1]
+    dims = [2 * len(f), *hidden, 1]
     ws = [torch.randn(B, a, b, generator=g, dtype=dtype) / a ** 0.5 for a, b in zip(dims[:-1], dims[1:])]
     bs = [torch.randn(B, b, generator=g, dtype=dtype) * 0.3 for b in dims[1:]]
-    return x, enc.frequencies.to(dtype), enc.phases.to(dtype), ws, bs
+    return x, f.to(dtype), p.to(dtype), ws, bs
 
 
 def run_with_grads(backend, x, f, p, ws, bs, act, cot):
@@ -81,6 +96,37 @@ def test_cpu_forward_and_grads_match_reference(B, N, H, depth, act, dtype, share
     for l in range(depth + 1):
         assert_close(f"step dW{l}", ref[1][l], fast[1][l], rms=rms)
         assert_close(f"step db{l}", ref[2][l], fast[2][l], rms=rms)
+
+
+# 3D points (x [B, N, 3] / [N, 3], frequencies [m, 3]): every activation, both dtypes, shared x.
+CASES_3D = [
+    (2, 63, 32, 2, "relu", torch.float32, False, "dyadic"),
+    (3, 130, 16, 1, "tanh", torch.float64, True, "rff"),
+    (1, 1000, 32, 3, "silu", torch.float32, True, "dyadic"),
+    (2, 50, 48, 2, "sine", torch.float64, False, "rff"),
+    (3, 1, 16, 1, "relu", torch.float64, False, "rff"),
+]
+
+
+@needs_cpp
+@pytest.mark.parametrize("backend", ["cpu", "auto"])
+@pytest.mark.parametrize("B,N,H,depth,act,dtype,shared,pe", CASES_3D,
+                         ids=[f"B{c[0]}-N{c[1]}-H{c[2]}-L{c[3]}-{c[4]}-{str(c[5])[6:]}{'-shared' if c[6] else ''}-{c[7]}"
+                              for c in CASES_3D])
+def test_3d_forward_and_grads_match_reference(B, N, H, depth, act, dtype, shared, pe, backend):
+    x, f, p, ws, bs = make_problem(B, N, [H] * depth, dtype, shared, K=3, seed=N + H, pe=pe, dim=3)
+    cot = torch.randn(B, N, generator=torch.Generator().manual_seed(1), dtype=dtype)
+    ref = run_with_grads("reference", x, f, p, ws, bs, act, cot)
+    assert ref["dx"].shape == x.shape
+    compare(ref, run_with_grads(backend, x, f, p, ws, bs, act, cot), dtype)
+    t = torch.randn(B, N, generator=torch.Generator().manual_seed(2), dtype=dtype)
+    ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
+    fast = fourier_mlp_train_step(x, t, f, p, ws, bs, act, backend=backend)
+    rms = dtype == torch.float32
+    assert_close("3d loss", ref[0], fast[0])
+    for l in range(depth + 1):
+        assert_close(f"3d step dW{l}", ref[1][l], fast[1][l], rms=rms)
+        assert_close(f"3d step db{l}", ref[2][l], fast[2][l], rms=rms)
 
 
 @needs_cpp
@@ -260,7 +306,13 @@ def test_nn_modules_roundtrip_sequential():
 
 @pytest.mark.parametrize("mutate,match", [
     (lambda a: a.update(x=a["x"][:, :5]), "x must be"),
-    (lambda a: a.update(x=torch.rand(2, 9, 3)), "x must be"),
+    (lambda a: a.update(x=torch.rand(2, 9, 3)), r"x must be \[B, N, 2\] or \[N, 2\] to match frequencies \[8, 2\]"
+                                                r".*got x \[2, 9, 3\]"),
+    (lambda a: a.update(frequencies=torch.rand(8, 3)), r"x must be \[B, N, 3\] or \[N, 3\] to match frequencies "
+                                                       r"\[8, 3\].*got x \[2, 9, 2\]"),
+    (lambda a: a.update(x=torch.rand(2, 9, 4), frequencies=torch.rand(8, 4)),
+     r"frequencies must be \[m, D\] with D in \[2, 3\], got \[8, 4\] \(x is \[2, 9, 4\]\)"),
+    (lambda a: a.update(x=torch.rand(9)), r"x must be \[B, N, D\] or \[N, D\]"),
     (lambda a: a["weights"].__setitem__(1, torch.rand(2, 16, 32)), r"weights\[1\] must be"),
     (lambda a: a["biases"].__setitem__(0, torch.rand(2, 31)), r"biases\[0\] must be"),
     (lambda a: a["weights"].__setitem__(0, a["weights"][0].transpose(1, 2).contiguous().transpose(1, 2)),

@@ -114,3 +114,54 @@ def test_compile_fullgraph_fused_mlp_module():
     refs = torch.autograd.grad(_ref_forward(m, x).pow(2).sum(), list(m.parameters()))
     for (name, _), r, f in zip(m.named_parameters(), refs, gs):
         assert_close(f"d{name}", r, f, rms=True)
+
+
+def _model_3d(dtype=torch.float64):
+    """One 3D model as tensors: frequencies [6, 3], phases [6], weights 12 -> 16 -> 16 -> 1."""
+    g = torch.Generator().manual_seed(3)
+    f = torch.randn(6, 3, generator=g, dtype=dtype) * 3
+    p = torch.rand(6, generator=g, dtype=dtype)
+    dims = [12, 16, 16, 1]
+    ws = [torch.randn(1, a, b, generator=g, dtype=dtype) / a ** 0.5 for a, b in zip(dims[:-1], dims[1:])]
+    bs = [torch.randn(1, b, generator=g, dtype=dtype) * 0.3 for b in dims[1:]]
+    return f, p, ws, bs
+
+
+@needs_cpp
+def test_vmap_jacrev_3d_normals_match_reference():
+    """Per-point normals of a 3D field by vmap(jacrev(.)) over the public op (x [1, 3] per call)."""
+    f, p, ws, bs = _model_3d()
+    x = torch.rand(40, 3, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * 2 - 1
+    normals = vmap(jacrev(lambda q: fourier_mlp(q[None], f, p, ws, bs, "tanh")[0, 0]))(x)  # [N, 3]
+    xr = x.clone().requires_grad_(True)
+    (ref,) = torch.autograd.grad(mlp_ref.fourier_mlp(xr, f, p, ws, bs, "tanh").sum(), xr)
+    assert_close("3d normals", ref, normals)
+
+
+@needs_cpp
+def test_grad_over_3d_weights_matches_reference():
+    f, p, ws, bs = _model_3d()
+    x = torch.rand(30, 3, generator=torch.Generator().manual_seed(2), dtype=torch.float64) * 2 - 1
+
+    def loss(ws):
+        return fourier_mlp(x, f, p, ws, bs, "silu").pow(2).mean()
+
+    g = grad(loss)(ws)
+    wr = [w.clone().requires_grad_(True) for w in ws]
+    ref = torch.autograd.grad(mlp_ref.fourier_mlp(x, f, p, wr, bs, "silu").pow(2).mean(), wr)
+    for l, (r, k) in enumerate(zip(ref, g)):
+        assert_close(f"3d dW{l}", r, k)
+
+
+@needs_cpp
+def test_vmap_jacrev_3d_fourier_features_is_analytic():
+    """d/dx [sin u_j, cos u_j] = [cos u_j, -sin u_j] w_j with u = x . w_j + b_j, at D = 3."""
+    from symfast.ops.fourier_features import fourier_features
+
+    f, p, _, _ = _model_3d()
+    x = torch.rand(25, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64) * 2 - 1
+    jac = vmap(jacrev(lambda q: fourier_features(q, f, p)))(x)  # [N, 12, 3]
+    u = x @ f.T + p
+    ref = torch.stack((torch.cos(u)[..., None] * f, -torch.sin(u)[..., None] * f), dim=2).flatten(1, 2)
+    assert_close("3d dphi/dx", ref, jac)
+    assert_close("3d vmap phi", ff_ref.fourier_features(x, f, p), vmap(lambda q: fourier_features(q, f, p))(x))

@@ -1,5 +1,7 @@
 """Fourier positional features: `torch.ops.symfast.fourier_features` and its public function.
 
+Points have input dimension D = 2 or 3 (x [..., D], frequencies [m, D]; `INPUT_DIMS`).
+
 Where things live:
   reference     symfast/ops/fourier_features/reference.py (PyTorch, the ground truth)
   CPU kernel    csrc/fourier_features.cpp via cpu.py (float32: vectorised polynomial sin/cos,
@@ -15,13 +17,36 @@ import torch
 from symfast.ops import _dispatch
 from symfast.ops.fourier_features import cpu, reference
 
-__all__ = ["fourier_features"]
+__all__ = ["fourier_features", "INPUT_DIMS", "input_dim"]
+
+INPUT_DIMS = (2, 3)  # coordinate dimensions D the Fourier-feature ops (and fourier_mlp) accept
+
+
+def input_dim(x: torch.Tensor, frequencies: torch.Tensor, x_form: str = "[..., D]") -> int:
+    """D of frequencies [m, D] (D in INPUT_DIMS), checked against x's last dimension.
+
+    Args:
+        x: the points; its shape must be `x_form` with D substituted.
+        frequencies: [m, D].
+        x_form: the expected form of x for the message, e.g. "[B, N, D] or [N, D]".
+
+    Raises:
+        ValueError naming both shapes when D is unsupported or x and frequencies disagree.
+    """
+    if frequencies.ndim != 2 or frequencies.shape[1] not in INPUT_DIMS:
+        raise ValueError(f"frequencies must be [m, D] with D in {list(INPUT_DIMS)}, got {list(frequencies.shape)} "
+                         f"(x is {list(x.shape)})")
+    D = frequencies.shape[1]
+    if x.ndim < 1 or x.shape[-1] != D:
+        raise ValueError(f"x must be {x_form.replace('D', str(D))} to match frequencies {list(frequencies.shape)} "
+                         f"(same input dimension D), got x {list(x.shape)}")
+    return D
 
 
 @torch.library.custom_op("symfast::fourier_features", mutates_args=())
 def fourier_features_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
                         backend: str) -> torch.Tensor:
-    """x: [..., 2], frequencies: [m, 2], phases: [m] (one dtype and device) -> [..., 2m]."""
+    """x: [..., D], frequencies: [m, D], phases: [m] (one dtype and device) -> [..., 2m]."""
     return reference.fourier_features(x, frequencies, phases)
 
 
@@ -45,7 +70,7 @@ def _backward(ctx, grad):
     need_x, need_w, need_b, _ = ctx.needs_input_grad
     m = w.shape[0]
     dx = du @ w if need_x else None
-    dw = du.reshape(-1, m).T @ x.reshape(-1, 2) if need_w else None
+    dw = du.reshape(-1, m).T @ x.reshape(-1, w.shape[1]) if need_w else None
     db = du.reshape(-1, m).sum(0) if need_b else None
     return dx, dw, db, None
 
@@ -69,8 +94,8 @@ def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.T
     the speed of `backend="reference"`).
 
     Args:
-        x: [..., 2] coordinates, real floating point.
-        frequencies: [m, 2]; phases: [m]. Cast to x's dtype and device.
+        x: [..., D] coordinates, real floating point, D = 2 or 3.
+        frequencies: [m, D] (same D); phases: [m]. Cast to x's dtype and device.
         backend: "auto" (C++ for float32/float64 CPU tensors, else the reference), "cpu" or
             "reference" (see `symfast.ops._dispatch`).
 
@@ -79,10 +104,7 @@ def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.T
     """
     for name, t in (("x", x), ("frequencies", frequencies), ("phases", phases)):
         _check_real(t, name)
-    if x.ndim < 1 or x.shape[-1] != 2:
-        raise ValueError(f"x must be [..., 2], got {list(x.shape)}")
-    if frequencies.ndim != 2 or frequencies.shape[1] != 2:
-        raise ValueError(f"frequencies must be [m, 2], got {list(frequencies.shape)}")
+    D = input_dim(x, frequencies)
     if phases.shape != frequencies.shape[:1]:
         raise ValueError(f"phases must be [{frequencies.shape[0]}], got {list(phases.shape)}")
     w = frequencies.to(device=x.device, dtype=x.dtype)
@@ -91,6 +113,8 @@ def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.T
     if be == "cpu" and x.dtype not in (torch.float32, torch.float64):
         if backend == "cpu":
             raise ValueError(f"backend='cpu' needs float32/float64 input, got {x.dtype}")
+        be = "reference"
+    if D != 2:  # the C++ kernel is 2D only for now
         be = "reference"
     if be == "reference" or _dispatch.under_functorch(x, w, b):
         return reference.fourier_features(x, w, b)

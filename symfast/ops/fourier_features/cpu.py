@@ -8,9 +8,9 @@ from symfast import _ext
 
 def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
                      backend: str = "cpu") -> torch.Tensor:
-    """x: [..., 2], frequencies: [m, 2], phases: [m] (float32/float64 CPU, one dtype) -> [..., 2m]."""
+    """x: [..., D], frequencies: [m, D], phases: [m] (float32/float64 CPU, one dtype) -> [..., 2m]."""
     C = _ext.require_cpp()
     fn = C.fourier_features_fwd_f32 if x.dtype == torch.float32 else C.fourier_features_fwd_f64
-    flat = x.reshape(-1, 2).contiguous()
+    flat = x.reshape(-1, x.shape[-1]).contiguous()
     out = fn(flat.numpy(), frequencies.contiguous().numpy(), phases.contiguous().numpy(), _ext.num_threads())
     return torch.from_numpy(out).reshape(*x.shape[:-1], 2 * frequencies.shape[0])

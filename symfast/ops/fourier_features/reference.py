@@ -9,8 +9,8 @@ def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.T
     """Fourier features, interleaved sin/cos per frequency.
 
     Args:
-        x: [..., 2] coordinates.
-        frequencies: [m, 2] frequency vectors w_j (same dtype/device as x).
+        x: [..., D] coordinates (D = 2 or 3).
+        frequencies: [m, D] frequency vectors w_j (same dtype/device as x).
         phases: [m] phases b_j.
         backend: ignored (the op's signature).
 

@@ -1,5 +1,7 @@
 """Fused batched Fourier-PE + MLP: forward, backward and training step for B models.
 
+Points have input dimension D = 2 or 3 (x [B, N, D] or [N, D], frequencies [m, D]).
+
 Model b: y = W_out act(... act(phi(x) W_1 + b_1) ...) + b_out with phi a Fourier PE
 (frequencies + phases shared by the batch) computed on the fly.
 
@@ -23,6 +25,7 @@ import torch
 
 from symfast import _ext
 from symfast.ops import _dispatch
+from symfast.ops.fourier_features import input_dim
 from symfast.ops.fourier_mlp import reference
 from symfast.ops.fourier_mlp._op import fourier_mlp_op, fourier_mlp_train_step_op
 
@@ -45,16 +48,14 @@ def _validate(x, frequencies, phases, weights, biases, activation, targets=None)
     if len(weights) < 2 or len(weights) != len(biases):
         raise ValueError(f"need >= 1 hidden layer and one bias per weight: got {len(weights)} weights, "
                          f"{len(biases)} biases")
-    if frequencies.ndim != 2 or frequencies.shape[1] != 2:
-        raise ValueError(f"frequencies must be [m, 2], got {list(frequencies.shape)}")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"x must be [B, N, D] or [N, D] (D = 2 or 3), got {list(x.shape)}")
+    input_dim(x, frequencies, "[B, N, D] or [N, D]")
     if phases.shape != frequencies.shape[:1]:
         raise ValueError(f"phases must be [{frequencies.shape[0]}], got {list(phases.shape)}")
     B = weights[0].shape[0] if weights[0].ndim == 3 else -1
-    if x.ndim == 3:
-        if x.shape[0] != B or x.shape[2] != 2:
-            raise ValueError(f"x must be [B, N, 2] with B = {B} models, or [N, 2]; got {list(x.shape)}")
-    elif x.ndim != 2 or x.shape[1] != 2:
-        raise ValueError(f"x must be [B, N, 2] or [N, 2], got {list(x.shape)}")
+    if x.ndim == 3 and x.shape[0] != B:
+        raise ValueError(f"x must be [B, N, D] with B = {B} models, or [N, D]; got {list(x.shape)}")
     N = x.shape[-2]
     if N < 1:
         raise ValueError("x must hold at least one point")
@@ -92,7 +93,8 @@ def _resolve_backend(backend: str, x: torch.Tensor, weights) -> str:
     if _ext.HAS_TRITON and (x.device.type == "cuda" or backend == "triton"):
         from symfast.ops.fourier_mlp import triton as tri
         problem = tri.unsupported(x.dtype, weights)
-    return _dispatch.resolve("fourier_mlp", backend, x.device, triton=True, triton_problem=problem)
+    resolved = _dispatch.resolve("fourier_mlp", backend, x.device, triton=True, triton_problem=problem)
+    return "reference" if x.shape[-1] != 2 else resolved  # the kernels are 2D only for now
 
 
 def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, weights, biases,
@@ -100,8 +102,8 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
     """Forward pass of B Fourier-PE + MLP models, differentiable (fused backward).
 
     Args:
-        x: [B, N, 2] points per model, or [N, 2] shared by all models (float32 or float64).
-        frequencies: [m, 2], phases: [m] of the PE (d = 2m); cast to x's dtype and device.
+        x: [B, N, D] points per model, or [N, D] shared by all models (float32 or float64), D = 2 or 3.
+        frequencies: [m, D] (same D), phases: [m] of the PE (d = 2m); cast to x's dtype and device.
         weights: L+1 tensors, fan-in first: [B, d, H_1], ..., [B, H_L, 1] (L >= 1 hidden layers).
         biases: L+1 tensors [B, fan_out].
         activation: "relu", "tanh", "silu" or "sine" (hidden layers).
@@ -128,7 +130,7 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     """Fused forward + per-model MSE + backward for B models in one pass (no autograd graph).
 
     Args:
-        x: [B, N, 2] (or [N, 2] shared); targets: [B, N]; the rest as in `fourier_mlp`.
+        x: [B, N, D] (or [N, D] shared); targets: [B, N]; the rest as in `fourier_mlp`.
             Weights/biases may require grad (they are read, not tracked).
 
     Returns:

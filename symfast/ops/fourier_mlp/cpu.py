@@ -43,7 +43,7 @@ def _run(mode, x, freq, phase, weights, biases, activation, aux=None, y=None, lo
 
 
 def fourier_mlp_fwd(x, freq, phase, weights, biases, activation, isa="auto") -> torch.Tensor:
-    """y: [B, N] from x: [B, N, 2] or [N, 2] (see reference.fourier_mlp)."""
+    """y: [B, N] from x: [B, N, D] or [N, D] (see reference.fourier_mlp)."""
     B, N = weights[0].shape[0], x.shape[-2]
     y = torch.empty(B, N, dtype=x.dtype)
     _run(0, x, freq, phase, weights, biases, activation, y=y, isa=isa)
@@ -51,11 +51,11 @@ def fourier_mlp_fwd(x, freq, phase, weights, biases, activation, isa="auto") -> 
 
 
 def fourier_mlp_bwd(grad, x, freq, phase, weights, biases, activation, need_dx, isa="auto"):
-    """Cotangent grad: [B, N] -> (dx [B, N, 2] per model or None, dW list, db list)."""
+    """Cotangent grad: [B, N] -> (dx [B, N, D] per model or None, dW list, db list)."""
     B, N = grad.shape
     dw = [torch.empty_like(w, memory_format=torch.contiguous_format) for w in weights]
     db = [torch.empty_like(b, memory_format=torch.contiguous_format) for b in biases]
-    dx = torch.empty(B, N, 2, dtype=x.dtype) if need_dx else None
+    dx = torch.empty(B, N, x.shape[-1], dtype=x.dtype) if need_dx else None
     _run(2, x, freq, phase, weights, biases, activation, aux=grad, dx=dx, dw=dw, db=db, isa=isa)
     return dx, dw, db
 

@@ -23,8 +23,8 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
     """Forward pass of B PE+MLP models.
 
     Args:
-        x: [B, N, 2] points per model, or [N, 2] shared by all models.
-        frequencies: [m, 2], phases: [m] of the Fourier PE (d = 2m features).
+        x: [B, N, D] points per model, or [N, D] shared by all models (D = 2 or 3).
+        frequencies: [m, D], phases: [m] of the Fourier PE (d = 2m features).
         weights: L+1 tensors; weights[0]: [B, d, H_1], weights[l]: [B, H_l, H_{l+1}],
             weights[-1]: [B, H_L, 1].
         biases: L+1 tensors; biases[l]: [B, fan_out_l].
@@ -57,7 +57,7 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     """Forward + per-model MSE + backward by autograd (ground truth for the fused step).
 
     Args:
-        x: [B, N, 2] or [N, 2]; targets: [B, N]; the rest as in `fourier_mlp`.
+        x: [B, N, D] or [N, D]; targets: [B, N]; the rest as in `fourier_mlp`.
 
     Returns:
         (loss [B], dW list like weights, db list like biases): loss[b] = mean_n (y - t)^2 and

@@ -295,7 +295,7 @@ def _bwd(mode, aux, x, freq, phase, weights, biases, activation, need_dx):
 
 
 def fourier_mlp_bwd(grad, x, freq, phase, weights, biases, activation, need_dx):
-    """Cotangent grad: [B, N] -> (dx [B, N, 2] per model or None, dW list, db list)."""
+    """Cotangent grad: [B, N] -> (dx [B, N, D] per model or None, dW list, db list)."""
     _, dx, dw, db = _bwd(2, grad, x, freq, phase, weights, biases, activation, need_dx)
     return dx, dw, db
 
