@@ -16,6 +16,7 @@ from symfast import readout  # the package; calling it runs `symfast.readout.rea
 from symfast.readout import (DyadicAxisPE, Ensemble, FourierPE, Group, MultiAxisPE, O2Element, RandomFourierPE,
                              Readout, TriAxisPE, cyclic, dihedral, fit_sdf, identity, orthogonal_group, reflection,
                              rotation, rotation_sweep, samplers, shapes, sweeps)
+from symfast.readout import o3  # O(3) elements and finite groups: sf.o3.octahedral(), ...
 # layerwise equivariance
 from symfast.layerwise import (GroupActions, LatentActions, LayerAction, MatchingScores, identifiable_submodel,
                                matching_scores, project_equivariant, recover_latent_actions)
@@ -27,11 +28,11 @@ __version__ = "0.1.0"
 
 # `import symfast.shapes` / `symfast.sweeps` / `symfast.rnn` keep working as short names for the
 # study modules.
-for _name, _mod in (("shapes", shapes), ("samplers", samplers), ("sweeps", sweeps), ("rnn", rnn)):
+for _name, _mod in (("o3", o3), ("shapes", shapes), ("samplers", samplers), ("sweeps", sweeps), ("rnn", rnn)):
     _sys.modules.setdefault(f"symfast.{_name}", _mod)
 
 __all__ = [
-    "shapes", "samplers", "sweeps", "cpp_available",
+    "shapes", "samplers", "sweeps", "o3", "cpp_available",
     "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
     "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic", "rotation_sweep",
     "orthogonal_group",

@@ -1,4 +1,5 @@
-"""Elements and subgroups of O(2), the candidate symmetries of 2D shapes.
+"""Elements and subgroups of O(2), the candidate symmetries of 2D shapes; and `Group`, which
+holds elements of O(2) or of O(3) (`symfast.readout.o3`).
 
 An element is a rotation `r<deg>` (counter-clockwise by theta) or a reflection
 `m<deg>` (across the line through the origin at angle theta). Composition
@@ -131,39 +132,81 @@ def identity() -> O2Element:
     return rotation(0.0)
 
 
-def as_element(g) -> O2Element:
-    """Accept an O2Element, a name like "r120"/"m30" (degrees), or a 2x2 matrix."""
-    if isinstance(g, O2Element):
+def as_element(g):
+    """Accept an O2Element or O3Element; a 2D name like "r120"/"m30" (degrees) or a 3D name like
+    "r120[1,1,1]", "m[0,0,1]", "i", "e" (see `symfast.readout.o3`); or a 2x2 / 3x3 matrix.
+
+    Returns:
+        O2Element for 2D input, O3Element for 3D input.
+    """
+    from symfast.readout.o3 import O3Element, from_name
+
+    if isinstance(g, (O2Element, O3Element)):
         return g
     if isinstance(g, str):
+        if "[" in g or g in ("e", "i"):
+            return from_name(g)
         kind = {"r": "rotation", "m": "reflection"}.get(g[:1])
         try:
             deg = float(g[1:])
         except ValueError:
             kind = None
         if kind is None:
-            raise ValueError(f"cannot parse group element {g!r}; expected e.g. 'r120' or 'm30'")
+            raise ValueError(f"cannot parse group element {g!r}; expected e.g. 'r120' or 'm30' (2D), "
+                             "'r120[1,1,1]' or 'm[0,0,1]' (3D)")
         return O2Element(kind, math.radians(deg))
-    return O2Element.from_matrix(np.asarray(g))
+    m = np.asarray(g)
+    if m.shape == (3, 3):
+        return O3Element.from_matrix(m)
+    return O2Element.from_matrix(m)
+
+
+def _fixes_z_axis(g) -> bool:
+    return g.matrix.shape == (3, 3) and abs(abs(g.matrix[2, 2]) - 1.0) < _TOL
+
+
+# Continuous groups by name: dimension and membership test (the one place these facts live).
+_CONTINUOUS = {
+    "O(2)": (2, lambda g: isinstance(g, O2Element)),
+    "O(3)": (3, lambda g: g.matrix.shape == (3, 3)),
+    "Dinfh": (3, _fixes_z_axis),  # O(2) x Z2 about z: cylinders, tori
+}
 
 
 class Group(tuple):
-    """A finite list of O(2) elements with a name (e.g. "D4"); or the whole O(2).
+    """A finite list of O(2) or O(3) elements with a name (e.g. "D4", "Oh"); or a continuous
+    group known by name: "O(2)", "O(3)", or "Dinfh" (O(2) x Z2 about the z axis).
 
-    `g in group` tests membership up to tolerance; iterating yields the elements.
+    `g in group` tests membership up to tolerance; iterating yields the elements. All
+    elements have one dimension (`.dim`, 2 or 3; None for an empty finite group).
     """
 
-    def __new__(cls, elements: Iterable[O2Element], name: str = "", continuous: bool = False):
-        obj = super().__new__(cls, tuple(as_element(g) for g in elements))
+    def __new__(cls, elements: Iterable, name: str = "", continuous: bool = False):
+        elems = tuple(as_element(g) for g in elements)
+        if len({type(g) for g in elems}) > 1:
+            raise ValueError(f"group {name!r} mixes 2D and 3D elements")
+        obj = super().__new__(cls, elems)
         obj.name = name
         obj.continuous = continuous
+        # all matrices in one array: membership is one vectorised comparison (is_closed on I_h is 14400)
+        obj._stack = np.stack([g.matrix for g in elems]) if elems else None
         return obj
 
-    def __contains__(self, g) -> bool:
+    @property
+    def dim(self) -> int | None:
+        """2 for O(2) elements, 3 for O(3) elements (None: empty finite or unknown continuous group)."""
         if self.continuous:
-            return True
+            return _CONTINUOUS.get(self.name, (None, None))[0]
+        return self[0].matrix.shape[0] if len(self) else None
+
+    def __contains__(self, g) -> bool:
         g = as_element(g)
-        return any(g == h for h in self)
+        if self.continuous:
+            # unknown continuous names keep the old meaning: every element is a member
+            return _CONTINUOUS.get(self.name, (None, lambda _: True))[1](g)
+        if self._stack is None or self._stack.shape[1:] != g.matrix.shape:
+            return False
+        return bool((np.abs(self._stack - g.matrix).max(axis=(1, 2)) <= _TOL).any())  # as O2/O3Element.__eq__
 
     @property
     def names(self) -> list[str]:
@@ -174,15 +217,21 @@ class Group(tuple):
         return all((a * b) in self for a in self for b in self) and all(a.inverse() in self for a in self)
 
     def to_dict(self) -> dict:
-        """Plain data (str, float, list) that `torch.load(weights_only=True)` and JSON can read."""
+        """Plain data (str, float, list) that `torch.load(weights_only=True)` and JSON can read.
+
+        Elements are `[kind, angle]` in 2D and `["o3", [9 matrix entries, row-major]]` in 3D."""
         return {"name": self.name, "continuous": bool(self.continuous),
-                "elements": [[g.kind, float(g.angle)] for g in self]}
+                "elements": [["o3", [float(v) for v in g.matrix.ravel()]] if g.matrix.shape == (3, 3)
+                             else [g.kind, float(g.angle)] for g in self]}
 
     @staticmethod
     def from_dict(d: dict) -> "Group":
         """Inverse of `to_dict`; raises ValueError on malformed data."""
+        from symfast.readout.o3 import O3Element
+
         try:
-            elements = [O2Element(str(kind), float(angle)) for kind, angle in d["elements"]]
+            elements = [O3Element(np.asarray(val, dtype=np.float64).reshape(3, 3)) if kind == "o3"
+                        else O2Element(str(kind), float(val)) for kind, val in d["elements"]]
             return Group(elements, name=str(d["name"]), continuous=bool(d["continuous"]))
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed group data {d!r}: {e}") from None
@@ -222,8 +271,8 @@ def orthogonal_group() -> Group:
 
 
 def union(groups: Sequence[Group], name: str = "") -> Group:
-    """Elements of several groups without duplicates, in first-seen order."""
-    out: list[O2Element] = []
+    """Elements of several groups (all 2D or all 3D) without duplicates, in first-seen order."""
+    out: list = []
     for grp in groups:
         for g in grp:
             if g not in out:
