@@ -107,23 +107,16 @@ def group_label(elements) -> str:
     """The name of a finite subgroup of O_h ∪ I_h that `elements` (O(3) element names) form, e.g.
     "Oh", "Th", "Td", "Ih", "T"; "" when the set is none of them. 3D sets are too long to list."""
     from symfast.readout import o3
-    from symfast.readout.groups import as_element
 
-    keys = {_key(as_element(e)) for e in elements}
+    names = {getattr(e, "name", e) for e in elements}  # by name: parsing a 3D name back is exact to ~1e-4 only
     oh, ih, td = o3.octahedral(), o3.icosahedral(), o3.tetrahedral()
     th = [g for g in oh if g in ih]
     catalogue = {"Oh": oh, "Ih": ih, "Td": td, "Th": th, "O": o3.rotations_only(oh), "I": o3.rotations_only(ih),
                  "T": o3.rotations_only(td), "Ci = {e, i}": [o3.identity(), o3.inversion()], "{e}": [o3.identity()]}
     for name, grp in catalogue.items():
-        if keys == {_key(g) for g in grp}:
+        if names == {g.name for g in grp}:
             return name
     return ""
-
-
-def _key(g) -> bytes:
-    import numpy as np
-
-    return (np.round(g.matrix, 9) + 0.0).tobytes()
 
 
 def _sized(elements) -> str:

@@ -35,7 +35,7 @@ def _element_matrix(g, dim: int) -> np.ndarray:
     m = getattr(g, "matrix", None)
     if m is None:
         m = as_element(g).matrix if isinstance(g, str) else np.asarray(g, dtype=np.float64)
-    m = np.asarray(m, dtype=np.float64)
+    m = np.array(m, dtype=np.float64)  # a writable copy
     if m.shape != (dim, dim):
         raise ValueError(f"this encoding acts on R^{dim}; the element's matrix is {list(m.shape)}, "
                          f"expected [{dim}, {dim}]")

@@ -88,9 +88,12 @@ class Readout:
     """Result of `symfast.readout.readout`: `.table` (one row per shape, pe, observable, element),
     `.sweep` (rotation-sweep rows), `.observed(shape)`, `.violations`, plots."""
 
-    def __init__(self, table: pd.DataFrame, sweep: pd.DataFrame):
+    def __init__(self, table: pd.DataFrame, sweep: pd.DataFrame, elements: dict | None = None):
         self.table = table
         self.sweep = sweep
+        # name -> element of the candidates read (3D names carry axes to 4 digits, so parsing a name
+        # back gives the element only to ~1e-4; these are the exact ones)
+        self.elements = dict(elements or {})
 
     def observed(self, shape, pe: str | None = None, observable: str | None = None) -> Group:
         """G_obs for a shape (object or name); pe/observable select when several were read."""
@@ -103,7 +106,8 @@ class Readout:
                 t = t[t[col] == val]
             elif t[col].nunique() > 1:
                 raise ValueError(f"this readout has several values of {col!r}: {sorted(t[col].unique())}; pass {col}=")
-        return Group([as_element(e) for e in t.loc[t["observed"], "element"]], name=f"G_obs({name})")
+        return Group([self.elements.get(e) or as_element(e) for e in t.loc[t["observed"], "element"]],
+                     name=f"G_obs({name})")
 
     @property
     def violations(self) -> pd.DataFrame:
@@ -201,6 +205,10 @@ class Readout:
 
     def plot_heatmap(self, path=None):
         """Scores as shapes x elements per encoding; observed cells marked 'o', non-liftable 'x'."""
+        if self.table["element"].str.contains(r"\[|^[ei]$").any():  # O(3) elements: ~144 columns
+            from symfast.readout.plots3d import score_heatmap
+
+            return score_heatmap(self.table, path)
         from symfast.readout.plots import heatmap
 
         return heatmap(self.table, path)
@@ -254,7 +262,7 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         observable_fn(observable_probe.subset([0]), kind)  # fail fast on an unknown observable
     given = None if candidates is None else Group(candidates, getattr(candidates, "name", ""))
     gen = torch.Generator().manual_seed(seed)
-    rows, sweep_rows = [], []
+    rows, sweep_rows, elements = [], [], {}
     for ens in ensembles:
         for layer in ens.weights + ens.biases:
             if not torch.isfinite(layer).all():
@@ -262,6 +270,7 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         dim = ens.pe.input_dim
         cands = default_candidates(dim) if given is None else given
         swept = list(_sweep_group(sweep, dim, sweep_axis)) if sweep else []
+        elements.update((g.name, g) for g in cands)
         for kind in kinds:
             lifts = _lifts(ens.pe, list(cands), kind)
             sweep_lifts = _lifts(ens.pe, swept, kind) if sweep else None
@@ -282,7 +291,7 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
                             row["angle_deg"] = 360.0 * i / sweep
                         sweep_rows.append(dict(row, score_null=nl,  # identity: 0 / 0, undefined
                                                score_norm=r["score"] / nl if nl > _ATOL else np.nan))
-    return Readout(pd.DataFrame(rows), pd.DataFrame(sweep_rows))
+    return Readout(pd.DataFrame(rows), pd.DataFrame(sweep_rows), elements)
 
 
 # Haar conjugates per shape for the sweep's spectrum-matched null (its mean is stable to ~1%).
