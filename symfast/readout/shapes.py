@@ -1,7 +1,9 @@
-"""2D shapes with exact signed distance functions and declared symmetry groups.
+"""2D shapes with exact signed distance functions and declared symmetry groups; the 3D ones
+(`sphere`, `cube`, `icosahedron`, `mesh`, ...) live in `symfast.readout.solids` and are
+re-exported here.
 
 SDFs are negative inside. Every shape is centred at the origin and fits in
-the unit disk, the default sampling domain. `shape.symmetries(candidates)`
+the unit disk (2D) or unit ball (3D), the default sampling domains. `shape.symmetries(candidates)`
 checks f(g^-1 x) = f(x) numerically, which must agree with `shape.group`.
 
 A shape built by a factory here also carries `params`, the data-only recipe that
@@ -21,24 +23,34 @@ import torch
 from symfast.readout.groups import Group, as_element, dihedral, orthogonal_group, reflection, rotation, union
 
 __all__ = ["Shape", "circle", "square", "rectangle", "ellipse", "regular_polygon", "triangle", "pentagon",
-           "hexagon", "star", "polygon", "by_name", "NAMES"]
+           "hexagon", "star", "polygon", "by_name", "NAMES", "NAMES_3D",
+           # 3D, from symfast.readout.solids
+           "sphere", "box", "cube", "tetrahedron", "octahedron", "icosahedron", "dodecahedron", "polyhedron",
+           "cylinder", "torus", "mesh"]
 
 
 class Shape:
-    """A named 2D shape: `.sdf(x)` for x: [..., 2] -> [...], and its declared `.group`.
+    """A named 2D or 3D shape: `.sdf(x)` for x: [..., dim] -> [...], and its declared `.group`.
 
     Args:
         name: label used in tables.
-        sdf: callable x [..., 2] -> [...] (None for a shape loaded without its field).
+        sdf: callable x [..., dim] -> [...] (None for a shape loaded without its field).
         group: the declared symmetry group, or None to find it numerically with
             `symmetries(candidates)` when a readout needs it (see `true_group`).
-        params: data-only recipe for `to_dict` (set by the factories of this module).
+        params: data-only recipe for `to_dict` (set by the factories of this module and of
+            `symfast.readout.solids`).
+        dim: 2 (points in the plane, O(2) groups) or 3 (points in space, O(3) groups).
     """
 
     def __init__(self, name: str, sdf: Callable[[torch.Tensor], torch.Tensor] | None, group: Group | None = None,
-                 params: dict | None = None):
+                 params: dict | None = None, dim: int = 2):
         if group is not None and not isinstance(group, Group):
             raise ValueError(f"group must be a symfast Group or None, got {type(group).__name__}")
+        if dim not in (2, 3):
+            raise ValueError(f"dim must be 2 or 3, got {dim!r}")
+        if group is not None and group.dim not in (None, dim):
+            raise ValueError(f"a {dim}D shape needs a group of {dim}D elements, got {group.name} ({group.dim}D)")
+        self.dim = dim
         self.name = str(name)
         self._sdf = sdf
         self.group = group
@@ -49,9 +61,9 @@ class Shape:
         return self.group if self.group is not None else self.symmetries(candidates)
 
     def to_dict(self) -> dict:
-        """{"name", "params", "group"} as plain data (`torch.load(weights_only=True)` reads it)."""
+        """{"name", "params", "group", "dim"} as plain data (`torch.load(weights_only=True)` reads it)."""
         return {"name": self.name, "params": self.params,
-                "group": None if self.group is None else self.group.to_dict()}
+                "group": None if self.group is None else self.group.to_dict(), "dim": self.dim}
 
     @staticmethod
     def from_dict(d: dict) -> "Shape":
@@ -61,8 +73,9 @@ class Shape:
             raise ValueError(f"malformed shape data {d!r}")
         group = None if d["group"] is None else Group.from_dict(d["group"])
         params = d["params"]
+        dim = d.get("dim", 2)  # data saved before 3D shapes existed is 2D
         if params is None:
-            return Shape(d["name"], None, group)
+            return Shape(d["name"], None, group, dim=dim)
         if not isinstance(params, dict) or params.get("kind") not in _RECIPES:
             raise ValueError(f"malformed shape recipe {params!r}; kinds are {sorted(_RECIPES)}")
         args = {k: v for k, v in params.items() if k != "kind"}
@@ -70,16 +83,17 @@ class Shape:
             made = _RECIPES[params["kind"]](**args)
         except TypeError as e:
             raise ValueError(f"malformed shape recipe {params!r}: {e}") from None
-        return Shape(d["name"], made._sdf, group, made.params)
+        return Shape(d["name"], made._sdf, group, made.params, made.dim)
 
     def sdf(self, x) -> torch.Tensor:
-        """Signed distance (negative inside) at x: [..., 2]; numpy input gives float64."""
+        """Signed distance (negative inside) at x: [..., dim]; numpy input gives float64."""
         if self._sdf is None:
             raise ValueError(f"shape {self.name!r} was saved without its field (a custom callable); "
                              "only its name and group are known")
         x = torch.as_tensor(x)
-        if x.shape[-1] != 2:
-            raise ValueError(f"x must be [..., 2], got {list(x.shape)}")
+        if x.shape[-1] != self.dim:
+            raise ValueError(f"x must be [..., {self.dim}] for the {self.dim}D shape {self.name!r}, "
+                             f"got {list(x.shape)}")
         if not x.is_floating_point():
             x = x.to(torch.float64)
         return self._sdf(x)
@@ -87,17 +101,22 @@ class Shape:
     __call__ = sdf
 
     def symmetries(self, candidates, num_points: int = 4096, tol: float = 1e-6, seed: int = 0) -> Group:
-        """The candidates g with f(g^-1 x) = f(x) (max abs error < tol) on points in the unit disk."""
-        from symfast.readout.samplers import sample_disk
+        """The candidates g with f(g^-1 x) = f(x) (max abs error < tol) on points in the unit disk
+        (2D) or unit ball (3D). Candidates must act in the shape's dimension (ValueError otherwise)."""
+        from symfast.readout.samplers import sample_ball, sample_disk
 
-        x = sample_disk(num_points, 1.0, torch.Generator().manual_seed(seed), torch.float64)
+        domain = sample_disk if self.dim == 2 else sample_ball
+        x = domain(num_points, 1.0, torch.Generator().manual_seed(seed), torch.float64)
         f = self.sdf(x)
-        keep = [g for g in (as_element(c) for c in candidates)
-                if (self.sdf(g.inverse()(x)) - f).abs().max().item() < tol]
+        cands = [as_element(c) for c in candidates]
+        wrong = [g.name for g in cands if g.matrix.shape[0] != self.dim]
+        if wrong:
+            raise ValueError(f"candidates {wrong[:3]} do not act in {self.dim}D, the dimension of {self.name!r}")
+        keep = [g for g in cands if (self.sdf(g.inverse()(x)) - f).abs().max().item() < tol]
         return Group(keep, name=f"sym({self.name})")
 
     def __repr__(self) -> str:
-        return f"<Shape {self.name} group={'?' if self.group is None else self.group.name}>"
+        return f"<Shape {self.name} {self.dim}D group={'?' if self.group is None else self.group.name}>"
 
 
 def _box_sdf(x: torch.Tensor, hx: float, hy: float) -> torch.Tensor:
@@ -262,15 +281,23 @@ def _pos(**kw):
             raise ValueError(f"{k} must be positive and finite, got {val}")
 
 
+# 3D shapes (their module imports `Shape` from this one, which is defined by now)
+from symfast.readout.solids import (box, cube, cylinder, dodecahedron, icosahedron, mesh, octahedron,  # noqa: E402
+                                    polyhedron, sphere, tetrahedron, torus)
+from symfast.readout import solids as _solids  # noqa: E402
+
 _FACTORIES = {"circle": circle, "square": square, "rectangle": rectangle, "ellipse": ellipse,
               "triangle": triangle, "pentagon": pentagon, "hexagon": hexagon, "star": star}
-NAMES = tuple(_FACTORIES)
-# Recipes `Shape.from_dict` may call (all other factories build polygons).
-_RECIPES = {"circle": circle, "square": square, "rectangle": rectangle, "ellipse": ellipse, "polygon": polygon}
+NAMES = tuple(_FACTORIES)  # the 2D shapes
+NAMES_3D = tuple(_solids.FACTORIES)  # the 3D shapes with default parameters (not `mesh`, which needs a file)
+# Recipes `Shape.from_dict` may call (all other 2D factories build polygons).
+_RECIPES = {"circle": circle, "square": square, "rectangle": rectangle, "ellipse": ellipse, "polygon": polygon,
+            **_solids.RECIPES}
 
 
 def by_name(name: str) -> Shape:
-    """A shape with default parameters by name (one of `NAMES`)."""
-    if name not in _FACTORIES:
-        raise ValueError(f"unknown shape {name!r}; choose from {', '.join(NAMES)}")
-    return _FACTORIES[name]()
+    """A shape with default parameters by name (one of `NAMES` (2D) or `NAMES_3D`)."""
+    factory = _FACTORIES.get(name) or _solids.FACTORIES.get(name)
+    if factory is None:
+        raise ValueError(f"unknown shape {name!r}; choose from {', '.join(NAMES + NAMES_3D)}")
+    return factory()
