@@ -145,11 +145,14 @@ class Readout:
         Columns: candidates; G_true; G_lift; G_lift_and_true (the expected G_obs); G_obs; match
         (G_obs == G_lift ∩ G_true as sets); true_not_liftable; passes_best_lift; hidden_under_best_lift;
         liftable_false (liftable non-symmetries, which the rule must reject); liftable_false_rejected;
-        violations (observed outside G_lift ∩ G_true)."""
+        implied (liftable non-symmetries that no Gram-type observable can tell from G_lift ∩ G_true,
+        see `implied_by`); match_with_implied (G_obs == (G_lift ∩ G_true) ∪ implied); violations
+        (observed outside G_lift ∩ G_true)."""
         rows = []
         for key, t in self.table.groupby(["shape", "pe", "observable"], sort=False):
             true = t["true_symmetry"].astype("boolean").fillna(False).astype(bool)
             lift, obs, approx = t["liftable"].astype(bool), t["observed"].astype(bool), t["approx_observed"]
+            implied = t["implied"].astype(bool) if "implied" in t else pd.Series(False, index=t.index)
             rows.append(dict(zip(["shape", "pe", "observable"], key), candidates=len(t), G_true=int(true.sum()),
                              G_lift=int(lift.sum()), G_lift_and_true=int((lift & true).sum()), G_obs=int(obs.sum()),
                              match=bool((obs == (lift & true)).all()), true_not_liftable=int((true & ~lift).sum()),
@@ -157,6 +160,8 @@ class Readout:
                              hidden_under_best_lift=int((true & ~lift & ~approx).sum()),
                              liftable_false=int((lift & ~true).sum()),
                              liftable_false_rejected=int((lift & ~true & ~obs).sum()),
+                             implied=int(implied.sum()),
+                             match_with_implied=bool((obs == ((lift & true) | implied)).all()),
                              violations=int((obs & ~(lift & true)).sum())))
         return pd.DataFrame(rows)
 
@@ -339,6 +344,40 @@ def _lifts(pe, elements, kind):
     return out
 
 
+def implied_by(rho: torch.Tensor, members: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Which lifts fix every symmetric matrix that the lifts of a group H fix.
+
+    Gram-type observables are symmetric matrices transforming as Phi -> rho^T Phi rho, so when
+    every H-invariant Phi is also invariant under rho(g), no such observable can tell g from H:
+    the seed-mean observable of a field with symmetry group H is then g-invariant as well, and the
+    test of H0(g) correctly does not reject it. (Example: under the dyadic 3D encoding every Gram
+    invariant under the tetrahedron's T_d is invariant under all of O_h.) Computed exactly on a
+    generic invariant: the Reynolds average of a random symmetric matrix over H.
+
+    Args:
+        rho: [E, d, d] lifts; members: [E] bool mask of H's elements (a group under composition).
+
+    Returns:
+        [E] bool; all False when H is empty, or when its lifts do not form a group (their average
+        is then not H-invariant).
+    """
+    out = np.zeros(len(members), dtype=bool)
+    if not members.any():
+        return out
+    d = rho.shape[-1]
+    a = torch.randn(d, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    h = rho[torch.as_tensor(members)].to(torch.float64)
+    generic = (h.transpose(1, 2) @ (a + a.T) @ h).mean(0)
+    s = scores(generic[None], rho.to(torch.float64))[0].numpy()
+    if s[members].max() > _IMPLIED_TOL:  # not closed: no H-invariant average to compare with
+        return out
+    return s <= _IMPLIED_TOL
+
+
+# Score of an exact invariant under an exact lift: rounding only.
+_IMPLIED_TOL = 1e-9
+
+
 def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alpha):
     S = phi.shape[0]
     rho = torch.stack([r for _, r, _, _ in lifts])
@@ -351,6 +390,8 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     score = score.numpy()
     nan = np.full(len(lifts), np.nan)
     exact = np.array([e for _, _, e, _ in lifts], dtype=bool)
+    true = np.array([group is not None and g in group for g, _, _, _ in lifts], dtype=bool)
+    implied = implied_by(rho, exact & true) & exact & ~true if group is not None else np.zeros(len(lifts), bool)
     # split halves: few distinct draws for small S (3 for S = 4); disjoint pairs: many
     n_eff = split_halves(S) if aggregate == "ensemble" else None
     if num_null and S >= 2 and (n_eff is None or n_eff >= 2):
@@ -368,7 +409,8 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     for i, (g, _, ex, res) in enumerate(lifts):
         rows.append(dict(shape=shape, pe=pe_name, observable=obs, aggregate=aggregate, element=g.name,
                          kind=_kind(g), angle_deg=_angle_deg(g), liftable=ex, lift_residual=res,
-                         true_symmetry=(g in group) if group is not None else np.nan, score=float(score[i]),
+                         true_symmetry=bool(true[i]) if group is not None else np.nan,
+                         implied=bool(implied[i]), score=float(score[i]),
                          score_std=float(spread[i]), noise_floor=float(floor[i]), z=float(approx["z"][i]),
                          p_value=float(approx["p_value"][i]), p_adjusted=float(dec["p_adjusted"][i]),
                          threshold=float(dec["threshold"][i]), margin=float(dec["margin"][i]),

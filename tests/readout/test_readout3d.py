@@ -111,3 +111,63 @@ def test_config_round_trip():
     for pe in PES.values():
         back = sf.FourierPE.from_config(pe.config())
         assert back.input_dim == 3 and torch.equal(back.frequencies, pe.frequencies) and back.name == pe.name
+
+
+def planted_ensemble(pe, group, shape, seeds=6, H=None, seed=0):
+    """First layers whose rows form orbits under rho(group): W1^T W1 is exactly invariant under it."""
+    g = torch.Generator().manual_seed(seed)
+    rhos = [torch.as_tensor(pe.lift(e)) for e in group]
+    common = torch.randn(2, pe.dim, generator=g, dtype=torch.float64)
+    w0 = []
+    for _ in range(seeds):  # a common part (the signal) plus seed noise
+        base = common + 0.1 * torch.randn(common.shape, generator=g, dtype=torch.float64)
+        w0.append(torch.cat([base @ r for r in rhos]).T)  # [d, H]
+    H = w0[0].shape[1]
+    weights = [torch.stack(w0), torch.randn(seeds, H, 1, generator=g, dtype=torch.float64)]
+    biases = [torch.zeros(seeds, H, dtype=torch.float64), torch.zeros(seeds, 1, dtype=torch.float64)]
+    return Ensemble(pe, weights, biases, "relu", [shape] * seeds, list(range(seeds)))
+
+
+def test_planted_tetrahedral_weights_read_out_through_cube_axes():
+    """cube4 lifts O_h; weights planted with T_d symmetry, labelled tetrahedron (truth from its Shape):
+    exactly T_d observed, the liftable non-symmetries of O_h (the inversion among them) rejected."""
+    pe = PES["cube4"]
+    r = readout(planted_ensemble(pe, TD, sf.shapes.by_name("tetrahedron")), sweep=0)
+    assert names(r.observed("tetrahedron")) == names(TD)
+    t = r.table.set_index("element")
+    assert t.loc["i", "liftable"] and not t.loc["i", "true_symmetry"] and not t.loc["i", "observed"]
+    assert not t["implied"].any() and r.violations.empty
+    c = r.counts().iloc[0]
+    assert (c["candidates"], c["G_true"], c["G_lift"], c["G_lift_and_true"], c["G_obs"]) == (144, 24, 48, 24, 24)
+    assert c["match"] and c["liftable_false_rejected"] == 24 and c["true_not_liftable"] == 0
+    assert "24 elements" in r.report()
+
+
+def test_dyadic_gram_cannot_tell_td_from_oh():
+    """Every Gram invariant under the dyadic lifts of T_d is invariant under all of O_h: the 24 other
+    elements of O_h are implied, observed, and counted as explained violations, not hidden errors."""
+    pe = PES["dyadic3"]
+    r = readout(planted_ensemble(pe, TD, sf.shapes.by_name("tetrahedron")), sweep=0)
+    t = r.table
+    assert names(r.observed("tetrahedron")) == names(OH)
+    assert set(t.loc[t["implied"], "element"]) == names(OH) - names(TD)
+    c = r.counts().iloc[0]
+    assert not c["match"] and c["match_with_implied"] and c["implied"] == 24
+    claims = readout3d_claims(t)
+    assert any("cannot separate" in cl.claim and cl.verdict == "held" for cl in claims)
+
+
+def test_planted_icosahedral_weights_hidden_from_dyadic():
+    """Weights planted with I_h under ico6 read as I_h; the dyadic encoding of the icosahedron
+    lifts only T_h, so its five-fold rotations are structurally hidden."""
+    ico = sf.shapes.by_name("icosahedron")
+    r = readout([planted_ensemble(PES["ico6"], IH, ico), planted_ensemble(PES["dyadic3"], TH, ico)], sweep=6)
+    assert names(r.observed("icosahedron", pe="ico6")) == names(IH)
+    assert names(r.observed("icosahedron", pe="dyadic3")) == names(TH)
+    c = r.counts().set_index("pe")
+    assert c.loc["dyadic3", "true_not_liftable"] == 96 and c.loc["ico6", "match"]
+    assert r.violations.empty
+    sw = r.sweep[r.sweep["pe"] == "ico6"]
+    assert len(sw) == 6 and sw["angle_deg"].tolist() == [0.0, 60.0, 120.0, 180.0, 240.0, 300.0]
+    held = {cl.claim: cl.verdict for cl in readout3d_claims(r.table)}
+    assert held["dyadic3 hides the icosahedron's five-fold rotations"] == "held"
