@@ -244,12 +244,15 @@ def _write_outputs(r, out: str, solids=None) -> None:
 
 def _print_tables(r, args, t0: float, t_train: float) -> None:
 
-    with pd.option_context("display.width", 200, "display.max_rows", 500):
-        cols = ["shape", "pe", "element", "liftable", "true_symmetry", "score", "noise_floor", "threshold",
-                "p_adjusted", "observed", "approx_observed"]
-        print(r.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        print()
-        print(r.summary().to_string(index=False))
+    with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_columns", 30):
+        if args.dim == 3:  # 144 candidates: set sizes here, elements in readout.csv / summary.csv
+            print(r.counts().to_string(index=False))
+        else:
+            cols = ["shape", "pe", "element", "liftable", "true_symmetry", "score", "noise_floor", "threshold",
+                    "p_adjusted", "observed", "approx_observed"]
+            print(r.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            print()
+            print(r.summary().to_string(index=False))
         print(r.report())
         if r.table["observable"].nunique() > 1:
             print("\nseparation of liftable true vs false elements (worst shape, z units):")

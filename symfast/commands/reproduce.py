@@ -33,7 +33,8 @@ STUDIES = [
      "encoding lifts exactly and that are true symmetries of the shape."),
     # readout3d: the same readout on solids (O(3) candidates O_h ∪ I_h); --quick is sized to ~1 minute on 2 cores.
     ("readout3d", "Symmetry readout on solids (3D)",
-     ["readout", "--dim", "3", "--seeds", "6", "--steps", "150", "--points", "512", "--sweep", "24", "--quiet"],
+     ["readout", "--dim", "3", "--seeds", "6", "--steps", "120", "--points", "512", "--hidden", "32,32", "--sweep", "24",
+      "--quiet"],
      ["readout", "--dim", "3", "--quiet"],
      "The readout on 3D neural fields: seed ensembles fitted to the SDFs of the cube, tetrahedron, octahedron and "
      "icosahedron under four encodings of R³ (dyadic3: x, y, z axes; cube4: the cube's four three-fold axes; "

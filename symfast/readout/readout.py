@@ -19,6 +19,7 @@ symmetry the encoding cannot lift shows whether it stays hidden even under its b
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import warnings
@@ -35,6 +36,7 @@ from symfast.readout.observables import extend_lift, observable, pair_null, scor
 
 __all__ = ["readout", "Readout", "default_candidates"]
 
+@functools.lru_cache(maxsize=None)  # immutable, and the 3D union costs ~10^4 element comparisons
 def default_candidates(dim: int = 2) -> Group:
     """The default candidate elements for fields on R^dim.
 
