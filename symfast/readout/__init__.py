@@ -5,7 +5,8 @@ elements through the encoding; Gram observables of the weights; the hierarchy
 G_obs ⊆ G_lift ∩ G_true (Chiba,
 Sugiyama, Uranishi, arXiv 2607.03108).
 
-Modules: `groups` (O(2) elements, `Group`), `o3` (O(3) elements and finite groups), `shapes` (exact SDFs), `samplers`,
+Modules: `groups` (O(2) elements, `Group`), `o3` (O(3) elements and finite groups),
+`shapes` (exact SDFs), `solids` (3D shapes and meshes), `samplers`,
 `encodings` (Fourier PEs and their lifts), `ensemble` (the trained-model
 container), `training` (`fit_sdf`), `observables`, `decision` (the test behind
 "observed"), `readout` (the three sets per shape and encoding), `calibration` (measured
@@ -14,7 +15,7 @@ error rates), `budget` (adaptive training rounds), `plots`, `sweeps` (grids of t
 import sys as _sys
 import types as _types
 
-from symfast.readout import o3, samplers, shapes, sweeps
+from symfast.readout import o3, samplers, shapes, solids, sweeps
 from symfast.readout.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 from symfast.readout.ensemble import Ensemble
 from symfast.readout.groups import (Group, O2Element, cyclic, dihedral, identity, orthogonal_group, reflection,
@@ -23,7 +24,7 @@ from symfast.readout.readout import Readout, readout
 from symfast.readout.training import fit_sdf
 
 __all__ = [
-    "o3", "samplers", "shapes", "sweeps", "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
+    "o3", "samplers", "shapes", "solids", "sweeps", "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE",
     "Ensemble", "Group", "O2Element", "cyclic", "dihedral", "identity", "orthogonal_group", "reflection",
     "rotation", "rotation_sweep", "Readout", "readout", "fit_sdf",
 ]

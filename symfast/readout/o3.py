@@ -229,6 +229,7 @@ def inversion() -> O3Element:
 
 
 def identity() -> O3Element:
+    """The identity element `e`."""
     return O3Element(np.eye(3))
 
 

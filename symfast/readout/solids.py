@@ -14,9 +14,11 @@ Polyhedra and meshes share one exact distance: the minimum over the surface
 triangles of the point-to-triangle distance (the plane distance where the
 projection falls inside the triangle, else the nearest edge point), vectorised
 in torch; the sign comes from the face planes (convex polyhedra) or the
-generalised winding number (meshes). (The max over face planes alone, a common
-shortcut, is exact inside but underestimates the distance outside near edges and
-vertices.) Everything is differentiable, which `sample_near_surface` uses.
+angle-weighted pseudonormal of the nearest face, edge or vertex (meshes; the
+generalised winding number, `winding_number`, is the slower reference it is
+tested against). (The max over face planes alone, a common shortcut, is exact
+inside but underestimates the distance outside near edges and vertices.)
+Everything is differentiable, which `sample_near_surface` uses.
 
 All factories here are re-exported from `symfast.readout.shapes` (`sf.shapes.cube()`).
 """
@@ -87,11 +89,39 @@ def _nearest_triangle(p: torch.Tensor, tri: torch.Tensor) -> torch.Tensor:
     return torch.where(inside, plane2, edge2).argmin(dim=-1)
 
 
+@torch.no_grad()
+def _nearest_index(p: torch.Tensor, tri: torch.Tensor) -> torch.Tensor:
+    """Index [N] of the nearest triangle to each point p: [N, 3].
+
+    Few triangles (polyhedra): all of them, by `_nearest_triangle`. Many (meshes): bounding
+    spheres (centroid c, radius r) give lower bounds |p - c| - r and, since the centroid lies on
+    its triangle, the upper bound min |p - c|; only the (point, triangle) pairs whose lower bound
+    is below the point's upper bound are measured exactly, so the result is exact.
+    """
+    T = len(tri)
+    chunk = max(1, _PAIRS_PER_CHUNK // T)
+    if T <= 64:
+        return torch.cat([_nearest_triangle(q, tri) for q in p.split(chunk)])
+    centre = tri.mean(1)
+    rad = (tri - centre[:, None]).norm(dim=-1).amax(-1)
+    out = []
+    for q in p.split(chunk):
+        dc = ((q * q).sum(-1, keepdim=True) - 2 * q @ centre.T + (centre * centre).sum(-1)).clamp(min=0).sqrt()
+        i, t = (dc - rad <= dc.min(-1, keepdim=True).values).nonzero(as_tuple=True)  # [P] pairs
+        d = _point_triangle(q[i], tri[t, 0], tri[t, 1], tri[t, 2])
+        best = torch.full((len(q),), math.inf, dtype=d.dtype, device=d.device).scatter_reduce(0, i, d, "amin")
+        win = d <= best[i]
+        idx = torch.empty(len(q), dtype=torch.long, device=q.device)
+        idx[i[win]] = t[win]  # any of equally near triangles
+        out.append(idx)
+    return torch.cat(out)
+
+
 def triangle_distance(x: torch.Tensor, triangles: torch.Tensor) -> torch.Tensor:
     """Exact unsigned distance from points to a set of triangles (the minimum over triangles).
 
-    The nearest triangle is picked with matrix products over all T triangles, then the distance
-    to it is computed exactly (to rounding, also for points on the surface) and differentiably.
+    The nearest triangle is picked without gradients (`_nearest_index`), then the distance to it
+    is computed exactly (to rounding, also for points on the surface) and differentiably.
 
     Args:
         x: [..., 3] points.
@@ -102,11 +132,64 @@ def triangle_distance(x: torch.Tensor, triangles: torch.Tensor) -> torch.Tensor:
     """
     pts = x.reshape(-1, 3)
     tri = triangles.to(dtype=x.dtype, device=x.device)
-    chunk = max(1, _PAIRS_PER_CHUNK // len(tri))
-    with torch.no_grad():
-        idx = torch.cat([_nearest_triangle(p, tri) for p in pts.detach().split(chunk)])
-    near = tri[idx]  # [N, 3, 3]
+    near = tri[_nearest_index(pts.detach(), tri)]  # [N, 3, 3]
     return _point_triangle(pts, near[:, 0], near[:, 1], near[:, 2]).reshape(x.shape[:-1])
+
+
+class _Mesh:
+    """A closed, consistently oriented triangle mesh with the angle-weighted pseudonormals of its
+    faces, edges and vertices (Baerentzen and Aanaes, "Signed distance computation using the angle
+    weighted pseudonormal", IEEE TVCG 2005): the sign of (p - q) . N, with q the nearest surface
+    point and N the pseudonormal of the face, edge or vertex q lies on, is the exact inside/outside
+    sign of p. Costs what the distance costs, unlike the winding number (all triangles per point)."""
+
+    def __init__(self, v: np.ndarray, f: np.ndarray):
+        tri = v[f]  # [F, 3, 3]
+        n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+        n /= np.linalg.norm(n, axis=1, keepdims=True)
+        vn = np.zeros_like(v)
+        edge_normals: dict = {}
+        for k in range(3):
+            u, w = tri[:, (k + 1) % 3] - tri[:, k], tri[:, (k + 2) % 3] - tri[:, k]
+            cos = (u * w).sum(1) / (np.linalg.norm(u, axis=1) * np.linalg.norm(w, axis=1))
+            np.add.at(vn, f[:, k], np.arccos(np.clip(cos, -1, 1))[:, None] * n)
+            for face, (i, j) in enumerate(zip(f[:, k].tolist(), f[:, (k + 1) % 3].tolist())):
+                key = (min(i, j), max(i, j))
+                edge_normals[key] = edge_normals.get(key, 0) + n[face]
+        ne = np.array([[edge_normals[(min(i, j), max(i, j))] for i, j in ((a, b), (b, c), (c, a))]
+                       for a, b, c in f.tolist()])
+        self.tri = torch.as_tensor(tri)
+        self.face_normal = torch.as_tensor(n)  # [F, 3]
+        self.edge_normal = torch.as_tensor(ne)  # [F, 3, 3]: edge k runs from corner k to corner k + 1
+        self.vertex_normal = torch.as_tensor(vn[f])  # [F, 3, 3]: at corner k
+
+    def sdf(self, x: torch.Tensor) -> torch.Tensor:
+        pts = x.reshape(-1, 3)
+        cast = dict(dtype=x.dtype, device=x.device)
+        tri = self.tri.to(**cast)
+        idx = _nearest_index(pts.detach(), tri)
+        near, nf = tri[idx], self.face_normal.to(**cast)[idx]
+        ne, nv = self.edge_normal.to(**cast)[idx], self.vertex_normal.to(**cast)[idx]
+        rows = torch.arange(len(pts), device=x.device)
+        plane = ((pts - near[:, 0]) * nf).sum(-1)
+        inside, de, ts, foot = None, [], [], []
+        for k in range(3):
+            s_, d = near[:, k], near[:, (k + 1) % 3] - near[:, k]
+            w = pts - s_
+            side = (w * torch.linalg.cross(nf, d)).sum(-1) >= 0
+            inside = side if inside is None else inside & side
+            t = ((w * d).sum(-1) / (d * d).sum(-1)).clamp(0, 1)
+            foot.append(s_ + t[:, None] * d)
+            de.append((w - t[:, None] * d).norm(dim=-1))
+            ts.append(t)
+        de, ts, foot = torch.stack(de, 1), torch.stack(ts, 1), torch.stack(foot, 1)
+        k = de.detach().argmin(1)
+        t = ts.detach()[rows, k]
+        pseudo = torch.where((t <= 0)[:, None], nv[rows, k], torch.where((t >= 1)[:, None], nv[rows, (k + 1) % 3],
+                                                                          ne[rows, k]))
+        outward = torch.where(inside, plane, ((pts - foot[rows, k]) * pseudo).sum(-1)) > 0
+        dist = torch.where(inside, plane.abs(), de[rows, k])
+        return torch.where(outward, dist, -dist).reshape(x.shape[:-1])
 
 
 def winding_number(x: torch.Tensor, triangles: torch.Tensor) -> torch.Tensor:
@@ -300,15 +383,11 @@ def _mesh_shape(vertices, faces, name: str = "mesh") -> Shape:
     if not np.isfinite(v).all() or f.min() < 0 or f.max() >= len(v):
         raise ValueError("mesh vertices must be finite and faces must index them")
     _check_closed(f)
-    tri = torch.as_tensor(v[f])
-
-    def sdf(x):
-        inside = winding_number(x, tri).abs() > 0.5
-        d = triangle_distance(x, tri)
-        return torch.where(inside, -d, d)
-
-    return Shape(name, sdf, None, {"kind": "mesh", "vertices": v.tolist(), "faces": f.tolist(), "name": name},
-                 dim=3)
+    tri = v[f]
+    if (tri[:, 0] * np.cross(tri[:, 1], tri[:, 2])).sum() < 0:  # signed volume: faces point inwards
+        f = f[:, [0, 2, 1]]
+    recipe = {"kind": "mesh", "vertices": v.tolist(), "faces": f.tolist(), "name": name}
+    return Shape(name, _Mesh(v, f).sdf, None, recipe, dim=3)
 
 
 def _check_closed(faces: np.ndarray):
@@ -324,13 +403,17 @@ def _check_closed(faces: np.ndarray):
 def mesh(path_or_trimesh, name: str | None = None, normalize: bool = True, radius: float = 0.6) -> Shape:
     """Any watertight triangle mesh as a 3D shape with exact signed distance.
 
-    The distance is computed in torch on every call (no cache grid, so it stays exact and
-    differentiable and `symmetries` can test elements to 1e-6): the nearest of all F triangles
-    for unsigned distance, the generalised winding number for the sign. Cost O(points x F):
-    about 0.1 s per 2048 points for a 2000-face mesh on one CPU core, so simplify large
-    meshes before training on them. Loading needs the optional `trimesh` package
+    The signed distance is computed in torch on every call rather than interpolated from a
+    cache grid, so it stays exact (to rounding) and differentiable, and `symmetries` can test
+    elements to 1e-6 (trilinear interpolation would be exact only for grid-aligned elements).
+    Each call measures the distance to the triangles whose bounding spheres could hold the
+    nearest point, and takes the sign from that point's angle-weighted pseudonormal. Measured
+    on one core of a busy 2-core AVX-512 machine, per 2048 points: 0.08 s for 320 faces,
+    0.21 s for 1280, 0.58 s for 5120 (`trimesh.proximity.signed_distance`, the reference it
+    is tested against, took 0.16 / 0.26 / 0.76 s in the same run) -- so simplify big meshes
+    before training on them. Loading needs the optional `trimesh` package
     (`pip install "symfast[mesh]"`); the arrays are stored in the shape's recipe, so a saved
-    shape rebuilds without it.
+    shape rebuilds without it (and checkpoints grow with the mesh).
 
     Args:
         path_or_trimesh: a file trimesh can load (.stl, .obj, .ply, .off, ...) or a `trimesh.Trimesh`.

@@ -219,6 +219,23 @@ def test_mesh_against_trimesh_reference(tmp_path):
     assert (back.sdf(x) - s.sdf(x)).abs().max() == 0 and back.dim == 3
 
 
+def test_mesh_sign_and_culling_against_references():
+    trimesh = pytest.importorskip("trimesh")
+    m = trimesh.creation.torus(0.5, 0.2, major_sections=24, minor_sections=12)  # not convex; 576 faces
+    s = shapes.mesh(m, normalize=False)
+    x = torch.cat([points(1500, seed=8), samplers.sample_near_surface(shapes.torus(0.5, 0.2), 500, sigma=0.01,
+                                                                        generator=torch.Generator().manual_seed(9),
+                                                                        dtype=torch.float64)])
+    tri = torch.as_tensor(np.asarray(m.vertices)[m.faces])
+    got = s.sdf(x)
+    # sign: the pseudonormal test against the generalised winding number
+    assert torch.equal(got < 0, solids.winding_number(x, tri).abs() > 0.5)
+    # distance: the culled search against all pairs (the brute-force minimum)
+    brute = torch.stack([solids._point_triangle(x, *tri[t]) for t in range(len(tri))]).min(0).values
+    assert (got.abs() - brute).abs().max() < 1e-15
+    assert (got - shapes.torus(0.5, 0.2).sdf(x)).abs().max() < 0.02  # a coarse torus mesh
+
+
 def test_mesh_icosahedron_group_found_numerically():
     trimesh = pytest.importorskip("trimesh")
     s = shapes.mesh(trimesh.creation.icosahedron(), radius=0.6)
