@@ -1,8 +1,8 @@
 // Fused batched Fourier-PE + MLP: forward, backward and MSE training step on the CPU.
-//   x: [B, N, 2] (or [N, 2] shared), frequencies: [m, 2], phases: [m]   (d = 2m)
+//   x: [B, N, D] (or [N, D] shared), frequencies: [m, D], phases: [m]   (d = 2m, D = 2 or 3)
 //   weights[l]: [B, fan_in, fan_out] (fan-in first), biases[l]: [B, fan_out], last fan_out = 1
 //   mode 0: y [B, N];  mode 1: MSE vs targets [B, N] -> loss [B], dW, db (of sum_b loss_b)
-//   mode 2: cotangent [B, N] -> dW, db (and dx [B, N, 2] when requested)
+//   mode 2: cotangent [B, N] -> dW, db (and dx [B, N, D] when requested)
 // Reference: symfast/ops/fourier_mlp/reference.py. The kernel body (fourier_mlp_impl.h) is
 // compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at run time.
 #include <algorithm>
@@ -23,7 +23,7 @@ namespace symfast {
 
 template <typename T>
 struct Problem {
-  long B = 0, N = 0, m = 0, chunk = 4096;
+  long B = 0, N = 0, m = 0, D = 2, chunk = 4096;
   const T* x = nullptr;
   bool x_shared = false;
   const T* freq = nullptr;
@@ -105,6 +105,16 @@ std::string resolve_isa(const std::string& isa) {
   return isa;
 }
 
+// The kernel for instruction set `which` and input dimension D.
+template <typename T, int D>
+int run_isa(const std::string& which, const Problem<T>& pb, int nt) {
+#ifdef SYMFAST_X86_CLONES
+  if (which == "avx512") return fmlp_avx512::run<T, D>(pb, nt);
+  if (which == "avx2") return fmlp_avx2::run<T, D>(pb, nt);
+#endif
+  return fmlp_base::run<T, D>(pb, nt);
+}
+
 // An output (or aux) buffer: None, or a C-contiguous writeable array of exactly T. Never a
 // converted copy: a copy would receive the results and be dropped.
 template <typename T>
@@ -126,10 +136,16 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   if (L < 2 || (int)biases.size() != L)
     throw std::invalid_argument("weights and biases must be equal-length lists with >= 1 hidden layer");
   check_ndim(freq, 2, "frequencies");
+  check_ndim(phase, 1, "phases");
+  if (x.ndim() != 2 && x.ndim() != 3) throw std::invalid_argument("x must be [B, N, D] or [N, D]");
+  pb.D = freq.shape(1);
+  if (pb.D != 2 && pb.D != 3) throw std::invalid_argument("frequencies must be [m, D] with D = 2 or 3");
+  if (x.shape(x.ndim() - 1) != pb.D) throw std::invalid_argument("x's last dimension must equal frequencies.shape[1]");
   pb.B = weights[0].shape(0);
   pb.x_shared = x.ndim() == 2;
   pb.N = x.shape(x.ndim() - 2);
   pb.m = freq.shape(0);
+  if (phase.shape(0) != pb.m) throw std::invalid_argument("phases must be [m] with m = len(frequencies)");
   pb.x = x.data();
   pb.freq = freq.data();
   pb.phase = phase.data();
@@ -162,12 +178,7 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   int flags = 0;
   {
     py::gil_scoped_release release;
-#ifdef SYMFAST_X86_CLONES
-    if (which == "avx512") flags = fmlp_avx512::run<T>(pb, nt);
-    else if (which == "avx2") flags = fmlp_avx2::run<T>(pb, nt);
-    else
-#endif
-      flags = fmlp_base::run<T>(pb, nt);
+    flags = pb.D == 3 ? run_isa<T, 3>(which, pb, nt) : run_isa<T, 2>(which, pb, nt);
   }
   // The kernel checks its inputs as it reads them (free, unlike a separate pass over x).
   const char* bad = (flags & fmlp_base::NONFINITE_X) ? "x"

@@ -6,7 +6,7 @@
 // are included here.
 //
 // Layout, per model b and per tile of TILE points (point-major, padded widths):
-//   h0  [TILE, dp]  = [sin(u) | cos(u) | 0-pad],  u = x @ freq^T + phase   (m = d/2)
+//   h0  [TILE, dp]  = [sin(u) | cos(u) | 0-pad],  u = x @ freq^T + phase   (m = d/2, x [TILE, D])
 //   z_l [TILE, Hp]  = a_{l-1} @ W_l + b_l,  a_l = act(z_l)  (hidden layers)
 //   y   [TILE]      = a_L . w_out + b_out
 // and the backward of each layer over the same tile, in cache:
@@ -273,14 +273,16 @@ void activate_bwd(int act, const T* __restrict z, const T* __restrict a, T* __re
 }
 
 // ---- the per-thread tile engine ----
-template <typename T>
+// D: input dimension (2 or 3), a template parameter so the feature and dx loops unroll over it.
+template <typename T, int D>
 struct Engine {
   static constexpr int W = Vec<T>::W;
   const Problem<T>& pb;
   int L;                      // number of linear layers (hidden + output)
   long m, d, dp;              // frequencies, features, padded features
   std::vector<long> fin, fout, foutp;  // per layer fan-in, fan-out, padded fan-out
-  Buf<T> wpk, wtpk, bpk, gw, gb, h0, dh0, x0, x1;  // packed weights, W^T, biases; grads; features
+  Buf<T> wpk, wtpk, bpk, gw, gb, h0, dh0;  // packed weights, W^T, biases; grads; features
+  Buf<T> xt, frt;             // the tile's coordinates xt[i, t] and frequencies frt[i, j], coordinate-major
   std::vector<Buf<T>> z, a, da;   // per hidden layer
   std::vector<long> wofs, wtofs, bofs;  // offsets into the packed buffers
   long packed_b = -1;
@@ -309,8 +311,10 @@ struct Engine {
     gw.resize(ws);
     gb.resize(bs);
     h0.resize(TILE * dp);
-    x0.resize(TILE);
-    x1.resize(TILE);
+    xt.resize(D * TILE);
+    frt.resize(D * m);
+    for (long j = 0; j < m; ++j)
+      for (int i = 0; i < D; ++i) frt.p[i * m + j] = p.freq[D * j + i];
     dh0.resize(TILE * dp);
     for (int l = 0; l + 1 < L; ++l) {
       z.emplace_back(TILE * foutp[l]);
@@ -348,26 +352,33 @@ struct Engine {
   // hT[k, t]: features transposed ([sin | cos] rows, points contiguous) so the sin/cos
   // loop vectorises over points with no remainder.
   // Returns true if a coordinate is NaN or Inf (v - v is 0 exactly for finite v).
+  // u = sum_i f[i] x_i[t] + b, summed in coordinate order (as the reference's x @ freq^T).
+  static inline __attribute__((always_inline)) T arg(const T* f, const T* xs, long t, T b) {
+    T u = f[0] * xs[t];
+#pragma GCC unroll 3
+    for (int i = 1; i < D; ++i) u += f[i] * xs[i * TILE + t];
+    return u + b;
+  }
+
   bool features(const T* x, long cnt) {
     const T* fr = pb.freq;
     const T* ph = pb.phase;
-    for (long t = 0; t < TILE; ++t) {
-      x0.p[t] = t < cnt ? x[2 * t] : T(0);
-      x1.p[t] = t < cnt ? x[2 * t + 1] : T(0);
-    }
+    T* xs = xt.p;
+    for (long t = 0; t < TILE; ++t)
+      for (int i = 0; i < D; ++i) xs[i * TILE + t] = t < cnt ? x[D * t + i] : T(0);
     int bad = 0;
 #pragma omp simd reduction(| : bad)
-    for (long t = 0; t < TILE; ++t) bad |= (x0.p[t] - x0.p[t] != T(0)) | (x1.p[t] - x1.p[t] != T(0));
+    for (long k = 0; k < D * TILE; ++k) bad |= xs[k] - xs[k] != T(0);
     for (long j = 0; j < m; ++j) {
-      const T f0 = fr[2 * j], f1 = fr[2 * j + 1], b = ph[j];
+      T f[D];
+      for (int i = 0; i < D; ++i) f[i] = fr[D * j + i];
+      const T b = ph[j];
       T* rs = h0.p + j * TILE;
       T* rc = h0.p + (m + j) * TILE;
-      const T* xa = x0.p;
-      const T* xb = x1.p;
       int far = 0;
 #pragma omp simd aligned(rs, rc : 16) reduction(| : far)
       for (long t = 0; t < TILE; ++t) {
-        const T u = f0 * xa[t] + f1 * xb[t] + b;
+        const T u = arg(f, xs, t, b);
         T s, c;
         sincos_poly(u, s, c);
         rs[t] = s;
@@ -376,7 +387,7 @@ struct Engine {
       }
       if (far) {  // arguments beyond the polynomial's range: libm, as fourier_features does
         for (long t = 0; t < TILE; ++t) {
-          const T u = f0 * xa[t] + f1 * xb[t] + b;
+          const T u = arg(f, xs, t, b);
           rs[t] = std::sin(u);
           rc[t] = std::cos(u);
         }
@@ -423,8 +434,9 @@ struct Engine {
     }
   }
 
-  // Backward over one tile from g[TILE] = dLoss/dy (zero on padded rows).
-  void backward(const T* g, T* dxt, const T* x, long cnt) {
+  // Backward over one tile from g[TILE] = dLoss/dy (zero on padded rows); dx of the first cnt
+  // points into dxt [cnt, D] when dxt is given.
+  void backward(const T* g, T* dxt, long cnt) {
     const int Lh = L - 1;
     const T* aL = a[Lh - 1].p;  // at least one hidden layer (checked by the binding)
     const long ldL = foutp[Lh - 1];
@@ -485,23 +497,26 @@ struct Engine {
         gemm<T, INIT_ZERO>(TILE, ldp, (int)fout[l], dz, Hp, 1, wtpk.p + wtofs[l], ldp, l > 0 ? da[l - 1].p : dh0.p,
                            ldp);
     }
-    if (dxt) {
-      const T* fr = pb.freq;
+    if (dxt) {  // dx_i = sum_j du_j f_j[i]
+      const T* f0 = frt.p;
+      const T* f1 = frt.p + m;
+      const T* f2 = frt.p + (D > 2 ? 2 * m : 0);
       for (long t = 0; t < cnt; ++t) {
         const T* hs = h0.p + t;  // hT: stride TILE
         const T* gh = dh0.p + t * dp;
-        T g0 = T(0), g1 = T(0);
-#pragma omp simd reduction(+ : g0, g1)
+        T g0 = T(0), g1 = T(0), g2 = T(0);
+#pragma omp simd reduction(+ : g0, g1, g2)
         for (long j = 0; j < m; ++j) {
           const T du = gh[j] * hs[(m + j) * TILE] - gh[m + j] * hs[j * TILE];  // d/du of sin, cos
-          g0 += du * fr[2 * j];
-          g1 += du * fr[2 * j + 1];
+          g0 += du * f0[j];
+          g1 += du * f1[j];
+          if constexpr (D > 2) g2 += du * f2[j];
         }
-        dxt[2 * t] = g0;
-        dxt[2 * t + 1] = g1;
+        dxt[D * t] = g0;
+        dxt[D * t + 1] = g1;
+        if constexpr (D > 2) dxt[D * t + 2] = g2;
       }
     }
-    (void)x;
   }
 
   // Write the accumulated gradients (unpacked, fan-in first) to dst (weights) / dstb (biases).
@@ -518,11 +533,11 @@ struct Engine {
   }
 };
 
-// Runs one problem: units = (model, chunk of points); each unit is processed by one thread
+// Runs one problem with D-dimensional points: units = (model, chunk of points); each unit is processed by one thread
 // in a fixed tile order, so results do not depend on the thread count.
 // Returns NONFINITE_* flags for inputs holding NaN or Inf (the outputs are then meaningless).
 enum { NONFINITE_X = 1, NONFINITE_AUX = 2 };
-template <typename T>
+template <typename T, int D>
 int run(const Problem<T>& pb, int nthreads) {
   const long B = pb.B, N = pb.N;
   const bool grads = pb.mode != 0;
@@ -542,7 +557,7 @@ int run(const Problem<T>& pb, int nthreads) {
   int flags = 0;
 #pragma omp parallel num_threads(nthreads) reduction(| : flags)
   {
-    Engine<T> eng(pb);
+    Engine<T, D> eng(pb);
     std::vector<T> yt(TILE), gt(TILE);
     std::vector<T*> dwp(L), dbp(L);
 #pragma omp for schedule(dynamic, 1)
@@ -555,10 +570,10 @@ int run(const Problem<T>& pb, int nthreads) {
         eng.gb.zero();
       }
       double loss = 0.0;
-      const T* xb = pb.x + (pb.x_shared ? 0 : b * N * 2);
+      const T* xb = pb.x + (pb.x_shared ? 0 : b * N * D);
       for (long t0 = n0; t0 < n1; t0 += TILE) {
         const long cnt = std::min<long>(TILE, n1 - t0);
-        if (eng.features(xb + t0 * 2, cnt)) flags |= NONFINITE_X;
+        if (eng.features(xb + t0 * D, cnt)) flags |= NONFINITE_X;
         eng.forward(yt.data());
         if (pb.y) std::copy(yt.data(), yt.data() + cnt, pb.y + b * N + t0);
         if (!grads) continue;
@@ -583,7 +598,7 @@ int run(const Problem<T>& pb, int nthreads) {
         } else {
           std::copy(tg, tg + cnt, gp);
         }
-        eng.backward(gt.data(), pb.dx ? pb.dx + (b * N + t0) * 2 : nullptr, xb + t0 * 2, cnt);
+        eng.backward(gt.data(), pb.dx ? pb.dx + (b * N + t0) * D : nullptr, cnt);
       }
       if (!grads) continue;
       ploss[u] = loss;

@@ -230,15 +230,15 @@ class FourierMLP(FourierMLPEnsemble):
         return cls.from_tensors(pe, [w[None] for w in ws], [b[None] for b in bs], activation, backend)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [..., 2] -> [...]."""
+        """x: [..., D] (D: the encoding's input dimension, 2 or 3) -> [...]."""
         x = self._as_input(x)
         lead = x.shape[:-1]
-        return super().forward(x.reshape(-1, 2))[0].reshape(lead)
+        return super().forward(x.reshape(-1, x.shape[-1]))[0].reshape(lead)
 
     def train_step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """x: [N, 2], targets: [N] -> scalar MSE; sets p.grad."""
+        """x: [N, D], targets: [N] -> scalar MSE; sets p.grad."""
         x, targets = self._as_input(x), self._as_input(targets, "targets")
-        return super().train_step(x.reshape(-1, 2), targets.reshape(1, -1))[0]
+        return super().train_step(x.reshape(-1, x.shape[-1]), targets.reshape(1, -1))[0]
 
     def to_sequential(self, i: int = 0) -> nn.Sequential:
         return super().to_sequential(i)

@@ -1,4 +1,7 @@
-"""Fourier features: C++ kernel vs the PyTorch reference (N points, dyadic PE d = 48)."""
+"""Fourier features: C++ kernel vs the PyTorch reference (N points, dyadic PE d = 48; 2D points,
+and 3D points with 3 x 8 axis frequencies, also d = 48)."""
+import math
+
 import torch
 
 import symfast as sf
@@ -25,17 +28,25 @@ class FourierFeatures:
         self.fn()
 
 
+def encoding(dim: int):
+    """(frequencies [24, dim], phases [24]) float32: DyadicAxisPE() in 2D, 2^k pi e_i (k < 8) in 3D."""
+    if dim == 2:
+        pe = sf.DyadicAxisPE()
+        return pe.frequencies.float(), pe.phases.float()
+    f = torch.cat([2.0 ** k * math.pi * torch.eye(3) for k in range(8)])
+    return f, torch.zeros(len(f))
+
+
 class FourierFeaturesRatio:
     """reference / symfast time, measured side by side in one run."""
-    params = [4096, 262144]
-    param_names = ["n"]
+    params = ([4096, 262144], [2, 3])
+    param_names = ["n", "dim"]
 
-    def setup(self, n):
-        pe = sf.DyadicAxisPE()
-        self.x = torch.rand(n, 2) * 2 - 1
-        self.w, self.b = pe.frequencies.float(), pe.phases.float()
+    def setup(self, n, dim):
+        self.x = torch.rand(n, dim) * 2 - 1
+        self.w, self.b = encoding(dim)
 
-    def track_speedup(self, n):
+    def track_speedup(self, n, dim):
         return ratio(lambda: reference.fourier_features(self.x, self.w, self.b),
                      lambda: fourier_features(self.x, self.w, self.b, backend="cpu"))
 
@@ -43,7 +54,8 @@ class FourierFeaturesRatio:
 
 
 if __name__ == "__main__":
-    for n in FourierFeaturesRatio.params:
-        b = FourierFeaturesRatio()
-        b.setup(n)
-        print(f"fourier_features n={n}: symfast {b.track_speedup(n):.2f}x faster than reference")
+    for dim in FourierFeaturesRatio.params[1]:
+        for n in FourierFeaturesRatio.params[0]:
+            b = FourierFeaturesRatio()
+            b.setup(n, dim)
+            print(f"fourier_features {dim}D n={n}: symfast {b.track_speedup(n, dim):.2f}x faster than reference")

@@ -3,6 +3,9 @@
 Workload W: B = 256 models, N = 2048 points each, DyadicAxisPE (d = 48),
 48 -> 64 -> 64 -> 1 ReLU, fp32; one step = forward + per-model MSE + backward + Adam
 (PyTorch's fused Adam, the same optimizer for every implementation).
+Workload W3D: the same sizes with 3D points (x [B, N, 3], a sphere SDF) and 3 x 8 dyadic axis
+frequencies 2^k pi e_i (d = 48 again, so the step's FLOPs equal W's); its 2D step is timed in
+the same interleaved run, giving the 3D / 2D FLOP-rate ratio.
 Ratios are measured side by side in one run (interleaved, best of a few repeats).
 
 Peak memory: tracemalloc does not see torch's allocator, so each implementation runs two
@@ -16,10 +19,12 @@ Run as a script for a table: `python benchmarks/benchmarks/bench_fourier_mlp.py 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import torch
 
@@ -56,15 +61,23 @@ def executed_flops(B, N, d, H, depth):
     return step_flops(B, N, d, H, depth) - 2 * d * H * B * N
 
 
-def make(B, N, H, depth, seed=0):
+def axis_encoding_3d(K: int = 8):
+    """Dyadic axis frequencies 2^k pi e_i in 3D (k < K, i < 3; zero phases): d = 6K features."""
+    f = torch.cat([2.0 ** k * math.pi * torch.eye(3, dtype=torch.float64) for k in range(K)])
+    return SimpleNamespace(frequencies=f, phases=torch.zeros(len(f), dtype=torch.float64), dim=2 * len(f))
+
+
+def make(B, N, H, depth, seed=0, dim=2):
+    """(pe, x [B, N, dim], targets [B, N], weights, biases): 2D DyadicAxisPE(12) or 3D 3 x 8 axis
+    frequencies (d = 48 either way), targets the circle / sphere SDF."""
     g = torch.Generator().manual_seed(seed)
-    pe = sf.DyadicAxisPE(12)
+    pe = sf.DyadicAxisPE(12) if dim == 2 else axis_encoding_3d(8)
     dims = [pe.dim] + [H] * depth + [1]
     ws = [((torch.rand(B, a, b, generator=g) * 2 - 1) / a ** 0.5).requires_grad_()
           for a, b in zip(dims[:-1], dims[1:])]
     bs = [((torch.rand(B, b, generator=g) * 2 - 1) / a ** 0.5).requires_grad_() for a, b in zip(dims[:-1], dims[1:])]
-    x = torch.rand(B, N, 2, generator=g) * 2 - 1
-    t = x.norm(dim=-1) - 0.5  # circle SDF
+    x = torch.rand(B, N, dim, generator=g) * 2 - 1
+    t = x.norm(dim=-1) - 0.5  # circle / sphere SDF
     return pe, x, t, ws, bs
 
 
@@ -157,6 +170,34 @@ class TrainStepW:
     track_speedup_vs_eager.unit = track_speedup_vs_compile.unit = "x"
     track_symfast_gflops.unit = "GFLOP/s"
     track_fraction_of_peak.unit = "fraction"
+
+
+class TrainStepW3D:
+    """Workload W3D (W with 3D points, d = 48): ratios vs eager and torch.compile, and the 3D step's
+    FLOP rate over the 2D step's (W), all interleaved in one run."""
+    timeout = 900
+
+    def setup(self):
+        if not sf.cpp_available():
+            raise NotImplementedError("symfast._C not built")
+        a3, a2 = make(**W, dim=3), make(**W, dim=2)
+        fns = {k: make_step(k, *a3) for k in ("reference", "compile", "symfast")}
+        fns["symfast 2D"] = make_step("symfast", *a2)
+        self.t = side_by_side(fns)
+        self.cpu = dict(CPU_TIMES)
+
+    def track_speedup_vs_eager(self):
+        return self.t["reference"] / self.t["symfast"]
+
+    def track_speedup_vs_compile(self):
+        return self.t["compile"] / self.t["symfast"]
+
+    def track_rate_3d_over_2d(self):
+        """3D step GFLOP/s over the 2D step's (same FLOPs by construction, so a time ratio)."""
+        return self.t["symfast 2D"] / self.t["symfast"]
+
+    track_speedup_vs_eager.unit = track_speedup_vs_compile.unit = "x"
+    track_rate_3d_over_2d.unit = "fraction"
 
 
 _MEM_SCRIPT = """
@@ -282,6 +323,17 @@ def main(quick: bool = False, plot: str | None = None):
     print(f"  executed {executed_flops(W['B'], W['N'], 48, W['H'], W['depth']) / b.t['symfast'] / 1e9:.0f} GFLOP/s "
           f"(no dx GEMM) = {b.track_fraction_of_peak():.2f} of this machine's {b.peak:.0f} GFLOP/s fp32 matmul "
           f"rate (torch.mm 2048^2, measured in this run)")
+    b3 = TrainStepW3D()
+    b3.setup()
+    print("Workload W3D (W with 3D points, 3 x 8 axis frequencies, d = 48: same FLOPs), best of 5 interleaved:")
+    for k, v in b3.t.items():
+        print(f"  {k:10s} {v * 1e3:8.1f} ms  {fl / v / 1e9:6.1f} GFLOP/s   (CPU time {b3.cpu[k] * 1e3:8.1f} ms)")
+    print(f"  symfast 3D speedup: {b3.track_speedup_vs_eager():.2f}x vs eager, {b3.track_speedup_vs_compile():.2f}x "
+          f"vs torch.compile (CPU-time ratios {b3.cpu['reference'] / b3.cpu['symfast']:.2f}x, "
+          f"{b3.cpu['compile'] / b3.cpu['symfast']:.2f}x)")
+    print(f"  3D step GFLOP/s vs 2D step GFLOP/s: {fl / b3.t['symfast'] / 1e9:.1f} vs "
+          f"{fl / b3.t['symfast 2D'] / 1e9:.1f} = {b3.track_rate_3d_over_2d():.3f} "
+          f"(CPU time: {b3.cpu['symfast 2D'] / b3.cpu['symfast']:.3f})")
     ps, pr = peak_step_bytes("symfast"), peak_step_bytes("reference")
     ratio = f"{ps / pr:.3f}" if pr > 0 else "n/a"
     print(f"Peak RSS growth of a step: symfast {ps / 2**20:.0f} MiB, reference {pr / 2**20:.0f} MiB "

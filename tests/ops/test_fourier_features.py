@@ -16,21 +16,22 @@ from symfast.testing import assert_close, opcheck
 needs_cpp = pytest.mark.skipif(not _ext.cpp_available(), reason="symfast._C not built")
 
 
-def _inputs(n, dtype, m=6, seed=0, grad=False):
+def _inputs(n, dtype, m=6, seed=0, grad=False, dim=2):
     g = torch.Generator().manual_seed(seed)
-    x = torch.rand(n, 2, generator=g, dtype=dtype) * 2 - 1
-    w = torch.randn(m, 2, generator=g, dtype=dtype) * 3
+    x = torch.rand(n, dim, generator=g, dtype=dtype) * 2 - 1
+    w = torch.randn(m, dim, generator=g, dtype=dtype) * 3
     b = torch.rand(m, generator=g, dtype=dtype)
     return [t.requires_grad_(grad) for t in (x, w, b)]
 
 
 @needs_cpp
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("backend", ["cpu", "reference"])
-def test_opcheck(dtype, backend):
-    fast = dtype != torch.float64  # the full check once per backend
+def test_opcheck(dtype, backend, dim):
+    fast = dtype != torch.float64 or dim != 2  # the full check once per backend
     for n, grad in ((1, False), (7, True)):
-        x, w, b = _inputs(n, dtype, grad=grad)
+        x, w, b = _inputs(n, dtype, grad=grad, dim=dim)
         opcheck(fourier_features_op, (x, w, b, backend), fast=fast)
 
 
@@ -67,12 +68,12 @@ def test_double_backward_matches_reference():
 
 @needs_cpp
 @settings(max_examples=25, deadline=None)
-@given(logu=st.floats(-3, 9), seed=st.integers(0, 1000))
-def test_float32_argument_sweep_matches_reference(logu, seed):
+@given(logu=st.floats(-3, 9), seed=st.integers(0, 1000), dim=st.sampled_from([2, 3]))
+def test_float32_argument_sweep_matches_reference(logu, seed, dim):
     """Arguments from 1e-3 to 1e9: the vectorised polynomial below |u| = 8000, libm beyond."""
     g = torch.Generator().manual_seed(seed)
-    x = (torch.rand(50, 2, generator=g, dtype=torch.float64) * 2 - 1) * 10 ** logu
-    w = torch.randn(3, 2, generator=g, dtype=torch.float64)
+    x = (torch.rand(50, dim, generator=g, dtype=torch.float64) * 2 - 1) * 10 ** logu
+    w = torch.randn(3, dim, generator=g, dtype=torch.float64)
     b = torch.zeros(3, dtype=torch.float64)
     x32 = x.float()
     fast = fourier_features(x32, w.float(), b.float(), backend="cpu")
@@ -120,3 +121,7 @@ def test_large_arguments_fall_back_exactly():
     x = torch.tensor([[1.5, 0.0], [0.01, 0.0]])
     fast = fourier_features(x, w, torch.zeros(1), backend="cpu")
     assert_close("features", reference.fourier_features(x, w, torch.zeros(1)), fast, atol=1e-6, rtol=0)
+    w3 = torch.tensor([[0.0, 0.0, 4096.0 * math.pi], [1.0, 0.0, 0.0]])  # the same arguments on the z axis, at D = 3
+    x3 = torch.tensor([[0.2, 0.0, 1.5], [0.0, 0.3, 0.01]])
+    fast = fourier_features(x3, w3, torch.zeros(2), backend="cpu")
+    assert_close("3d features", reference.fourier_features(x3, w3, torch.zeros(2)), fast, atol=1e-6, rtol=0)

@@ -130,16 +130,17 @@ def test_3d_forward_and_grads_match_reference(B, N, H, depth, act, dtype, shared
 
 
 @needs_cpp
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("isa", ["generic", "avx2", "avx512"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("act", ["tanh", "relu"])  # relu: sign-bit epilogues in the micro-kernels
-def test_every_instruction_set_variant(isa, dtype, act):
+def test_every_instruction_set_variant(isa, dtype, act, dim):
     if isa != "generic" and _ext.require_cpp().fourier_mlp_isa("auto") == "generic":
         pytest.skip(f"CPU lacks {isa}")
     if isa == "avx512" and _ext.require_cpp().fourier_mlp_isa("auto") != "avx512":
         pytest.skip("CPU lacks AVX-512")
     B, N = 2, 200
-    x, f, p, ws, bs = make_problem(B, N, [48, 40], dtype, pe="rff", K=5)  # awkward widths: padding
+    x, f, p, ws, bs = make_problem(B, N, [48, 40], dtype, pe="rff", K=5, dim=dim)  # awkward widths: padding
     t = torch.randn(B, N, dtype=dtype, generator=torch.Generator().manual_seed(3))
     ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
     loss, dw, db = cpu.fourier_mlp_train_step(x, t, f, p, ws, bs, act, isa=isa)
@@ -150,6 +151,11 @@ def test_every_instruction_set_variant(isa, dtype, act):
         assert_close(f"{isa} db{l}", ref[2][l], db[l], rms=rms)
     assert_close(f"{isa} y", reference.fourier_mlp(x, f, p, ws, bs, act),
                  cpu.fourier_mlp_fwd(x, f, p, ws, bs, act, isa=isa))
+    cot = torch.randn(B, N, dtype=dtype, generator=torch.Generator().manual_seed(4))
+    xr = x.clone().requires_grad_(True)
+    (ref_dx,) = torch.autograd.grad(reference.fourier_mlp(xr, f, p, ws, bs, act), xr, cot)
+    dx, _, _ = cpu.fourier_mlp_bwd(cot, x, f, p, ws, bs, act, True, isa=isa)
+    assert_close(f"{isa} dx", ref_dx, dx)
 
 
 @needs_cpp
@@ -162,20 +168,20 @@ def test_sincos_polynomial_accuracy():
 
 
 @needs_cpp
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("act", ["relu", "sine"])
-def test_large_pe_arguments_match_reference(act):
+def test_large_pe_arguments_match_reference(act, dim):
     """|x| from 1 to 1e8 (PE arguments u up to ~2.5e9): beyond |u| = 8000 the kernel must switch
     to libm as fourier_features does (the polynomial alone gave 9.86 vs 1.03 at x = (3, 5e6)).
     Axis-aligned frequencies and zero phases make u = fl(w x) the same float32 number in the kernel
     and the float32 reference, so the comparison measures sin/cos, not the rounding of u."""
-    pe = sf.DyadicAxisPE(4)
-    f, p = pe.frequencies.float(), pe.phases.float()
+    f, p = (t.float() for t in encoding(4, "dyadic", dim))
     g = torch.Generator().manual_seed(0)
-    ws = [torch.randn(2, pe.dim, 16, generator=g) / 3, torch.randn(2, 16, 1, generator=g) / 4]
+    ws = [torch.randn(2, 2 * len(f), 16, generator=g) / 3, torch.randn(2, 16, 1, generator=g) / 4]
     bs = [torch.randn(2, 16, generator=g) * 0.1, torch.zeros(2, 1)]
     for logx in range(0, 9):
-        x = (torch.rand(2, 60, 2, generator=g) * 2 - 1) * 10.0 ** logx
-        x[0, 0] = torch.tensor([3.0, 5e6]) if logx >= 6 else x[0, 0]
+        x = (torch.rand(2, 60, dim, generator=g) * 2 - 1) * 10.0 ** logx
+        x[0, 0] = torch.tensor([3.0, 5e6, -7e5][:dim]) if logx >= 6 else x[0, 0]
         ref = reference.fourier_mlp(x, f, p, ws, bs, act)
         assert_close(f"y |x|~1e{logx}", ref, fourier_mlp(x, f, p, ws, bs, act, backend="cpu"))
         t = torch.zeros(2, 60)
@@ -228,11 +234,12 @@ def test_double_backward_falls_back_to_reference():
 
 
 @needs_cpp
-def test_deterministic_across_thread_counts_and_chunks():
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+def test_deterministic_across_thread_counts_and_chunks(dim):
     """N spans several fixed-size work chunks; results are bitwise equal for 1 and 2 threads."""
     B, N = 2, 3000
     assert cpu.chunk_size(B, N) < N  # several chunks per model
-    x, f, p, ws, bs = make_problem(B, N, [32, 32], torch.float32, seed=5)
+    x, f, p, ws, bs = make_problem(B, N, [32, 32], torch.float32, seed=5, dim=dim)
     t = torch.randn(B, N, generator=torch.Generator().manual_seed(4))
     before = torch.get_num_threads()
     try:
@@ -251,8 +258,9 @@ def test_deterministic_across_thread_counts_and_chunks():
 
 
 @needs_cpp
-def test_torch_compile_and_custom_op():
-    x, f, p, ws, bs = make_problem(2, 40, [32], torch.float32)
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+def test_torch_compile_and_custom_op(dim):
+    x, f, p, ws, bs = make_problem(2, 40, [32], torch.float32, dim=dim)
     ws = [w.requires_grad_(True) for w in ws]
 
     def loss_fn(x, ws, bs):
@@ -268,9 +276,10 @@ def test_torch_compile_and_custom_op():
 
 
 @needs_cpp
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("shared", [False, True], ids=["per_model_x", "shared_x"])
-def test_opcheck_backward_and_train_step_ops(shared):
-    x, f, p, ws, bs = make_problem(2, 30, [16], torch.float64, shared=shared)
+def test_opcheck_backward_and_train_step_ops(shared, dim):
+    x, f, p, ws, bs = make_problem(2, 30, [16], torch.float64, shared=shared, dim=dim)
     t = torch.randn(2, 30, dtype=torch.float64)
     opcheck(torch.ops.symfast.fourier_mlp.default, (x.requires_grad_(True), f, p,
                                                     [w.requires_grad_(True) for w in ws], bs, "tanh", "cpu"))
@@ -333,17 +342,18 @@ def test_bad_input_raises_clear_error(mutate, match):
 
 @needs_cpp
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("where", ["x", "shared x", "targets", "gradient"])
+@pytest.mark.parametrize("where", ["x", "shared x", "3d x", "targets", "gradient"])
 def test_kernel_names_nonfinite_inputs(dtype, where):
     """The C++ kernel checks x and targets/cotangents as it reads them (no separate pass)."""
     N = 200  # the bad value sits in the last, partial tile
     shared = where == "shared x"
-    x, f, p, ws, bs = make_problem(3, N, [32], dtype, shared=shared)
+    dim = 3 if where == "3d x" else 2
+    x, f, p, ws, bs = make_problem(3, N, [32], dtype, shared=shared, dim=dim)
     t = torch.rand(3, N, dtype=dtype)
     for bad in (float("nan"), float("inf"), -float("inf")):
-        if where in ("x", "shared x"):
+        if where in ("x", "shared x", "3d x"):
             xb = x.clone()
-            xb[..., N - 1, 1] = bad
+            xb[..., N - 1, dim - 1] = bad
             with pytest.raises(ValueError, match="^x contains NaN or Inf"):
                 fourier_mlp(xb, f, p, ws, bs, "relu", backend="cpu")
             with pytest.raises(ValueError, match="^x contains NaN or Inf"):
@@ -384,19 +394,23 @@ TRITON_SCRIPT = textwrap.dedent("""
     from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step, reference
     from symfast.testing import assert_close
     from test_fourier_mlp import make_problem, run_with_grads, compare
-    for B, N, H, depth, act, shared in [(2, 70, 16, 1, "relu", False), (1, 5, 32, 2, "tanh", True),
-                                        (3, 20, 16, 3, "silu", False), (1, 9, 16, 4, "sine", False)]:
-        x, f, p, ws, bs = make_problem(B, N, [H] * depth, torch.float32, shared, K=3)
+    for B, N, H, depth, act, shared, dim, pe in [
+            (2, 70, 16, 1, "relu", False, 2, "dyadic"), (1, 5, 32, 2, "tanh", True, 2, "dyadic"),
+            (3, 20, 16, 3, "silu", False, 2, "dyadic"), (1, 9, 16, 4, "sine", False, 2, "dyadic"),
+            (2, 70, 16, 1, "relu", False, 3, "dyadic"), (2, 5, 32, 2, "tanh", True, 3, "rff"),
+            (1, 20, 16, 3, "sine", False, 3, "rff")]:
+        x, f, p, ws, bs = make_problem(B, N, [H] * depth, torch.float32, shared, K=3, pe=pe, dim=dim)
         cot = torch.randn(B, N, generator=torch.Generator().manual_seed(1))
-        compare(run_with_grads("reference", x, f, p, ws, bs, act, cot),
-                run_with_grads("triton", x, f, p, ws, bs, act, cot), torch.float32)
+        ref = run_with_grads("reference", x, f, p, ws, bs, act, cot)
+        assert ref["dx"].shape == x.shape
+        compare(ref, run_with_grads("triton", x, f, p, ws, bs, act, cot), torch.float32)
         t = torch.randn(B, N, generator=torch.Generator().manual_seed(2))
         ref = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
         fast = fourier_mlp_train_step(x, t, f, p, ws, bs, act, backend="triton")
-        assert_close("triton loss", ref[0], fast[0])
+        assert_close(f"triton D={dim} loss", ref[0], fast[0])
         for l in range(depth + 1):
-            assert_close(f"triton dW{l}", ref[1][l], fast[1][l], rms=True)
-            assert_close(f"triton db{l}", ref[2][l], fast[2][l], rms=True)
+            assert_close(f"triton D={dim} dW{l}", ref[1][l], fast[1][l], rms=True)
+            assert_close(f"triton D={dim} db{l}", ref[2][l], fast[2][l], rms=True)
     try:
         fourier_mlp(x.double(), f, p, [w.double() for w in ws], [b.double() for b in bs], "relu",
                     backend="triton")
@@ -412,8 +426,9 @@ def test_triton_kernels_under_interpreter(run_interpreted):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA + triton")
-def test_triton_on_gpu():
-    x, f, p, ws, bs = make_problem(4, 3000, [64, 64], torch.float32)
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+def test_triton_on_gpu(dim):
+    x, f, p, ws, bs = make_problem(4, 3000, [64, 64], torch.float32, dim=dim)
     dev = [t.cuda() for t in (x, f, p)]
     ws_c, bs_c = [w.cuda() for w in ws], [b.cuda() for b in bs]
     cot = torch.randn(4, 3000, generator=torch.Generator().manual_seed(1)).cuda()

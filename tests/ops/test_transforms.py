@@ -165,3 +165,31 @@ def test_vmap_jacrev_3d_fourier_features_is_analytic():
     ref = torch.stack((torch.cos(u)[..., None] * f, -torch.sin(u)[..., None] * f), dim=2).flatten(1, 2)
     assert_close("3d dphi/dx", ref, jac)
     assert_close("3d vmap phi", ff_ref.fourier_features(x, f, p), vmap(lambda q: fourier_features(q, f, p))(x))
+
+
+def _pe_3d():
+    """A FourierPE holding the 3D frequencies [6, 3] and phases of `_model_3d` (set on its buffers)."""
+    import numpy as np
+
+    pe = sf.FourierPE(np.ones((6, 2)), name="test3d")
+    pe.frequencies, pe.phases = _model_3d()[:2]
+    return pe
+
+
+@needs_cpp
+def test_vmap_jacrev_3d_fourier_mlp_module_matches_reference():
+    """sf.nn.FourierMLP over 3D points: vmap(jacrev(model)) normals and a C++ train step vs the reference."""
+    m = sf.nn.FourierMLP(_pe_3d(), (16, 16), activation="tanh", dtype=torch.float64,
+                         generator=torch.Generator().manual_seed(0))
+    x = torch.rand(30, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64) * 2 - 1
+    normals = vmap(jacrev(m))(x)  # [N, 3]
+    xr = x.clone().requires_grad_(True)
+    (ref,) = torch.autograd.grad(_ref_forward(m, xr)[0].sum(), xr)
+    assert_close("3d module normals", ref, normals)
+    t = torch.randn(30, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    loss = m.train_step(x, t)
+    rl, rw, rb = mlp_ref.fourier_mlp_train_step(x, t[None], m.pe.frequencies, m.pe.phases, list(m.weights),
+                                                list(m.biases), "tanh")
+    assert_close("3d module loss", rl[0], loss)
+    for l, (r, p) in enumerate(zip(rw + rb, list(m.weights) + list(m.biases))):
+        assert_close(f"3d module grad {l}", r, p.grad)

@@ -104,7 +104,7 @@ def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.T
     """
     for name, t in (("x", x), ("frequencies", frequencies), ("phases", phases)):
         _check_real(t, name)
-    D = input_dim(x, frequencies)
+    input_dim(x, frequencies)
     if phases.shape != frequencies.shape[:1]:
         raise ValueError(f"phases must be [{frequencies.shape[0]}], got {list(phases.shape)}")
     w = frequencies.to(device=x.device, dtype=x.dtype)
@@ -113,8 +113,6 @@ def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.T
     if be == "cpu" and x.dtype not in (torch.float32, torch.float64):
         if backend == "cpu":
             raise ValueError(f"backend='cpu' needs float32/float64 input, got {x.dtype}")
-        be = "reference"
-    if D != 2:  # the C++ kernel is 2D only for now
         be = "reference"
     if be == "reference" or _dispatch.under_functorch(x, w, b):
         return reference.fourier_features(x, w, b)

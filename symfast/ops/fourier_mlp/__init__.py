@@ -93,8 +93,7 @@ def _resolve_backend(backend: str, x: torch.Tensor, weights) -> str:
     if _ext.HAS_TRITON and (x.device.type == "cuda" or backend == "triton"):
         from symfast.ops.fourier_mlp import triton as tri
         problem = tri.unsupported(x.dtype, weights)
-    resolved = _dispatch.resolve("fourier_mlp", backend, x.device, triton=True, triton_problem=problem)
-    return "reference" if x.shape[-1] != 2 else resolved  # the kernels are 2D only for now
+    return _dispatch.resolve("fourier_mlp", backend, x.device, triton=True, triton_problem=problem)
 
 
 def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, weights, biases,

@@ -1,7 +1,8 @@
 """Triton kernels for the fused batched Fourier-PE + MLP (CUDA, or CPU under TRITON_INTERPRET=1).
 
 Supported: float32, 1..4 hidden layers of one width H in {16, 32, 64, 128, 256}, m <= 128
-frequencies (d = 2m). Other models fall back to the reference (see `unsupported`).
+frequencies (d = 2m), points of dimension D = 2 or 3 (a constexpr). Other models fall back to
+the reference (see `unsupported`).
 
 Kernels (reference: reference.py):
   _fourier_mlp_fwd_kernel: grid (tiles of BLOCK_N points, B); y = MLP(phi(x)).
@@ -80,21 +81,26 @@ if triton is not None:
             return tl.dot(a, b, input_precision="ieee")
 
     @triton.jit
+    def _pe_argument(X_ptr, F_ptr, rn, mn, rm, MP: tl.constexpr, D: tl.constexpr):
+        """u[n, j] = sum_i x[n, i] F[i, j] + F[D, j] for a tile of D-dimensional points (coordinate order)."""
+        u = tl.load(X_ptr + rn * D, mask=mn, other=0.0)[:, None] * tl.load(F_ptr + rm)[None, :]
+        for i in tl.static_range(1, D):
+            u += tl.load(X_ptr + rn * D + i, mask=mn, other=0.0)[:, None] * tl.load(F_ptr + i * MP + rm)[None, :]
+        return u + tl.load(F_ptr + D * MP + rm)[None, :]
+
+    @triton.jit
     def _fourier_mlp_fwd_kernel(X_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr, Y_ptr,
                                 N, stride_xb, MP: tl.constexpr, H: tl.constexpr, NH: tl.constexpr,
-                                ACT: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr):
+                                ACT: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
         """y[b, n] = wo_b . act(... act(sin(u) W1s_b + cos(u) W1c_b + b1_b) ...) + bo_b,
-        u = x[b, n] @ F[:2] + F[2]  (W1s/W1c: the sin/cos rows of W_1, zero-padded to MP)."""
+        u = x[b, n] @ F[:D] + F[D]  (W1s/W1c: the sin/cos rows of W_1, zero-padded to MP)."""
         pid_n = tl.program_id(0)
         b = tl.program_id(1).to(tl.int64)
         rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         mn = rn < N
         rm = tl.arange(0, MP)
         rh = tl.arange(0, H)
-        x0 = tl.load(X_ptr + b * stride_xb + rn * 2, mask=mn, other=0.0)
-        x1 = tl.load(X_ptr + b * stride_xb + rn * 2 + 1, mask=mn, other=0.0)
-        u = x0[:, None] * tl.load(F_ptr + rm)[None, :] + x1[:, None] * tl.load(F_ptr + MP + rm)[None, :] \
-            + tl.load(F_ptr + 2 * MP + rm)[None, :]
+        u = _pe_argument(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D)
         w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
         w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
         h = _dot(tl.sin(u), w1s, TF32) + _dot(tl.cos(u), w1c, TF32) + tl.load(BH_ptr + b * NH * H + rh)[None, :]
@@ -117,20 +123,17 @@ if triton is not None:
                                 N, C, TILES, stride_xb, inv_n,
                                 MP: tl.constexpr, H: tl.constexpr, NH: tl.constexpr, ACT: tl.constexpr,
                                 MODE: tl.constexpr, NEED_DX: tl.constexpr, TF32: tl.constexpr,
-                                BLOCK_N: tl.constexpr):
+                                BLOCK_N: tl.constexpr, D: tl.constexpr):
         """Backward of model b over chunk c (TILES tiles of BLOCK_N points), forward recomputed.
 
         MODE 1: g = 2 (y - t) / N with t = AUX (MSE), loss partial stored; MODE 2: g = AUX.
         dz_l = da_l * act'(z_l), dW_l += a_{l-1}^T dz_l, db_l += sum dz_l, da_{l-1} = dz_l W_l^T;
-        dx = sum_j (dh_sin_j cos u_j - dh_cos_j sin u_j) w_j when NEED_DX.
+        dx = sum_j (dh_sin_j cos u_j - dh_cos_j sin u_j) w_j when NEED_DX (D components).
         """
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1).to(tl.int64)
         rm = tl.arange(0, MP)
         rh = tl.arange(0, H)
-        f0 = tl.load(F_ptr + rm)
-        f1 = tl.load(F_ptr + MP + rm)
-        ph = tl.load(F_ptr + 2 * MP + rm)
         w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
         w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
         b1 = tl.load(BH_ptr + b * NH * H + rh)
@@ -161,9 +164,7 @@ if triton is not None:
         for it in range(TILES):
             rn = (c * TILES + it) * BLOCK_N + tl.arange(0, BLOCK_N)
             mn = rn < N
-            x0 = tl.load(X_ptr + b * stride_xb + rn * 2, mask=mn, other=0.0)
-            x1 = tl.load(X_ptr + b * stride_xb + rn * 2 + 1, mask=mn, other=0.0)
-            u = x0[:, None] * f0[None, :] + x1[:, None] * f1[None, :] + ph[None, :]
+            u = _pe_argument(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D)
             s = tl.sin(u)
             co = tl.cos(u)
             z1 = _dot(s, w1s, TF32) + _dot(co, w1c, TF32) + b1[None, :]
@@ -210,8 +211,9 @@ if triton is not None:
             g1b += tl.sum(dz, axis=0)
             if NEED_DX:
                 du = _dot(dz, tl.trans(w1s), TF32) * co - _dot(dz, tl.trans(w1c), TF32) * s
-                tl.store(DX_ptr + (b * N + rn) * 2, tl.sum(du * f0[None, :], axis=1), mask=mn)
-                tl.store(DX_ptr + (b * N + rn) * 2 + 1, tl.sum(du * f1[None, :], axis=1), mask=mn)
+                for i in tl.static_range(D):
+                    tl.store(DX_ptr + (b * N + rn) * D + i, tl.sum(du * tl.load(F_ptr + i * MP + rm)[None, :], axis=1),
+                             mask=mn)
         p = b * C + c  # partial slot
         tl.store(LOSS_ptr + p, tl.sum(lacc, axis=0))
         tl.store(GBO_ptr + p, tl.sum(gbo, axis=0))
@@ -231,12 +233,13 @@ if triton is not None:
 
 
 def _pack(freq, phase, weights, biases):
-    """Kernel layout: F [3, MP] (f0, f1, phase, zero-padded), W1 split into sin/cos rows."""
-    m = freq.shape[0]
+    """Kernel layout: F [D + 1, MP] (frequency coordinates f_0..f_{D-1}, then phases; zero-padded),
+    W1 split into sin/cos rows."""
+    m, D = freq.shape
     MP = max(16, triton.next_power_of_2(m))
     B, H, NH = weights[0].shape[0], weights[0].shape[2], len(weights) - 1
-    F = freq.new_zeros(3, MP)
-    F[0, :m], F[1, :m], F[2, :m] = freq[:, 0], freq[:, 1], phase
+    F = freq.new_zeros(D + 1, MP)
+    F[:D, :m], F[D, :m] = freq.T, phase
     w1s = freq.new_zeros(B, MP, H)
     w1c = freq.new_zeros(B, MP, H)
     w1s[:, :m], w1c[:, :m] = weights[0][:, 0::2], weights[0][:, 1::2]
@@ -244,11 +247,11 @@ def _pack(freq, phase, weights, biases):
     bh = torch.stack(list(biases[:NH]), 1).contiguous()
     wo = weights[-1][:, :, 0].contiguous()
     bo = biases[-1][:, 0].contiguous()
-    return dict(F=F, w1s=w1s, w1c=w1c, wh=wh, bh=bh, wo=wo, bo=bo, MP=MP, H=H, NH=NH, B=B, m=m)
+    return dict(F=F, w1s=w1s, w1c=w1c, wh=wh, bh=bh, wo=wo, bo=bo, MP=MP, H=H, NH=NH, B=B, m=m, D=D)
 
 
 def _xstride(x, N):
-    return 0 if x.ndim == 2 else N * 2
+    return 0 if x.ndim == 2 else N * x.shape[-1]
 
 
 def fourier_mlp_fwd(x, freq, phase, weights, biases, activation):
@@ -259,7 +262,7 @@ def fourier_mlp_fwd(x, freq, phase, weights, biases, activation):
     grid = (triton.cdiv(N, BLOCK_N), B)
     _fourier_mlp_fwd_kernel[grid](x, k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], y, N,
                                   _xstride(x, N), MP=k["MP"], H=k["H"], NH=k["NH"], ACT=ACT_CODES[activation],
-                                  TF32=ALLOW_TF32, BLOCK_N=BLOCK_N)
+                                  TF32=ALLOW_TF32, BLOCK_N=BLOCK_N, D=k["D"])
     return y
 
 
@@ -279,12 +282,12 @@ def _bwd(mode, aux, x, freq, phase, weights, biases, activation, need_dx):
     loss, gbo, gwo = new(B, C), new(B, C), new(B, C, H)
     g1s, g1c, gbh = new(B, C, MP, H), new(B, C, MP, H), new(B, C, NH, H)
     gwh = new(B, C, NH - 1, H, H) if NH > 1 else new(1)
-    dx = new(B, N, 2) if need_dx else new(1)
+    dx = new(B, N, k["D"]) if need_dx else new(1)
     _fourier_mlp_bwd_kernel[(B, C)](
         x, aux.contiguous(), k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"],
         loss, g1s, g1c, gwh, gbh, gwo, gbo, dx, N, C, per, _xstride(x, N), 1.0 / N,
         MP=MP, H=H, NH=NH, ACT=ACT_CODES[activation], MODE=mode, NEED_DX=need_dx, TF32=ALLOW_TF32,
-        BLOCK_N=BLOCK_N, num_warps=4 if H <= 32 else 8)
+        BLOCK_N=BLOCK_N, D=k["D"], num_warps=4 if H <= 32 else 8)
     g1s, g1c, gbh = g1s.sum(1), g1c.sum(1), gbh.sum(1)
     dw0 = torch.stack((g1s[:, :m], g1c[:, :m]), dim=2).reshape(B, 2 * m, H)
     dw = [dw0] + ([gwh.sum(1)[:, l] for l in range(NH - 1)] if NH > 1 else []) + [gwo.sum(1)[:, :, None]]
