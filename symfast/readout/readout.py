@@ -4,7 +4,13 @@ For each (shape, encoding, observable) the readout reports three sets
 (Chiba, Sugiyama, Uranishi, arXiv 2607.03108, Prop. 1): G_true (the shape's declared group),
 G_lift (elements the encoding lifts exactly) and G_obs (elements whose score
 is within the measured noise floor), and flags violations of
-G_obs ⊆ G_lift ∩ G_true.
+G_obs ⊆ G_lift ∩ G_true. Fields on R^2 are read over elements of O(2) (default candidates
+D4 ∪ D6), fields on R^3 over elements of O(3) (`symfast.readout.o3`; default O_h ∪ I_h).
+
+Some liftable non-symmetries cannot be told apart by any observable of this kind: when every
+symmetric Phi invariant under the lifts of G_lift ∩ G_true is also invariant under rho(g), the
+seed-mean observable is g-invariant too. The column `implied` marks them (`implied_by`; e.g. the
+dyadic 3D encoding and the tetrahedron: every T_d-invariant Gram is O_h-invariant).
 
 Decision: a test per element of H0 "g leaves the expected observable invariant"
 against the split-half seed-noise null (`symfast.readout.observables.split_half_null`),
