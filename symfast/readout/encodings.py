@@ -266,19 +266,22 @@ class MultiAxisPE(FourierPE):
     """Dyadic frequencies 2^k pi v, k = 0..K-1, along given axes v; d = 2 a K for a axes.
 
     Args:
-        axes: an integer a (2D: a axes at angles pi j / a, lifting exactly D_{2a}; a = 2 is
-            DyadicAxisPE's D4), or an array [a, D] of axes in R^D (D = 2 or 3; normalised to
-            unit length). The exact lifts are the elements of O(D) that permute the axes' lines;
-            e.g. `cube_axes()` lifts O_h, `icosahedron_axes()` lifts I_h.
+        num_axes: an integer a (2D: a axes at angles pi j / a, lifting exactly D_{2a}; a = 2 is
+            DyadicAxisPE's D4), or, positionally, an array of axes as for `axes`.
         K: number of octaves.
         name: table name (default "multiaxis<a>", with a "_3d" suffix for 3D axes).
+        axes: an array [a, D] of axes in R^D (D = 2 or 3; normalised to unit length), instead of
+            num_axes. The exact lifts are the elements of O(D) that permute the axes' lines; e.g.
+            `cube_axes()` lifts O_h, `icosahedron_axes()` lifts I_h.
     """
 
-    def __init__(self, axes=3, K: int = 8, name: str | None = None):
+    def __init__(self, num_axes=3, K: int = 8, name: str | None = None, *, axes=None):
         _check_positive(K=K)
-        if isinstance(axes, numbers.Integral) and not isinstance(axes, bool):
-            _check_positive(num_axes=axes)
-            unit = _planar_axes(math.pi * np.arange(axes) / axes)
+        if axes is None and not isinstance(num_axes, numbers.Integral):
+            axes = num_axes  # MultiAxisPE(array, K)
+        if axes is None:
+            _check_positive(num_axes=num_axes)
+            unit = _planar_axes(math.pi * np.arange(num_axes) / num_axes)
         else:
             unit = _unit_axes(axes)
         a, D = unit.shape
@@ -316,8 +319,8 @@ ENCODINGS = {
     "triaxis": TriAxisPE,
     "rff": RandomFourierPE,
     "dyadic3": lambda: DyadicAxisPE(dim=3),
-    "cube4": lambda: MultiAxisPE(cube_axes(), K=6, name="cube4"),
-    "ico6": lambda: MultiAxisPE(icosahedron_axes(), K=4, name="ico6"),
+    "cube4": lambda: MultiAxisPE(axes=cube_axes(), K=6, name="cube4"),
+    "ico6": lambda: MultiAxisPE(axes=icosahedron_axes(), K=4, name="ico6"),
     "rff3": lambda: RandomFourierPE(dim=3),
 }
 

@@ -46,12 +46,12 @@ def test_liftable_subgroup(name):
 
 def test_multiaxis_lifts_are_the_stabiliser_of_the_axis_lines():
     # the 3 four-fold axes plus the 4 three-fold axes: still exactly O_h; one tilted axis: only what fixes it
-    pe = MultiAxisPE(np.concatenate([np.eye(3), cube_axes()]), K=2)
+    pe = MultiAxisPE(axes=np.concatenate([np.eye(3), cube_axes()]), K=2)
     assert names(g for g in CANDIDATES if pe.lift(g) is not None) == names(OH)
     assert np.allclose(np.linalg.norm(icosahedron_axes(), axis=1), 1.0)
     tilted = MultiAxisPE([[0.3, 0.1, 1.0]], K=3)
     assert names(g for g in CANDIDATES if tilted.lift(g) is not None) == {"e", "i"}
-    assert MultiAxisPE(3, K=8).input_dim == 2 and MultiAxisPE(3, K=8).name == "multiaxis3"  # 2D form kept
+    assert MultiAxisPE(3, K=8).input_dim == 2 and MultiAxisPE(num_axes=3).name == "multiaxis3"  # 2D form kept
 
 
 @pytest.mark.parametrize("name", list(LIFTS))
@@ -251,3 +251,41 @@ def test_cli_dim_must_be_2_or_3(capsys, tmp_path):
     with pytest.raises(SystemExit) as e:
         main(["readout", "--dim", "4", "--out", str(tmp_path / "x")])
     assert e.value.code == 2 and "--dim" in capsys.readouterr().err
+
+
+def test_gram_scores_take_the_144_candidate_lifts():
+    """The CPU kernels score all of O_h ∪ I_h at once (exact block permutations and dense Procrustes
+    lifts in one call), matching the reference by name."""
+    from symfast import _ext
+    from symfast.ops.gram_scores import gram_scores, reference
+    from symfast.readout.readout import _lifts
+    from symfast.testing import assert_close
+
+    if not _ext.cpp_available():
+        pytest.skip("C++ extension not built")
+    rho = torch.stack([r for _, r, _, _ in _lifts(PES["ico6"], list(CANDIDATES), "gram")])
+    a = torch.randn(3, 48, 48, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    phi = a @ a.transpose(1, 2)
+    assert_close("scores", reference.gram_scores(phi, rho), gram_scores(phi, rho, backend="cpu"))
+
+
+def test_plots3d_figures_and_fallback_without_scikit_image(tmp_path, monkeypatch):
+    import matplotlib
+
+    from symfast.readout import plots3d
+
+    backend = matplotlib.get_backend()
+    ens = sf.fit_sdf(["cube"], sf.DyadicAxisPE(K=2, dim=3), seeds=2, hidden=(8,), steps=2, points=32, progress=False)
+    fig = plots3d.sdf_slices(ens, z=(0.0, 0.3), resolution=16)
+    assert len(fig.axes) == 2 * 3 * 2  # 2 slices x (true, fitted, difference), each with a colour bar
+    if plots3d.HAVE_SKIMAGE:
+        assert len(plots3d.level_sets(ens, resolution=12).axes) == 2
+    monkeypatch.setattr(plots3d, "HAVE_SKIMAGE", False)
+    with pytest.warns(UserWarning, match="scikit-image"):
+        plots3d.level_sets(ens, resolution=12, path=tmp_path / "fallback.png")
+    assert (tmp_path / "fallback.png").exists()
+    with pytest.raises(ValueError, match="3D fields"):
+        plots3d.level_sets(sf.fit_sdf(["square"], sf.DyadicAxisPE(K=2), seeds=1, hidden=(4,), steps=1, points=8,
+                                      progress=False))
+    assert matplotlib.get_backend() == backend
+    matplotlib.pyplot.close("all")
