@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import time
@@ -20,12 +21,28 @@ def _csv(s: str) -> list[str]:
     return [p.strip() for p in s.split(",") if p.strip()]
 
 
+# Defaults per --dim. 2D: the paper's settings. 3D: a study that runs in a few minutes on 2 CPU cores
+# (3D training runs the reference kernels; measured in the docs, readout-3d.md).
+DEFAULTS = {
+    2: dict(shapes="triangle,square,hexagon,circle", pe="dyadic,triaxis,rff", seeds=32, steps=1500, points=2048,
+            sweep=360),
+    3: dict(shapes="cube,tetrahedron,octahedron,icosahedron", pe="dyadic3,cube4,ico6,rff3", seeds=8, steps=300,
+            points=1024, sweep=72),
+}
+
+
 def add_arguments(p) -> None:
-    p.add_argument("--shapes", default="triangle,square,hexagon,circle", help="comma-separated shape names")
-    p.add_argument("--pe", default="dyadic,triaxis,rff", help="comma-separated encodings: dyadic, triaxis, rff")
-    p.add_argument("--seeds", type=int, default=32, help="models per shape (the ensemble size)")
-    p.add_argument("--steps", type=int, default=1500, help="Adam steps per model")
-    p.add_argument("--points", type=int, default=2048, help="points per model per step")
+    p.add_argument("--dim", type=int, default=2, choices=[2, 3],
+                   help="2: planar shapes (default); 3: solids (cube, tetrahedron, octahedron, icosahedron, ...)")
+    p.add_argument("--shapes", default=None, help="comma-separated shape names (default per --dim: "
+                   + "; ".join(f"{d}D {v['shapes']}" for d, v in DEFAULTS.items()) + ")")
+    p.add_argument("--pe", default=None, help="comma-separated encodings: 2D dyadic, triaxis, rff; 3D dyadic3, "
+                   "cube4, ico6, rff3 (default: all of --dim)")
+    p.add_argument("--seeds", type=int, default=None, help="models per shape (the ensemble size; default 32 in 2D, "
+                   "8 in 3D)")
+    p.add_argument("--steps", type=int, default=None, help="Adam steps per model (default 1500 in 2D, 300 in 3D)")
+    p.add_argument("--points", type=int, default=None, help="points per model per step (default 2048 in 2D, "
+                   "1024 in 3D)")
     p.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate")
     p.add_argument("--hidden", default="64,64", help="hidden widths, comma-separated")
     p.add_argument("--activation", default="relu", help="hidden activation: relu, tanh, silu or sine")
@@ -33,7 +50,11 @@ def add_arguments(p) -> None:
                    help="gram, gram_bias, prefixK, or prefixes (K = 1..L side by side)")
     p.add_argument("--aggregate", default="ensemble", choices=["ensemble", "model"],
                    help="score the ensemble-mean observable, or each model")
-    p.add_argument("--sweep", type=int, default=360, help="rotations in the sweep (0 to skip)")
+    p.add_argument("--sweep", type=int, default=None, help="rotations in the sweep (0 to skip; default 360 in 2D, "
+                   "72 in 3D)")
+    p.add_argument("--sweep-axis", default="0,0,1", help="3D: axis of the rotation sweep, as x,y,z")
+    p.add_argument("--sampler", default=None, help="training points: 2D disk (default) or box; 3D ball (default), "
+                   "box or near_surface")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "cpu", "triton"],
                    help="training kernels")
     p.add_argument("--device", default="cpu", help="torch device for training (cpu or cuda[:N])")
@@ -67,14 +88,36 @@ def run(args) -> int:
     from symfast.ops.fourier_mlp.reference import ACTIVATIONS
     from symfast.readout.sweeps.spec import MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, _check_observable
 
+    from symfast.readout.training import DOMAINS
+
+    for name, value in DEFAULTS[args.dim].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     shape_names, pe_names = _csv(args.shapes), _csv(args.pe)
     if not shape_names or not pe_names:
         raise UsageError("--shapes and --pe need at least one name each")
     with input_errors("--shapes"):
         for s in shape_names:
-            shp.by_name(s)
+            d = getattr(shp.by_name(s), "dim", 2)
+            if d != args.dim:
+                raise UsageError(f"--shapes: {s!r} is a {d}D shape; pass --dim {d} or {args.dim}D shapes "
+                                 f"(e.g. {DEFAULTS[args.dim]['shapes']})")
     with input_errors("--pe"):
         pes = [encoding_by_name(n) for n in pe_names]
+    for pe in pes:
+        if pe.input_dim != args.dim:
+            raise UsageError(f"--pe: {pe.name!r} encodes {pe.input_dim}D points; pass --dim {pe.input_dim} or "
+                             f"{args.dim}D encodings (e.g. {DEFAULTS[args.dim]['pe']})")
+    sampler = DOMAINS[args.dim][0] if args.sampler is None else args.sampler
+    if sampler not in DOMAINS[args.dim]:
+        raise UsageError(f"--sampler must be one of {', '.join(DOMAINS[args.dim])} for --dim {args.dim}, "
+                         f"got {sampler!r}")
+    try:
+        axis = [float(v) for v in _csv(args.sweep_axis)]
+    except ValueError:
+        axis = []
+    if len(axis) != 3 or not all(map(math.isfinite, axis)) or not any(axis):
+        raise UsageError(f"--sweep-axis must be three finite numbers x,y,z, not all zero; got {args.sweep_axis!r}")
     for name, hi in (("seeds", MAX_CELLS), ("steps", MAX_STEPS), ("points", MAX_POINTS)):
         if not 1 <= getattr(args, name) <= hi:
             raise UsageError(f"--{name} must be positive and at most {hi}, got {getattr(args, name)}")
@@ -103,7 +146,7 @@ def run(args) -> int:
     for pe in pes:
         path = os.path.join(args.out, f"ensemble_{pe.name}.pt")
         settings = dict(hidden=list(hidden), activation=args.activation, steps=args.steps, points=args.points,
-                        lr=args.lr, shapes=shape_names, seeds=list(range(args.seeds)))
+                        lr=args.lr, shapes=shape_names, seeds=list(range(args.seeds)), sampler=sampler)
         if os.path.exists(path):
             with input_errors(f"{path} (delete it to train again)", loading=True):
                 ens = Ensemble.load(path)
@@ -118,7 +161,7 @@ def run(args) -> int:
             res = adaptive_readout(shape_names, pe, alpha=args.alpha, start_seeds=min(8, args.seeds),
                                    max_seeds=args.seeds, steps=args.steps, points=args.points,
                                    observable=args.observable, hidden=hidden, activation=args.activation,
-                                   lr=args.lr, device=args.device, backend=args.backend)
+                                   lr=args.lr, device=args.device, backend=args.backend, sampler=sampler)
             ens = res.ensemble
             # a result, not progress: shown under --quiet too
             print(f"[{pe.name}] adaptive budget: seeds per shape "
@@ -134,7 +177,7 @@ def run(args) -> int:
         try:
             ens = fit_sdf(shape_names, pe, seeds=args.seeds, hidden=hidden, activation=args.activation,
                           steps=args.steps, points=args.points, lr=args.lr, device=args.device,
-                          backend=args.backend, checkpoint=checkpoint, progress=not args.quiet)
+                          backend=args.backend, sampler=sampler, checkpoint=checkpoint, progress=not args.quiet)
         except FloatingPointError as e:
             raise UsageError(f"{e} (--lr {args.lr:g})") from None
         except ValueError as e:  # only fit_sdf's complaints about the checkpoint file are input errors
@@ -150,9 +193,9 @@ def run(args) -> int:
     t_train = time.perf_counter() - t0
 
     r = readout(ensembles, observable=args.observable, aggregate=args.aggregate, sweep=args.sweep,
-                alpha=args.alpha)
+                alpha=args.alpha, sweep_axis=axis)
     with output_errors(args.out):
-        _write_outputs(r, args.out)
+        _write_outputs(r, args.out, ensembles if args.dim == 3 else None)
     _print_tables(r, args, t0, t_train)
     return 0
 
@@ -171,7 +214,8 @@ def _check_checkpoint(path: str) -> None:
         raise UsageError(f"checkpoint {path} is not a symfast checkpoint; delete it to train from scratch")
 
 
-def _write_outputs(r, out: str) -> None:
+def _write_outputs(r, out: str, solids=None) -> None:
+    """Tables and figures; `solids` (3D ensembles) adds the fitted level sets and SDF slices of the first."""
     r.table.to_csv(os.path.join(out, "readout.csv"), index=False)
     r.summary().to_csv(os.path.join(out, "summary.csv"), index=False)
     if not r.sweep.empty:
@@ -181,17 +225,33 @@ def _write_outputs(r, out: str) -> None:
         r.table.to_parquet(os.path.join(out, "readout.parquet"), index=False)
     except ImportError:
         pass
-    r.plot_heatmap(os.path.join(out, "heatmap.png"))
+    if solids is None:
+        r.plot_heatmap(os.path.join(out, "heatmap.png"))
+        return
+    import warnings
+
+    from symfast.readout import plots3d
+
+    plots3d.score_heatmap(r.table, os.path.join(out, "heatmap3d.png"))
+    with warnings.catch_warnings(record=True) as caught:  # no scikit-image: slices instead, said once
+        warnings.simplefilter("always")
+        plots3d.level_sets(solids[0], path=os.path.join(out, "level_sets.png"))
+    for w in caught:
+        log.warning(str(w.message))
+    plots3d.sdf_slices(solids[0], path=os.path.join(out, "sdf_slices.png"))
 
 
 def _print_tables(r, args, t0: float, t_train: float) -> None:
 
-    with pd.option_context("display.width", 200, "display.max_rows", 500):
-        cols = ["shape", "pe", "element", "liftable", "true_symmetry", "score", "noise_floor", "threshold",
-                "p_adjusted", "observed", "approx_observed"]
-        print(r.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-        print()
-        print(r.summary().to_string(index=False))
+    with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_columns", 30):
+        if args.dim == 3:  # 144 candidates: set sizes here, elements in readout.csv / summary.csv
+            print(r.counts().to_string(index=False))
+        else:
+            cols = ["shape", "pe", "element", "liftable", "true_symmetry", "score", "noise_floor", "threshold",
+                    "p_adjusted", "observed", "approx_observed"]
+            print(r.table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+            print()
+            print(r.summary().to_string(index=False))
         print(r.report())
         if r.table["observable"].nunique() > 1:
             print("\nseparation of liftable true vs false elements (worst shape, z units):")

@@ -33,6 +33,17 @@ STUDIES = [
      "W1ᵀW1 changes under the exact lift ρ(g) of g through the encoding, and compares the score with a "
      "split-half noise floor of the seeds. G_obs (observed) must lie inside G_lift ∩ G_true: elements the "
      "encoding lifts exactly and that are true symmetries of the shape."),
+    # readout3d: the same readout on solids (O(3) candidates O_h ∪ I_h); --quick is sized to ~1 minute on 2 cores.
+    ("readout3d", "Symmetry readout on solids (3D)",
+     ["readout", "--dim", "3", "--seeds", "6", "--steps", "120", "--points", "512", "--hidden", "32,32", "--sweep", "24",
+      "--quiet"],
+     ["readout", "--dim", "3", "--quiet"],
+     "The readout on 3D neural fields: seed ensembles fitted to the SDFs of the cube, tetrahedron, octahedron and "
+     "icosahedron under four encodings of R³ (dyadic3: x, y, z axes; cube4: the cube's four three-fold axes; "
+     "ico6: the icosahedron's six five-fold axes; rff3: random features). Candidates are the 144 elements of "
+     "O_h ∪ I_h. The expected G_obs per (solid, encoding) is G_lift ∩ G_true, computed from the exact lifts and "
+     "the solid's declared group; e.g. a dyadic PE lifts O_h only, so it structurally hides the icosahedron's "
+     "five-fold rotations, as it hides the triangle's 120° rotations in 2D."),
     # schur: the full run is the paper's experiment (45 models at 30 x 128 batches; about 65 min of one
     # idle core, extrapolated from one measured model per task); --quick trains 16 small-budget models and
     # keeps unconverged ones, labelled, so that the tables are not empty.
@@ -69,6 +80,14 @@ READOUT_GLOSSARY = {
     "observable": "prefixK: Gram of the weight prefix W_K ... W_1 (prefix1 is the first-layer Gram)",
 }
 
+READOUT3D_GLOSSARY = {
+    "G_true": "declared symmetries of the solid among the candidates", "G_lift": "elements the encoding lifts exactly",
+    "G_lift_and_true": "the expected G_obs", "G_obs": "elements observed (decision rule, exact lifts)",
+    "match": "G_obs equals G_lift ∩ G_true", "true_not_liftable": "true symmetries without an exact lift",
+    "hidden_under_best_lift": "of those, failing even under their best orthogonal lift",
+    "liftable_false": "liftable non-symmetries", "liftable_false_rejected": "of those, rejected",
+}
+
 # Captions of the figures the study commands write (by file name).
 FIGURE_CAPTIONS = {
     "filters_equivariant.png": "First-layer filters of the flip-equivariant classifier, grouped by the orbit of "
@@ -79,7 +98,7 @@ FIGURE_CAPTIONS = {
 def add_arguments(p) -> None:
     p.add_argument("--quick", action="store_true", help="small settings: a few minutes on 2 CPU cores (longer on a busy machine)")
     p.add_argument("--out", default="results/reproduce", help="output directory")
-    p.add_argument("--only", default=None, help="comma-separated subset of: readout,schur,layerwise")
+    p.add_argument("--only", default=None, help="comma-separated subset of: readout,readout3d,schur,layerwise")
 
 
 def _readout_section(sub: str, section):
@@ -113,6 +132,31 @@ def _readout_section(sub: str, section):
                             "in the tables.")
         table = table[table["observable"] == main]
     return readout_claims(table)
+
+
+def _readout3d_section(sub: str, section):
+    """Counts of the hierarchy's sets per (solid, encoding), verdicts and figures of `symfast readout --dim 3`."""
+    import pandas as pd
+
+    from symfast.readout.claims import readout3d_claims
+    from symfast.readout.readout import Readout
+
+    table_path = os.path.join(sub, "readout.csv")
+    if not os.path.exists(table_path):
+        return []
+    table = pd.read_csv(table_path)
+    counts = Readout(table, pd.DataFrame()).counts()
+    section.tables.append(("Sizes of the hierarchy's sets per (solid, encoding) among the 144 candidates", counts,
+                           READOUT3D_GLOSSARY))
+    for name, caption in (("heatmap3d.png", "Scores per element of O_h ∪ I_h (columns) and solid (rows), per "
+                                            "encoding; dots: observed; x: not liftable; red ticks: the expected G_obs."),
+                          ("level_sets.png", "Fitted zero-level set (one model) beside the true solid."),
+                          ("sdf_slices.png", "SDF slice z = 0: true, fitted, difference."),
+                          ("sweep.png", "Rotation sweep about the z axis: score against angle.")):
+        if os.path.exists(os.path.join(sub, name)):
+            section.figures.append((os.path.join(sub, name), caption))
+    section.text.append("Full per-element table: `readout.csv`; per-set element names: `summary.csv`.")
+    return readout3d_claims(table[table["observable"] == table["observable"].iloc[0]])
 
 
 def _schur_claims(sub: str) -> list:
@@ -180,9 +224,10 @@ def run(args) -> int:
             failed.append(name)
         section = Section(title, [intro], command=f"symfast {' '.join(argv)}", seconds=seconds, ok=rc == 0)
         study_claims = (_readout_section(sub, section) if name == "readout"
+                        else _readout3d_section(sub, section) if name == "readout3d"
                         else _schur_claims(sub) if name == "schur" else [])
         study_claims += read_claims(os.path.join(sub, "claims.csv"))
-        if name != "readout":
+        if name not in ("readout", "readout3d"):
             section.preformatted = text.strip()[-40000:]
         shown = {os.path.abspath(f) for f, _ in section.figures}
         for fig in sorted(glob.glob(os.path.join(sub, "**", "*.png"), recursive=True)):

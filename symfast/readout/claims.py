@@ -14,7 +14,7 @@ import pandas as pd
 
 from symfast.report import Claim
 
-__all__ = ["readout_claims"]
+__all__ = ["readout_claims", "readout3d_claims", "group_label"]
 
 
 def _names(t: pd.DataFrame) -> str:
@@ -100,4 +100,102 @@ def readout_claims(table: pd.DataFrame) -> list:
             "readout", "Liftable non-symmetries are rejected", "none observed",
             f"{len(fp)} of {len(false_lift)} observed" + (f": {_names(fp.head(8))}" if len(fp) else ""),
             "held" if fp.empty else "missed", "false positives of the decision rule"))
+    return claims
+
+
+def group_label(elements) -> str:
+    """The name of a finite subgroup of O_h ∪ I_h that `elements` (O(3) element names) form, e.g.
+    "Oh", "Th", "Td", "Ih", "T"; "" when the set is none of them. 3D sets are too long to list."""
+    from symfast.readout import o3
+
+    names = {getattr(e, "name", e) for e in elements}  # by name: parsing a 3D name back is exact to ~1e-4 only
+    oh, ih, td = o3.octahedral(), o3.icosahedral(), o3.tetrahedral()
+    th = [g for g in oh if g in ih]
+    catalogue = {"Oh": oh, "Ih": ih, "Td": td, "Th": th, "O": o3.rotations_only(oh), "I": o3.rotations_only(ih),
+                 "T": o3.rotations_only(td), "Ci = {e, i}": [o3.identity(), o3.inversion()], "{e}": [o3.identity()]}
+    for name, grp in catalogue.items():
+        if names == {g.name for g in grp}:
+            return name
+    return ""
+
+
+def _sized(elements) -> str:
+    elements = list(elements)
+    label = group_label(elements) if elements else "none"
+    return f"{len(elements)}" + (f" ({label})" if label else "")
+
+
+def readout3d_claims(table: pd.DataFrame) -> list:
+    """The hierarchy checked per (solid, encoding) on a 3D `Readout.table` (one observable).
+
+    One row per (solid, encoding): expected G_obs = G_lift ∩ G_true (computed from the exact
+    lifts and each solid's declared group), measured G_obs, held when the sets are equal; the note
+    counts the true symmetries the encoding cannot lift (and how many of them stay hidden even under
+    their best orthogonal lift) and the liftable non-symmetries rejected. Then the structural
+    findings: a dyadic PE hides the icosahedron's five-fold rotations, an icosahedral-axis PE the
+    cube's four-fold ones.
+
+    Returns:
+        list of `Claim`, study "readout3d".
+    """
+    t = table.copy()
+    true = t["true_symmetry"].fillna(False).astype(bool)
+    lift, obs = t["liftable"].astype(bool), t["observed"].astype(bool)
+    approx = t["approx_observed"].astype(bool)
+    claims = []
+    for (shape, pe), c in t.groupby(["shape", "pe"], sort=False):
+        i = c.index
+        target, seen = set(c.loc[lift[i] & true[i], "element"]), set(c.loc[obs[i], "element"])
+        missing, extra = sorted(target - seen), sorted(seen - target)
+        hidden = c[true[i] & ~lift[i]]
+        false_lift = c[lift[i] & ~true[i]]
+        implied = set(c.loc[c["implied"].astype(bool), "element"]) if "implied" in c else set()
+        note = (f"true, not liftable: {len(hidden)} (hidden under their best lift: "
+                f"{int((~approx[hidden.index]).sum())}, pass: {int(approx[hidden.index].sum())}); "
+                f"liftable non-symmetries rejected: {int((~obs[false_lift.index]).sum())} of {len(false_lift)}")
+        if implied:
+            note = (f"{len(implied)} liftable non-symmetries are implied (every Gram invariant under "
+                    f"G_lift ∩ G_true is invariant under them), {len(implied & seen)} of them observed; ") + note
+        if extra and set(extra) <= implied and not missing:
+            note = "G_obs = (G_lift ∩ G_true) ∪ implied: the extra elements are the implied ones; " + note
+        elif missing or extra:
+            note = (f"missed {' '.join(missing[:6])}{' ...' if len(missing) > 6 else ''} " if missing else "") + \
+                   (f"extra {' '.join(extra[:6])}{' ...' if len(extra) > 6 else ''} " if extra else "") + "; " + note
+        claims.append(Claim("readout3d", f"{shape} / {pe}: G_obs = G_lift ∩ G_true", _sized(target),
+                            _sized(seen), "held" if target == seen else "missed", note))
+
+    viol = t[obs & ~(lift & true)]
+    n_implied = int(viol["implied"].astype(bool).sum()) if "implied" in viol else 0
+    claims.append(Claim("readout3d", "Only liftable true symmetries are observed (G_obs ⊆ G_lift ∩ G_true)",
+                        "no violation", f"{len(viol)} violation(s)" + (f": {_names(viol.head(8))}" if len(viol) else ""),
+                        "held" if viol.empty else "missed",
+                        f"{n_implied} of the {len(viol)} are implied (no Gram can tell them from G_lift ∩ G_true), "
+                        f"{len(viol) - n_implied} are false positives of the decision rule" if len(viol) else
+                        "G_obs ⊆ G_true is the informative half"))
+    for (shape, pe), c in t.groupby(["shape", "pe"], sort=False):
+        if "implied" not in c or not c["implied"].astype(bool).any():
+            continue
+        imp = c[c["implied"].astype(bool)]
+        target = c[c["liftable"].astype(bool) & c["true_symmetry"].fillna(False).astype(bool)]
+        claims.append(Claim(
+            "readout3d", f"{pe} cannot separate the {shape}'s group from {_sized(list(target['element']) + list(imp['element']))}"
+            " by any Gram", f"{len(imp)} implied non-symmetries observed (H0 true for them)",
+            f"{int(imp['observed'].astype(bool).sum())} of {len(imp)} observed",
+            "held" if imp["observed"].astype(bool).all() else "missed",
+            "computed exactly: the Reynolds average of a random symmetric matrix over the lifts of G_lift ∩ G_true is "
+            "invariant under their lifts too; the hierarchy's bound is not reached by quadratic observables here"))
+    rot = t["kind"] == "rotation"
+    for shape, pe, angles, what in (("icosahedron", "dyadic3", (72.0, 144.0), "five-fold"),
+                                    ("cube", "ico6", (90.0,), "four-fold")):
+        c = t[(t["shape"] == shape) & (t["pe"] == pe) & rot & t["angle_deg"].round(6).isin(angles)]
+        if c.empty:
+            continue
+        c_lift, c_obs, c_app = c["liftable"].astype(bool), c["observed"].astype(bool), c["approx_observed"].astype(bool)
+        hidden = c[~c_lift & ~c_obs]
+        claims.append(Claim(
+            "readout3d", f"{pe} hides the {shape}'s {what} rotations", f"{len(c)} of {len(c)} not liftable, not observed",
+            f"{len(hidden)} of {len(c)} hidden; under their best orthogonal lift {int(c_app.sum())} pass",
+            "held" if len(hidden) == len(c) else "missed",
+            "structural: no exact lift exists, so the weights cannot show them (3D analogue of a dyadic PE "
+            "hiding the triangle's 120° rotations)"))
     return claims

@@ -1,6 +1,7 @@
-"""Fourier positional encodings and their exact lifts of O(2) elements.
+"""Fourier positional encodings of R^2 and R^3 and their exact lifts of O(2) / O(3) elements.
 
-Features are sin/cos(w_j . x + b_j), interleaved per frequency. Since
+Features are sin/cos(w_j . x + b_j), interleaved per frequency; x and the frequencies w_j
+have the encoding's input dimension D (`.input_dim`, 2 or 3). Since
 w . (g x) = (g^T w) . x, an element g lifts exactly (phi(g x) = rho(g) phi(x)
 for all x) iff g^T maps the frequency multiset onto itself up to sign; the
 phase difference is then absorbed by a 2x2 block, so rho(g) is a permutation
@@ -15,6 +16,7 @@ in. The features are computed in the input's dtype.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import torch
@@ -22,14 +24,31 @@ import torch
 from symfast.readout.groups import as_element
 from symfast.ops.fourier_features import fourier_features
 
-__all__ = ["FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE"]
+__all__ = ["FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE", "encoding_by_name",
+           "cube_axes", "icosahedron_axes", "ENCODINGS"]
+
+_DIMS = (2, 3)
+
+
+def _element_matrix(g, dim: int) -> np.ndarray:
+    """g's float64 [dim, dim] matrix: from an element (anything with `.matrix`), a name, or a matrix."""
+    m = getattr(g, "matrix", None)
+    if m is None:
+        m = as_element(g).matrix if isinstance(g, str) else np.asarray(g, dtype=np.float64)
+    m = np.array(m, dtype=np.float64)  # a writable copy
+    if m.shape != (dim, dim):
+        raise ValueError(f"this encoding acts on R^{dim}; the element's matrix is {list(m.shape)}, "
+                         f"expected [{dim}, {dim}]")
+    if not np.allclose(m.T @ m, np.eye(dim), atol=1e-8):
+        raise ValueError(f"element matrix is not orthogonal: {m.tolist()}")
+    return m
 
 
 class FourierPE(torch.nn.Module):
-    """Generic Fourier positional encoding phi: R^2 -> R^d, d = 2m.
+    """Generic Fourier positional encoding phi: R^D -> R^d, d = 2m, D = 2 or 3.
 
     Args:
-        frequencies: [m, 2] frequency vectors w_j.
+        frequencies: [m, D] frequency vectors w_j (D, the input dimension, is 2 or 3).
         phases: [m] phases b_j (default zeros).
         name: short name used in tables ("dyadic", "triaxis", "rff", ...).
     """
@@ -41,8 +60,8 @@ class FourierPE(torch.nn.Module):
                                       else np.iscomplexobj(value)):
                 raise TypeError(f"{arg} must be real, got a complex array")
         w = torch.as_tensor(np.asarray(frequencies, dtype=np.float64))
-        if w.ndim != 2 or w.shape[1] != 2 or w.shape[0] < 1:
-            raise ValueError(f"frequencies must be [m, 2] with m >= 1, got {list(w.shape)}")
+        if w.ndim != 2 or w.shape[1] not in _DIMS or w.shape[0] < 1:
+            raise ValueError(f"frequencies must be [m, D] with m >= 1 and D in {_DIMS}, got {list(w.shape)}")
         b = torch.zeros(w.shape[0], dtype=torch.float64) if phases is None else torch.as_tensor(
             np.asarray(phases, dtype=np.float64))
         if b.shape != (w.shape[0],):
@@ -55,10 +74,16 @@ class FourierPE(torch.nn.Module):
 
     @property
     def dim(self) -> int:
+        """The feature dimension d = 2m."""
         return 2 * self.frequencies.shape[0]
 
+    @property
+    def input_dim(self) -> int:
+        """The dimension D of the points it encodes (2 or 3)."""
+        return self.frequencies.shape[1]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [..., 2] (float32/float64, any device) -> [..., d] in x's dtype."""
+        """x: [..., D] (float32/float64, any device) -> [..., d] in x's dtype."""
         if not isinstance(x, torch.Tensor):
             x = torch.as_tensor(x)
         if not x.is_floating_point() and not x.is_complex():  # complex: fourier_features raises
@@ -76,7 +101,7 @@ class FourierPE(torch.nn.Module):
         return self
 
     def extra_repr(self) -> str:
-        return f"name={self.name!r}, dim={self.dim}"
+        return f"name={self.name!r}, dim={self.dim}, input_dim={self.input_dim}"
 
     def config(self) -> dict:
         """Everything needed to rebuild this encoding (see `FourierPE.from_config`)."""
@@ -91,24 +116,31 @@ class FourierPE(torch.nn.Module):
     def lift(self, g, tol: float = 1e-9) -> np.ndarray | None:
         """Exact lift rho(g) as a [d, d] float64 array, or None when g is not liftable.
 
-        phi(g x) = rho(g) phi(x) for all x. Found by matching g^T w_j = s w_i (s = +-1).
+        phi(g x) = rho(g) phi(x) for all x. Found by matching g^T w_j = s w_i (s = +-1), each
+        w_i used once, to `tol` relative to the largest frequency.
+
+        Args:
+            g: an element of O(D) (an `O2Element` / O(3) element, a name, or a [D, D] matrix).
+
+        Raises:
+            ValueError: when g does not act on R^D (D = `input_dim`).
         """
-        g = as_element(g)
+        mat = _element_matrix(g, self.input_dim)
         w = self.frequencies.cpu().numpy()
         b = self.phases.cpu().numpy()
         m = w.shape[0]
         scale = max(1.0, float(np.abs(w).max()))
-        target = w @ g.matrix  # row j: (g^T w_j)^T
+        target = w @ mat  # row j: (g^T w_j)^T
+        # candidates per j and sign, as [m, m] masks (vectorised: 3D groups have 120 elements)
+        close = {s: np.abs(target[:, None, :] - s * w[None, :, :]).max(-1) < tol * scale for s in (1.0, -1.0)}
         used = np.zeros(m, dtype=bool)
         rho = np.zeros((2 * m, 2 * m))
         for j in range(m):
             match = None
             for s in (1.0, -1.0):
-                dist = np.abs(target[j][None, :] - s * w).max(axis=1) / scale
-                for i in np.flatnonzero((dist < tol) & ~used):
-                    match = (int(i), s)
-                    break
-                if match:
+                free = np.flatnonzero(close[s][j] & ~used)
+                if free.size:
+                    match = (int(free[0]), s)
                     break
             if match is None:
                 return None
@@ -127,24 +159,24 @@ class FourierPE(torch.nn.Module):
                    orthogonal: bool = False):
         """Least-squares lift on samples, for any g (exact when g is liftable).
 
-        rho_hat = argmin_rho ||phi(g X) - rho phi(X)||_F over X uniform in the disk of
-        `radius` (the training domain, invariant under O(2)). With `orthogonal=True` the
-        minimiser is taken over orthogonal matrices (orthogonal Procrustes), like the exact
-        lifts, so scores rho^T Phi rho stay on the scale of exact ones.
+        rho_hat = argmin_rho ||phi(g X) - rho phi(X)||_F over X uniform in the disk (D = 2) or
+        ball (D = 3) of `radius` (the training domain, invariant under O(D)). With
+        `orthogonal=True` the minimiser is taken over orthogonal matrices (orthogonal
+        Procrustes), like the exact lifts, so scores rho^T Phi rho stay on the scale of exact ones.
 
         Returns:
             (rho_hat [d, d] float64 numpy, relative residual ||phi(gX) - rho_hat phi(X)|| / ||phi(gX)||).
         """
-        from symfast.readout.samplers import sample_disk
+        from symfast.readout import samplers
 
-        g = as_element(g)
+        mat = torch.as_tensor(_element_matrix(g, self.input_dim))
         key = (num_samples, radius, seed)
         if getattr(self, "_lstsq_cache", (None,))[0] != key:  # samples and phi(X) reused across a sweep
-            x = sample_disk(num_samples, radius=radius, generator=torch.Generator().manual_seed(seed),
-                            dtype=torch.float64)
+            sample = samplers.sample_disk if self.input_dim == 2 else samplers.sample_ball
+            x = sample(num_samples, radius, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
             self._lstsq_cache = (key, x, self(x.to(self.frequencies.device)).cpu().numpy())
         _, x, a = self._lstsq_cache
-        target = self(g(x).to(self.frequencies.device)).cpu().numpy()
+        target = self((x @ mat.T).to(self.frequencies.device)).cpu().numpy()
         if orthogonal:  # Procrustes: sol = U V^T from the SVD of a^T target
             u, _, vt = np.linalg.svd(a.T @ target)
             sol = u @ vt
@@ -154,25 +186,63 @@ class FourierPE(torch.nn.Module):
         return sol.T.copy(), float(resid)
 
 
-def _axis_frequencies(angles, K: int) -> np.ndarray:
-    """Dyadic frequencies 2^k pi v for unit axes v at `angles`, k outer, axis inner."""
-    axes = np.stack([np.cos(angles), np.sin(angles)], axis=1)
-    axes[np.abs(axes) < 1e-15] = 0.0
+def _unit_axes(axes) -> np.ndarray:
+    """[a, D] float64 unit vectors (D in 2, 3); zero or non-finite axes raise."""
+    v = np.asarray(axes, dtype=np.float64)
+    if v.ndim != 2 or v.shape[1] not in _DIMS or v.shape[0] < 1:
+        raise ValueError(f"axes must be [a, D] with a >= 1 and D in {_DIMS}, got {list(v.shape)}")
+    n = np.linalg.norm(v, axis=1)
+    if not (np.isfinite(v).all() and (n > 1e-12).all()):
+        raise ValueError("axes must be finite and non-zero")
+    return v / n[:, None]
+
+
+def _dyadic(axes: np.ndarray, K: int) -> np.ndarray:
+    """Dyadic frequencies 2^k pi v for unit axes v ([a, D]), k outer, axis inner: [K a, D]."""
     return np.concatenate([(2.0 ** k) * math.pi * axes for k in range(K)], axis=0)
+
+
+def cube_axes() -> np.ndarray:
+    """The 4 three-fold axes of the cube [-1, 1]^3 (its body diagonals), unit vectors [4, 3].
+
+    Their lines are permuted by exactly the cube's group O_h (48 elements)."""
+    return np.array([[1.0, 1.0, 1.0], [1.0, 1.0, -1.0], [1.0, -1.0, 1.0], [-1.0, 1.0, 1.0]]) / math.sqrt(3.0)
+
+
+def icosahedron_axes() -> np.ndarray:
+    """The 6 five-fold axes of the icosahedron with vertices (0, +-1, +-phi) and their cyclic
+    permutations (phi the golden ratio), unit vectors [6, 3]. Their lines are permuted by exactly
+    the icosahedral group I_h (120 elements) of that orientation, whose 2-fold axes and mirror
+    planes include the coordinate ones (I_h ∩ O_h = T_h, 24 elements)."""
+    phi = (1.0 + math.sqrt(5.0)) / 2.0
+    v = np.array([[0.0, 1.0, phi], [0.0, 1.0, -phi], [1.0, phi, 0.0], [1.0, -phi, 0.0],
+                  [phi, 0.0, 1.0], [-phi, 0.0, 1.0]])
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
 def _check_positive(**kw):
     for k, v in kw.items():
-        if int(v) != v or v < 1:
+        if isinstance(v, bool) or int(v) != v or v < 1:
             raise ValueError(f"{k} must be a positive integer, got {v}")
 
 
-class DyadicAxisPE(FourierPE):
-    """Axis-separable dyadic PE (paper): per k, sin/cos(2^k pi x1), sin/cos(2^k pi x2); d = 4K."""
+def _check_dim(dim):
+    if dim not in _DIMS:
+        raise ValueError(f"dim must be 2 or 3, got {dim!r}")
 
-    def __init__(self, K: int = 12):
+
+class DyadicAxisPE(FourierPE):
+    """Axis-separable dyadic PE (paper): per k, sin/cos(2^k pi x_i) for each coordinate axis.
+
+    d = 2 D K. In 2D (default K = 12, d = 48) it lifts exactly D4; in 3D (`dim=3`, default
+    K = 8, d = 48, name "dyadic3") exactly the cube's group O_h (the 48 signed permutations).
+    """
+
+    def __init__(self, K: int | None = None, dim: int = 2):
+        _check_dim(dim)
+        K = (12 if dim == 2 else 8) if K is None else K
         _check_positive(K=K)
-        super().__init__(_axis_frequencies(np.array([0.0, math.pi / 2]), K), name="dyadic")
+        super().__init__(_dyadic(np.eye(dim), K), name="dyadic" if dim == 2 else "dyadic3")
         self.K = K
 
 
@@ -181,43 +251,83 @@ class TriAxisPE(FourierPE):
 
     def __init__(self, K: int = 8):
         _check_positive(K=K)
-        super().__init__(_axis_frequencies(2 * math.pi * np.arange(3) / 3, K), name="triaxis")
+        t = 2 * math.pi * np.arange(3) / 3
+        super().__init__(_dyadic(_planar_axes(t), K), name="triaxis")
         self.K = K
 
 
-class MultiAxisPE(FourierPE):
-    """`num_axes` axes at angles pi j / num_axes with dyadic frequencies; d = 2 num_axes K.
+def _planar_axes(angles) -> np.ndarray:
+    axes = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    axes[np.abs(axes) < 1e-15] = 0.0
+    return axes
 
-    Lifts exactly D_{2 num_axes} (num_axes = 2 gives DyadicAxisPE's D4).
+
+class MultiAxisPE(FourierPE):
+    """Dyadic frequencies 2^k pi v, k = 0..K-1, along given axes v; d = 2 a K for a axes.
+
+    Args:
+        num_axes: an integer a (2D: a axes at angles pi j / a, lifting exactly D_{2a}; a = 2 is
+            DyadicAxisPE's D4), or, positionally, an array of axes as for `axes`.
+        K: number of octaves.
+        name: table name (default "multiaxis<a>", with a "_3d" suffix for 3D axes).
+        axes: an array [a, D] of axes in R^D (D = 2 or 3; normalised to unit length), instead of
+            num_axes. The exact lifts are the elements of O(D) that permute the axes' lines; e.g.
+            `cube_axes()` lifts O_h, `icosahedron_axes()` lifts I_h.
     """
 
-    def __init__(self, num_axes: int = 3, K: int = 8):
-        _check_positive(num_axes=num_axes, K=K)
-        super().__init__(_axis_frequencies(math.pi * np.arange(num_axes) / num_axes, K),
-                         name=f"multiaxis{num_axes}")
-        self.num_axes, self.K = num_axes, K
+    def __init__(self, num_axes=3, K: int = 8, name: str | None = None, *, axes=None):
+        _check_positive(K=K)
+        if axes is None and not isinstance(num_axes, numbers.Integral):
+            axes = num_axes  # MultiAxisPE(array, K)
+        if axes is None:
+            _check_positive(num_axes=num_axes)
+            unit = _planar_axes(math.pi * np.arange(num_axes) / num_axes)
+        else:
+            unit = _unit_axes(axes)
+        a, D = unit.shape
+        super().__init__(_dyadic(unit, K), name=name or (f"multiaxis{a}" if D == 2 else f"multiaxis{a}_3d"))
+        self.num_axes, self.K, self.axes = a, K, unit
 
 
 class RandomFourierPE(FourierPE):
-    """Random Fourier features: w_j ~ N(0, scale^2 I_2), b_j ~ U[0, 2 pi); d = 2n.
+    """Random Fourier features: w_j ~ N(0, scale^2 I_D), b_j ~ U[0, 2 pi); d = 2n.
 
-    In general position only the identity and the rotation by pi lift exactly.
+    In general position only the identity and the point reflection -I lift exactly (in 2D,
+    -I is the rotation by pi; in 3D the inversion, an improper element). `dim=3` names it "rff3".
     """
 
-    def __init__(self, n: int = 24, scale: float = 10.0, seed: int = 0):
+    def __init__(self, n: int = 24, scale: float = 10.0, seed: int = 0, dim: int = 2):
         _check_positive(n=n)
+        _check_dim(dim)
         if not (scale > 0 and math.isfinite(scale)):
             raise ValueError(f"scale must be positive, got {scale}")
         rng = np.random.default_rng(seed)
-        w = rng.normal(0.0, scale, size=(n, 2))
+        w = rng.normal(0.0, scale, size=(n, dim))
         b = rng.uniform(0.0, 2 * math.pi, size=n)
-        super().__init__(w, b, name="rff")
+        super().__init__(w, b, name="rff" if dim == 2 else "rff3")
         self.n, self.scale, self.seed = n, scale, seed
 
 
+# Encodings by name, with default settings (d = 48 each, like the paper's):
+#   2D: "dyadic" (x, y axes, K = 12; lifts D4), "triaxis" (3 axes at 120 degrees, K = 8; lifts D6),
+#       "rff" (24 random frequencies; lifts {e, r180});
+#   3D: "dyadic3" (x, y, z axes, K = 8; lifts O_h), "cube4" (the cube's 4 three-fold axes, K = 6;
+#       lifts O_h), "ico6" (the icosahedron's 6 five-fold axes, K = 4; lifts I_h),
+#       "rff3" (24 random frequencies in R^3; lifts {e, -I}).
+ENCODINGS = {
+    "dyadic": DyadicAxisPE,
+    "triaxis": TriAxisPE,
+    "rff": RandomFourierPE,
+    "dyadic3": lambda: DyadicAxisPE(dim=3),
+    "cube4": lambda: MultiAxisPE(axes=cube_axes(), K=6, name="cube4"),
+    "ico6": lambda: MultiAxisPE(axes=icosahedron_axes(), K=4, name="ico6"),
+    "rff3": lambda: RandomFourierPE(dim=3),
+}
+
+
 def encoding_by_name(name: str) -> FourierPE:
-    """The paper's encodings with default settings: "dyadic", "triaxis", "rff"."""
-    table = {"dyadic": DyadicAxisPE, "triaxis": TriAxisPE, "rff": RandomFourierPE}
-    if name not in table:
-        raise ValueError(f"unknown encoding {name!r}; choose from {sorted(table)}")
-    return table[name]()
+    """An encoding with default settings by name (a key of `ENCODINGS`, listed above it):
+    "dyadic", "triaxis", "rff" (2D); "dyadic3", "cube4", "ico6", "rff3" (3D)."""
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown encoding {name!r}; choose from {', '.join(ENCODINGS)}")
+    return ENCODINGS[name]()

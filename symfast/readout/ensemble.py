@@ -99,6 +99,10 @@ class Ensemble:
             raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}")
         self.targets = [_as_target(s) for s in self.shapes]
         self.shapes = [getattr(s, "name", s) for s in self.shapes]
+        for t in self.targets:
+            if t is not None and getattr(t, "dim", 2) != self.pe.input_dim:
+                raise ValueError(f"shape {t.name!r} is {getattr(t, 'dim', 2)}D but the encoding {self.pe.name!r} "
+                                 f"encodes {self.pe.input_dim}D points")
 
     # -- views --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -151,7 +155,7 @@ class Ensemble:
 
     @torch.no_grad()
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Evaluate every member at x: [N, 2] (shared) or [B, N, 2] -> [B, N]."""
+        """Evaluate every member at x: [N, D] (shared) or [B, N, D] -> [B, N] (D = `pe.input_dim`)."""
         x = torch.as_tensor(x, dtype=self.weights[0].dtype)
         return fourier_mlp(x, self.pe.frequencies, self.pe.phases, self.weights, self.biases, self.activation)
 

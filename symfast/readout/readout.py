@@ -4,7 +4,13 @@ For each (shape, encoding, observable) the readout reports three sets
 (Chiba, Sugiyama, Uranishi, arXiv 2607.03108, Prop. 1): G_true (the shape's declared group),
 G_lift (elements the encoding lifts exactly) and G_obs (elements whose score
 is within the measured noise floor), and flags violations of
-G_obs ⊆ G_lift ∩ G_true.
+G_obs ⊆ G_lift ∩ G_true. Fields on R^2 are read over elements of O(2) (default candidates
+D4 ∪ D6), fields on R^3 over elements of O(3) (`symfast.readout.o3`; default O_h ∪ I_h).
+
+Some liftable non-symmetries cannot be told apart by any observable of this kind: when every
+symmetric Phi invariant under the lifts of G_lift ∩ G_true is also invariant under rho(g), the
+seed-mean observable is g-invariant too. The column `implied` marks them (`implied_by`; e.g. the
+dyadic 3D encoding and the tetrahedron: every T_d-invariant Gram is O_h-invariant).
 
 Decision: a test per element of H0 "g leaves the expected observable invariant"
 against the split-half seed-noise null (`symfast.readout.observables.split_half_null`),
@@ -19,6 +25,7 @@ symmetry the encoding cannot lift shows whether it stays hidden even under its b
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import warnings
@@ -35,18 +42,66 @@ from symfast.readout.observables import extend_lift, observable, pair_null, scor
 
 __all__ = ["readout", "Readout", "default_candidates"]
 
-def default_candidates() -> Group:
-    """D4 ∪ D6: the 16 elements that separate the paper's encodings (D4 vs D6 lifts)."""
-    return union([dihedral(4), dihedral(6)], name="D4+D6")
+@functools.lru_cache(maxsize=None)  # immutable, and the 3D union costs ~10^4 element comparisons
+def default_candidates(dim: int = 2) -> Group:
+    """The default candidate elements for fields on R^dim.
+
+    2D: D4 ∪ D6, the 16 elements that separate the paper's encodings (D4 vs D6 lifts).
+    3D: O_h ∪ I_h (48 + 120 - 24 = 144 elements; O_h ∩ I_h = T_h in the library's orientation):
+    the cube's and the icosahedron's groups, which contain the groups of the five Platonic solids
+    and the lift sets of the axis encodings (dyadic3 and cube4 lift O_h, ico6 lifts I_h), so every
+    hidden and every liftable non-symmetry of the 3D study is among them.
+    """
+    if dim == 2:
+        return union([dihedral(4), dihedral(6)], name="D4+D6")
+    if dim == 3:
+        from symfast.readout import o3
+
+        return union([o3.octahedral(), o3.icosahedral()], name="Oh+Ih")
+    raise ValueError(f"dim must be 2 or 3, got {dim!r}")
+
+
+def _sweep_group(num: int, dim: int, axis) -> Group:
+    """`num` rotations evenly spaced over [0, 2 pi): about the origin (2D) or about `axis` (3D)."""
+    if dim == 2:
+        return rotation_sweep(num)
+    from symfast.readout import o3
+
+    return o3.rotation_sweep(axis, num)
+
+
+def _element_key(g) -> bytes:
+    """A hashable key of an element of O(2) or O(3): its matrix rounded well above float64 rounding."""
+    return (np.round(np.asarray(g.matrix, dtype=np.float64), 10) + 0.0).tobytes()
+
+
+_KINDS_3D = {"e": "rotation", "r": "rotation", "m": "reflection", "i": "inversion", "s": "rotoreflection"}
+
+
+def _kind(g) -> str:
+    """O(2): "rotation" / "reflection"; O(3): that, "inversion" or "rotoreflection" (from the name's letter)."""
+    return g.kind if hasattr(g, "kind") else _KINDS_3D.get(g.name[:1], "")
+
+
+def _angle_deg(g) -> float:
+    """The rotation angle (2D: the element's angle; 3D: the angle of g, or of -g when g is improper)."""
+    if hasattr(g, "angle") and np.shape(g.matrix) == (2, 2):
+        return math.degrees(g.angle)
+    m = np.asarray(g.matrix, dtype=np.float64)
+    m = m if np.linalg.det(m) > 0 else -m
+    return math.degrees(math.acos(min(1.0, max(-1.0, (np.trace(m) - 1) / 2))))
 
 
 class Readout:
     """Result of `symfast.readout.readout`: `.table` (one row per shape, pe, observable, element),
     `.sweep` (rotation-sweep rows), `.observed(shape)`, `.violations`, plots."""
 
-    def __init__(self, table: pd.DataFrame, sweep: pd.DataFrame):
+    def __init__(self, table: pd.DataFrame, sweep: pd.DataFrame, elements: dict | None = None):
         self.table = table
         self.sweep = sweep
+        # name -> element of the candidates read (3D names carry axes to 4 digits, so parsing a name
+        # back gives the element only to ~1e-4; these are the exact ones)
+        self.elements = dict(elements or {})
 
     def observed(self, shape, pe: str | None = None, observable: str | None = None) -> Group:
         """G_obs for a shape (object or name); pe/observable select when several were read."""
@@ -59,7 +114,8 @@ class Readout:
                 t = t[t[col] == val]
             elif t[col].nunique() > 1:
                 raise ValueError(f"this readout has several values of {col!r}: {sorted(t[col].unique())}; pass {col}=")
-        return Group([as_element(e) for e in t.loc[t["observed"], "element"]], name=f"G_obs({name})")
+        return Group([self.elements.get(e) or as_element(e) for e in t.loc[t["observed"], "element"]],
+                     name=f"G_obs({name})")
 
     @property
     def violations(self) -> pd.DataFrame:
@@ -91,19 +147,53 @@ class Readout:
                              approx_violations=int((approx & ~true).sum())))
         return pd.DataFrame(rows)
 
-    def report(self) -> str:
-        """The hierarchy in words, one paragraph per (shape, pe, observable), for reports."""
+    def counts(self) -> pd.DataFrame:
+        """One row per (shape, pe, observable): sizes of the hierarchy's sets among the candidates.
+
+        Columns: candidates; G_true; G_lift; G_lift_and_true (the expected G_obs); G_obs; match
+        (G_obs == G_lift ∩ G_true as sets); true_not_liftable; passes_best_lift; hidden_under_best_lift;
+        liftable_false (liftable non-symmetries, which the rule must reject); liftable_false_rejected;
+        implied (liftable non-symmetries that no Gram-type observable can tell from G_lift ∩ G_true,
+        see `implied_by`); match_with_implied (G_obs == (G_lift ∩ G_true) ∪ implied); violations
+        (observed outside G_lift ∩ G_true)."""
+        rows = []
+        for key, t in self.table.groupby(["shape", "pe", "observable"], sort=False):
+            true = t["true_symmetry"].astype("boolean").fillna(False).astype(bool)
+            lift, obs, approx = t["liftable"].astype(bool), t["observed"].astype(bool), t["approx_observed"]
+            implied = t["implied"].astype(bool) if "implied" in t else pd.Series(False, index=t.index)
+            rows.append(dict(zip(["shape", "pe", "observable"], key), candidates=len(t), G_true=int(true.sum()),
+                             G_lift=int(lift.sum()), G_lift_and_true=int((lift & true).sum()), G_obs=int(obs.sum()),
+                             match=bool((obs == (lift & true)).all()), true_not_liftable=int((true & ~lift).sum()),
+                             passes_best_lift=int((true & ~lift & approx).sum()),
+                             hidden_under_best_lift=int((true & ~lift & ~approx).sum()),
+                             liftable_false=int((lift & ~true).sum()),
+                             liftable_false_rejected=int((lift & ~true & ~obs).sum()),
+                             implied=int(implied.sum()),
+                             match_with_implied=bool((obs == ((lift & true) | implied)).all()),
+                             violations=int((obs & ~(lift & true)).sum())))
+        return pd.DataFrame(rows)
+
+    def report(self, max_names: int = 16) -> str:
+        """The hierarchy in words, one paragraph per (shape, pe, observable), for reports.
+
+        Sets of more than `max_names` elements (3D groups have up to 120) are given by their size."""
         lines = []
         for _, r in self.summary().iterrows():
             head = f"{r['shape']} / {r['pe']} / {r['observable']}"
-            lines.append(f"- {head}: G_obs = {{{r['G_obs']}}}, G_lift ∩ G_true = {{{r['G_lift_and_true']}}}"
+
+            def fmt(col):
+                names = r[col].split()
+                return f"{{{r[col]}}}" if len(names) <= max_names else f"{len(names)} elements"
+
+            lines.append(f"- {head}: G_obs = {fmt('G_obs')}, G_lift ∩ G_true = {fmt('G_lift_and_true')}"
                          + (f", {r['violations']} violation(s)" if r["violations"] else ""))
             if r["true_not_liftable"]:
                 hidden, passing = r["hidden_under_best_lift"], r["passes_best_lift"]
-                lines.append(f"  true but not liftable: {{{r['true_not_liftable']}}}; "
-                             + (f"hidden even under their best orthogonal lift: {{{hidden}}}" if hidden else
-                                "none stays hidden under its best orthogonal lift")
-                             + (f"; passes under its best lift: {{{passing}}}" if passing and hidden else ""))
+                lines.append(f"  true but not liftable: {fmt('true_not_liftable')}; "
+                             + (f"hidden even under their best orthogonal lift: {fmt('hidden_under_best_lift')}"
+                                if hidden else "none stays hidden under its best orthogonal lift")
+                             + (f"; passes under its best lift: {fmt('passes_best_lift')}" if passing and hidden
+                                else ""))
         return "\n".join(lines)
 
     def separation(self) -> pd.DataFrame:
@@ -128,6 +218,10 @@ class Readout:
 
     def plot_heatmap(self, path=None):
         """Scores as shapes x elements per encoding; observed cells marked 'o', non-liftable 'x'."""
+        if self.table["element"].str.contains(r"\[|^[ei]$").any():  # O(3) elements: ~144 columns
+            from symfast.readout.plots3d import score_heatmap
+
+            return score_heatmap(self.table, path)
         from symfast.readout.plots import heatmap
 
         return heatmap(self.table, path)
@@ -140,19 +234,22 @@ class Readout:
 
 
 def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ensemble",
-            sweep: int = 360, num_null: int = 64, seed: int = 0, alpha: float = 0.05) -> Readout:
+            sweep: int = 360, num_null: int = 64, seed: int = 0, alpha: float = 0.05,
+            sweep_axis=(0.0, 0.0, 1.0)) -> Readout:
     """Read which candidate symmetries the trained weights show.
 
     Args:
         ensembles: an `Ensemble` or a list of them (e.g. one per encoding); a
             `symfast.nn.FourierMLPEnsemble` that knows its shapes is converted. G_true of each
             member comes from the `Shape` it carries (`Ensemble.true_group`).
-        candidates: group elements to test (default D4 ∪ D6).
+        candidates: group elements to test (default `default_candidates(D)` for the encoding's
+            input dimension D: D4 ∪ D6 in 2D, O_h ∪ I_h in 3D).
         observable: "gram", "gram_bias", "prefixK" (see `symfast.readout.observables`), a list of
             them, or "prefixes" for prefix Grams K = 1..L side by side.
         aggregate: "ensemble" (score of the seed-mean observable: a single model's Gram
             carries its random initialisation, the seed mean separates true from false symmetries) or "model" (mean of per-model scores).
         sweep: number of rotations in the sweep (0 to skip), scored with least-squares lifts.
+        sweep_axis: the rotation axis of the sweep for 3D fields (ignored in 2D).
         num_null: null draws for the noise floor.
         seed: seed of the null's random splits.
         alpha: family-wise rate, per (shape, encoding, observable), of calling a true symmetry
@@ -176,16 +273,20 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
     kinds = _observable_kinds(observable, observable_probe)
     for kind in kinds:
         observable_fn(observable_probe.subset([0]), kind)  # fail fast on an unknown observable
-    cands = default_candidates() if candidates is None else Group(candidates, getattr(candidates, "name", ""))
+    given = None if candidates is None else Group(candidates, getattr(candidates, "name", ""))
     gen = torch.Generator().manual_seed(seed)
-    rows, sweep_rows = [], []
+    rows, sweep_rows, elements = [], [], {}
     for ens in ensembles:
         for layer in ens.weights + ens.biases:
             if not torch.isfinite(layer).all():
                 raise ValueError("ensemble weights contain NaN or Inf")
+        dim = ens.pe.input_dim
+        cands = default_candidates(dim) if given is None else given
+        swept = list(_sweep_group(sweep, dim, sweep_axis)) if sweep else []
+        elements.update((g.name, g) for g in cands)
         for kind in kinds:
             lifts = _lifts(ens.pe, list(cands), kind)
-            sweep_lifts = _lifts(ens.pe, list(rotation_sweep(sweep)), kind) if sweep else None
+            sweep_lifts = _lifts(ens.pe, swept, kind) if sweep else None
             phi_all = observable_fn(ens, kind)
             for shape_name in dict.fromkeys(ens.shapes):
                 phi = phi_all[ens.indices(shape_name)]
@@ -195,13 +296,15 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
                     sweep_group = ens.true_group(shape_name, [g for g, *_ in sweep_lifts])
                     rho = torch.stack([r for _, r, _, _ in sweep_lifts])
                     null = _sweep_null(phi, rho, _SWEEP_NULL_DRAWS, gen)
-                    for r, nl in zip(_rows(phi, sweep_lifts, aggregate, 0, gen, shape_name, ens.pe.name, kind,
-                                           sweep_group, alpha), null.tolist()):
+                    for i, (r, nl) in enumerate(zip(_rows(phi, sweep_lifts, aggregate, 0, gen, shape_name, ens.pe.name,
+                                                          kind, sweep_group, alpha), null.tolist())):
                         row = {k: r[k] for k in ("shape", "pe", "observable", "element", "angle_deg", "liftable",
                                                  "lift_residual", "true_symmetry", "score")}
+                        if dim == 3:  # the sweep's own angle about sweep_axis (the rows give it in [0, 180])
+                            row["angle_deg"] = 360.0 * i / sweep
                         sweep_rows.append(dict(row, score_null=nl,  # identity: 0 / 0, undefined
                                                score_norm=r["score"] / nl if nl > _ATOL else np.nan))
-    return Readout(pd.DataFrame(rows), pd.DataFrame(sweep_rows))
+    return Readout(pd.DataFrame(rows), pd.DataFrame(sweep_rows), elements)
 
 
 # Haar conjugates per shape for the sweep's spectrum-matched null (its mean is stable to ~1%).
@@ -232,10 +335,11 @@ def _lifts(pe, elements, kind):
 
     Lifts depend only on the encoding's frequencies/phases and the element; they are cached
     (sweeps read out thousands of models with the same few encodings)."""
-    pe_key = hashlib.sha1(pe.frequencies.numpy().tobytes() + pe.phases.numpy().tobytes()).hexdigest()
+    pe_key = hashlib.sha1(str(tuple(pe.frequencies.shape)).encode() + pe.frequencies.cpu().numpy().tobytes()
+                          + pe.phases.cpu().numpy().tobytes()).hexdigest()
     out = []
     for g in elements:
-        key = (pe_key, g.kind, round(g.angle, 12))
+        key = (pe_key, _element_key(g))
         if key not in _LIFT_CACHE:
             rho = pe.lift(g)
             if rho is not None:
@@ -246,6 +350,40 @@ def _lifts(pe, elements, kind):
         rho, exact, res = _LIFT_CACHE[key]
         out.append((g, torch.as_tensor(extend_lift(rho.numpy(), kind)), exact, res))
     return out
+
+
+def implied_by(rho: torch.Tensor, members: np.ndarray, seed: int = 0) -> np.ndarray:
+    """Which lifts fix every symmetric matrix that the lifts of a group H fix.
+
+    Gram-type observables are symmetric matrices transforming as Phi -> rho^T Phi rho, so when
+    every H-invariant Phi is also invariant under rho(g), no such observable can tell g from H:
+    the seed-mean observable of a field with symmetry group H is then g-invariant as well, and the
+    test of H0(g) correctly does not reject it. (Example: under the dyadic 3D encoding every Gram
+    invariant under the tetrahedron's T_d is invariant under all of O_h.) Computed exactly on a
+    generic invariant: the Reynolds average of a random symmetric matrix over H.
+
+    Args:
+        rho: [E, d, d] lifts; members: [E] bool mask of H's elements (a group under composition).
+
+    Returns:
+        [E] bool; all False when H is empty, or when its lifts do not form a group (their average
+        is then not H-invariant).
+    """
+    out = np.zeros(len(members), dtype=bool)
+    if not members.any():
+        return out
+    d = rho.shape[-1]
+    a = torch.randn(d, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    h = rho[torch.as_tensor(members)].to(torch.float64)
+    generic = (h.transpose(1, 2) @ (a + a.T) @ h).mean(0)
+    s = scores(generic[None], rho.to(torch.float64))[0].numpy()
+    if s[members].max() > _IMPLIED_TOL:  # not closed: no H-invariant average to compare with
+        return out
+    return s <= _IMPLIED_TOL
+
+
+# Score of an exact invariant under an exact lift: rounding only.
+_IMPLIED_TOL = 1e-9
 
 
 def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alpha):
@@ -260,6 +398,8 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     score = score.numpy()
     nan = np.full(len(lifts), np.nan)
     exact = np.array([e for _, _, e, _ in lifts], dtype=bool)
+    true = np.array([group is not None and g in group for g, _, _, _ in lifts], dtype=bool)
+    implied = implied_by(rho, exact & true) & exact & ~true if group is not None else np.zeros(len(lifts), bool)
     # split halves: few distinct draws for small S (3 for S = 4); disjoint pairs: many
     n_eff = split_halves(S) if aggregate == "ensemble" else None
     if num_null and S >= 2 and (n_eff is None or n_eff >= 2):
@@ -276,8 +416,9 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     rows = []
     for i, (g, _, ex, res) in enumerate(lifts):
         rows.append(dict(shape=shape, pe=pe_name, observable=obs, aggregate=aggregate, element=g.name,
-                         kind=g.kind, angle_deg=math.degrees(g.angle), liftable=ex, lift_residual=res,
-                         true_symmetry=(g in group) if group is not None else np.nan, score=float(score[i]),
+                         kind=_kind(g), angle_deg=_angle_deg(g), liftable=ex, lift_residual=res,
+                         true_symmetry=bool(true[i]) if group is not None else np.nan,
+                         implied=bool(implied[i]), score=float(score[i]),
                          score_std=float(spread[i]), noise_floor=float(floor[i]), z=float(approx["z"][i]),
                          p_value=float(approx["p_value"][i]), p_adjusted=float(dec["p_adjusted"][i]),
                          threshold=float(dec["threshold"][i]), margin=float(dec["margin"][i]),

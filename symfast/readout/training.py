@@ -1,4 +1,4 @@
-"""Batched training of PE+MLP neural fields on 2D signed distance functions.
+"""Batched training of PE+MLP neural fields on 2D and 3D signed distance functions.
 
 `fit_sdf` trains len(shapes) x len(seeds) independent models at once: every
 layer is one batched matmul over models and Adam is elementwise, so a batch
@@ -44,9 +44,13 @@ from symfast.ops.fourier_mlp import fourier_mlp_train_step
 from symfast.ops.fourier_mlp.reference import ACTIVATIONS, fourier_mlp
 from symfast.readout.shapes import Shape, by_name
 
-__all__ = ["fit_sdf", "BACKENDS"]
+__all__ = ["fit_sdf", "BACKENDS", "DOMAINS"]
 
 BACKENDS = ("auto", "reference", "cpu", "triton")
+# Training samplers per input dimension, the default first. The default domains (disk, ball) are
+# invariant under all of O(D); a box breaks every candidate outside its own group (O_h in 3D),
+# and "near_surface" concentrates points on the zero level set (x projected along the SDF gradient).
+DOMAINS = {2: ("disk", "box"), 3: ("ball", "box", "near_surface")}
 
 
 def _as_shapes(shapes) -> list[Shape]:
@@ -96,13 +100,14 @@ def _check_backend(backend: str, device: torch.device) -> None:
 
 
 def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = "relu", steps: int = 1500,
-            points: int = 2048, lr: float = 2e-3, device="cpu", backend: str = "auto", sampler: str = "disk",
+            points: int = 2048, lr: float = 2e-3, device="cpu", backend: str = "auto", sampler: str | None = None,
             radius: float = 1.0, dtype=torch.float32, checkpoint=None, checkpoint_every: int = 100,
             progress: bool | None = None) -> Ensemble:
     """Train len(shapes) x len(seeds) PE+MLP models on SDFs at once.
 
     Args:
-        shapes: Shape objects or names (see `symfast.readout.shapes.NAMES`).
+        shapes: Shape objects or names (see `symfast.readout.shapes.NAMES`), 2D or 3D; all of
+            the encoding's input dimension (`shape.dim == pe.input_dim`).
         pe: the Fourier encoding shared by all models.
         seeds: a count (seeds 0..n-1) or a list of distinct integer seeds.
         hidden: hidden widths, e.g. (64, 64) for d -> 64 -> 64 -> 1.
@@ -112,7 +117,8 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
             as measured).
         device: torch device for the models.
         backend: "auto" (fused kernels when built, else reference), "reference", "cpu", "triton".
-        sampler: "disk" (default, O(2)-invariant) or "box"; radius: its size.
+        sampler: 2D: "disk" (default, O(2)-invariant) or "box"; 3D: "ball" (default,
+            O(3)-invariant), "box" or "near_surface" (see `DOMAINS`); radius: the domain's size.
         dtype: float32 (default) or float64.
         checkpoint: optional path; the run is saved there every `checkpoint_every` steps
             (a positive integer) and on Ctrl-C (at the boundary of the interrupted step), and a
@@ -137,8 +143,16 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
             raise ValueError(f"{name} must be a positive integer, got {v}")
     if not (lr > 0 and math.isfinite(lr)):
         raise ValueError(f"lr must be positive, got {lr}")
-    if sampler not in samplers.SAMPLERS:
-        raise ValueError(f"sampler must be one of {sorted(samplers.SAMPLERS)}, got {sampler!r}")
+    dim = pe.input_dim
+    for s in shape_objs:
+        if _shape_dim(s) != dim:
+            raise ValueError(f"shape {s.name!r} is {_shape_dim(s)}D but the encoding {pe.name!r} encodes "
+                             f"{dim}D points")
+    sampler = DOMAINS[dim][0] if sampler is None else sampler
+    if sampler not in DOMAINS[dim]:
+        raise ValueError(f"sampler must be one of {list(DOMAINS[dim])} for {dim}D shapes, got {sampler!r}")
+    if not (radius > 0 and math.isfinite(radius)):
+        raise ValueError(f"radius must be positive and finite, got {radius}")
     device = torch.device(device)
     _check_backend(backend, device)
 
@@ -171,7 +185,8 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         for step in bar:
             if checkpoint is not None:  # only needed to roll an interrupted step back
                 drawn_from = [g.get_state() for g in gens]
-            x = _sample(sampler, gens, points, radius, dtype)
+            x = _sample(sampler, gens, points, radius, dtype) if dim == 2 else \
+                _sample3(sampler, gens, member_shapes, points, radius, dtype)
             target = torch.cat([s.sdf(x[i * len(seed_list):(i + 1) * len(seed_list)])
                                 for i, s in enumerate(shape_objs)])
             x, target = x.to(device), target.to(device)
@@ -234,6 +249,23 @@ def _sample(sampler, gens, n, radius, dtype) -> torch.Tensor:
     else:
         x = (2 * u - 1) * radius
     return x
+
+
+def _shape_dim(shape) -> int:
+    return int(getattr(shape, "dim", 2))
+
+
+def _sample3(sampler, gens, shapes, n, radius, dtype) -> torch.Tensor:
+    """[B, n, 3] training points, model i's from its own generator (and its shape for near_surface)."""
+    out = torch.empty(len(gens), n, 3, dtype=dtype)
+    for i, g in enumerate(gens):
+        if sampler == "ball":
+            out[i] = samplers.sample_ball(n, radius, generator=g, dtype=dtype)
+        elif sampler == "box":
+            out[i] = samplers.sample_box(n, radius, generator=g, dtype=dtype, dim=3)
+        else:
+            out[i] = samplers.sample_near_surface(shapes[i], n, radius=radius, generator=g, dtype=dtype)
+    return out
 
 
 @contextlib.contextmanager

@@ -73,7 +73,7 @@ def test_pe_devices_dtypes_and_errors():
     with pytest.raises(ValueError, match=r"\[\.\.\., 2\]"):
         pe(torch.rand(4, 3))
     with pytest.raises(ValueError, match="frequencies"):
-        sf.FourierPE(np.ones((3, 3)))
+        sf.FourierPE(np.ones((3, 4)))
     with pytest.raises(ValueError, match="phases"):
         sf.FourierPE(np.ones((3, 2)), phases=[1.0])
     with pytest.raises(ValueError, match="finite"):
