@@ -120,14 +120,16 @@ def register_kernels(op, reference, kernels: dict) -> None:
     """Register per-device kernels on a custom op whose default implementation is the reference.
 
     Args:
-        op: a `torch.library.custom_op` whose last argument is the resolved backend name.
+        op: a `torch.library.custom_op` with an argument named `backend`, the resolved backend name.
         reference: the op's reference implementation (same signature).
         kernels: backend name ("cpu", "triton") -> implementation with the op's signature.
             The CPU kernel serves "cpu" and, under TRITON_INTERPRET=1, "triton"; the CUDA
             kernel serves "triton"; anything else falls through to the reference.
     """
+    at = [a.name for a in op._opoverload._schema.arguments].index("backend")
+
     def route(*args):
-        return kernels.get(args[-1], reference)(*args)
+        return kernels.get(args[at], reference)(*args)
 
     op.register_kernel("cpu")(route)
     if "triton" in kernels:

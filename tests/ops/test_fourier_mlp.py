@@ -288,6 +288,53 @@ def test_opcheck_backward_and_train_step_ops(shared, dim):
     opcheck(torch.ops.symfast.fourier_mlp_train_step.default, (x, t, f, p, ws, bs, "tanh", "cpu"), fast=shared)
 
 
+@pytest.mark.parametrize("act", list(reference.ACTIVATIONS))
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+@pytest.mark.parametrize("shared", [False, True], ids=["per_model_x", "shared_x"])
+def test_ops_reference_default_vs_autograd(act, dim, shared):
+    """Each op's default implementation (backend "reference": the hand-written backward) matches
+    autograd through reference.fourier_mlp, output by output."""
+    x, f, p, ws, bs = make_problem(3, 37, [16, 8], torch.float64, shared=shared, dim=dim, pe="random")
+    cot, t = torch.randn(3, 37, dtype=torch.float64), torch.randn(3, 37, dtype=torch.float64)
+    ref = run_with_grads("reference", x, f, p, ws, bs, act, cot)
+    assert_close("op y", ref["y"], torch.ops.symfast.fourier_mlp(x, f, p, ws, bs, act, "reference"))
+    out = torch.ops.symfast.fourier_mlp_backward(cot, x, f, p, ws, bs, act, "reference", True)
+    names = ["dx"] + [f"dW{l}" for l in range(3)] + [f"db{l}" for l in range(3)]
+    for name, g in zip(names, out):
+        assert_close(f"op {name}", ref[name], g)
+    assert out[0].shape == x.shape
+    assert torch.ops.symfast.fourier_mlp_backward(cot, x, f, p, ws, bs, act, "reference", False)[0].numel() == 0
+    loss, dw, db = reference.fourier_mlp_train_step(x, t, f, p, ws, bs, act)
+    out = torch.ops.symfast.fourier_mlp_train_step(x, t, f, p, ws, bs, act, "reference")
+    assert_close("op step loss", loss, out[0])
+    for name, a, b in zip(names[1:], [*dw, *db], out[1:]):
+        assert_close(f"op step {name}", a, b)
+    opcheck(torch.ops.symfast.fourier_mlp.default, (x.requires_grad_(True), f, p,
+                                                    [w.requires_grad_(True) for w in ws], bs, act, "reference"))
+    x, ws = x.detach(), [w.detach() for w in ws]
+    opcheck(torch.ops.symfast.fourier_mlp_backward.default, (cot, x, f, p, ws, bs, act, "reference", True),
+            fast=True)
+    opcheck(torch.ops.symfast.fourier_mlp_train_step.default, (x, t, f, p, ws, bs, act, "reference"), fast=True)
+
+
+@needs_cpp
+@pytest.mark.parametrize("shared", [False, True], ids=["per_model_x", "shared_x"])
+def test_ops_cpu_kernel_is_the_cpp_launcher(shared):
+    """backend "cpu" on CPU tensors runs the C++ launcher itself (bit-identical results)."""
+    x, f, p, ws, bs = make_problem(2, 50, [32], torch.float32, shared=shared)
+    cot, t = torch.randn(2, 50), torch.randn(2, 50)
+    assert torch.equal(torch.ops.symfast.fourier_mlp(x, f, p, ws, bs, "silu", "cpu"),
+                       cpu.fourier_mlp_fwd(x, f, p, ws, bs, "silu"))
+    dx, dw, db = cpu.fourier_mlp_bwd(cot, x, f, p, ws, bs, "silu", True)
+    out = torch.ops.symfast.fourier_mlp_backward(cot, x, f, p, ws, bs, "silu", "cpu", True)
+    for a, b in zip([dx.sum(0) if shared else dx, *dw, *db], out):
+        assert torch.equal(a, b)
+    loss, dw, db = cpu.fourier_mlp_train_step(x, t, f, p, ws, bs, "silu")
+    out = torch.ops.symfast.fourier_mlp_train_step(x, t, f, p, ws, bs, "silu", "cpu")
+    for a, b in zip([loss, *dw, *db], out):
+        assert torch.equal(a, b)
+
+
 def test_nn_modules_roundtrip_sequential():
     pe = sf.DyadicAxisPE(3)
     torch.manual_seed(0)
@@ -423,6 +470,30 @@ TRITON_SCRIPT = textwrap.dedent("""
 
 def test_triton_kernels_under_interpreter(run_interpreted):
     run_interpreted(TRITON_SCRIPT, expect="TRITON-OK")
+
+
+TRITON_ROUTE_SCRIPT = textwrap.dedent("""
+    import torch, symfast
+    from symfast.ops.fourier_mlp import triton as tri
+    from test_fourier_mlp import make_problem
+    for shared in (False, True):
+        x, f, p, ws, bs = make_problem(2, 9, [16], torch.float32, shared, K=2)
+        cot, t = torch.randn(2, 9), torch.randn(2, 9)
+        assert torch.equal(torch.ops.symfast.fourier_mlp(x, f, p, ws, bs, "tanh", "triton"),
+                           tri.fourier_mlp_fwd(x, f, p, ws, bs, "tanh"))
+        dx, dw, db = tri.fourier_mlp_bwd(cot, x, f, p, ws, bs, "tanh", True)
+        out = torch.ops.symfast.fourier_mlp_backward(cot, x, f, p, ws, bs, "tanh", "triton", True)
+        assert all(torch.equal(a, b) for a, b in zip([dx.sum(0) if shared else dx, *dw, *db], out))
+        loss, dw, db = tri.fourier_mlp_train_step(x, t, f, p, ws, bs, "tanh")
+        out = torch.ops.symfast.fourier_mlp_train_step(x, t, f, p, ws, bs, "tanh", "triton")
+        assert all(torch.equal(a, b) for a, b in zip([loss, *dw, *db], out))
+    print("ROUTE-OK")
+""")
+
+
+def test_ops_triton_backend_runs_the_triton_launchers(run_interpreted):
+    """backend "triton" (CPU tensors under TRITON_INTERPRET=1) runs the Triton launchers themselves."""
+    run_interpreted(TRITON_ROUTE_SCRIPT, expect="ROUTE-OK")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA + triton")

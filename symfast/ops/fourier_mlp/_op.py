@@ -1,9 +1,12 @@
 """torch.library registration of the fused PE+MLP ops (works under torch.compile).
 
-Three custom ops, all taking an already-resolved backend ("cpu" or "triton"):
+Three custom ops, all taking an already-resolved backend name (see `symfast.ops._dispatch`):
   symfast::fourier_mlp(x, frequencies, phases, weights, biases, activation, backend) -> y [B, N]
   symfast::fourier_mlp_backward(grad, ..., need_dx) -> [dx, *dW, *db]   (dx empty if not needed)
   symfast::fourier_mlp_train_step(x, targets, ...) -> [loss, *dW, *db]
+Each op's default implementation is the reference (backward: the chain rule written out in
+reference.fourier_mlp_vjp); "cpu" runs the C++ kernel, "triton" the Triton kernels
+(`_dispatch.register_kernels`, the rule shared by every op).
 The forward op's autograd saves only its inputs and recomputes the forward tile by tile
 in the backward kernel (no [B, N, H] activations are kept). Double backward
 (create_graph=True, e.g. training on an eikonal loss) is computed by the PyTorch
@@ -13,34 +16,47 @@ from __future__ import annotations
 
 import torch
 
-from symfast.ops.fourier_mlp import reference
+from symfast.ops import _dispatch
+from symfast.ops.fourier_mlp import cpu, reference
 
 _LIB = "symfast"
 
 
-def _check_finite(x: torch.Tensor, name: str, backend: str) -> None:
-    # The C++ kernel checks x and targets/gradients as it reads them; a separate pass is
-    # only needed for the other backends.
-    if backend != "cpu" and not bool(torch.isfinite(x).all()):
+def _check_finite(x: torch.Tensor, name: str) -> None:
+    # The C++ kernel checks x and targets/gradients as it reads them; the Triton kernels do not.
+    if not bool(torch.isfinite(x).all()):
         raise ValueError(f"{name} contains NaN or Inf values; the fused kernel needs finite inputs")
 
 
-def _impl(backend: str):
-    if backend == "cpu":
-        from symfast.ops.fourier_mlp import cpu
-        return cpu
-    if backend == "triton":
-        from symfast.ops.fourier_mlp import triton as tri
-        return tri
-    raise ValueError(f"internal: unresolved backend {backend!r}")
+def _triton():
+    from symfast.ops.fourier_mlp import triton as tri
+    return tri
+
+
+# Each op's kernels, one signature per op: the default implementation (any device) is the
+# reference; `_dispatch.register_kernels` routes "cpu" / "triton" to the CPU and CUDA kernels.
+
+def _fwd_reference(x, frequencies, phases, weights, biases, activation, backend):
+    return reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
+
+
+def _fwd_cpu(x, frequencies, phases, weights, biases, activation, backend):
+    return cpu.fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
+
+
+def _fwd_triton(x, frequencies, phases, weights, biases, activation, backend):
+    _check_finite(x, "x")
+    return _triton().fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
 
 @torch.library.custom_op(f"{_LIB}::fourier_mlp", mutates_args=())
 def fourier_mlp_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
                    weights: list[torch.Tensor], biases: list[torch.Tensor], activation: str,
                    backend: str) -> torch.Tensor:
-    _check_finite(x, "x", backend)
-    return _impl(backend).fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
+    return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
+
+
+_dispatch.register_kernels(fourier_mlp_op, _fwd_reference, {"cpu": _fwd_cpu, "triton": _fwd_triton})
 
 
 @fourier_mlp_op.register_fake
@@ -48,18 +64,38 @@ def _(x, frequencies, phases, weights, biases, activation, backend):
     return x.new_empty(weights[0].shape[0], x.shape[-2])
 
 
-@torch.library.custom_op(f"{_LIB}::fourier_mlp_backward", mutates_args=())
-def fourier_mlp_backward_op(grad: torch.Tensor, x: torch.Tensor, frequencies: torch.Tensor,
-                            phases: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor],
-                            activation: str, backend: str, need_dx: bool) -> list[torch.Tensor]:
-    _check_finite(grad, "the incoming gradient", backend)
-    dx, dw, db = _impl(backend).fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights, biases,
-                                                activation, need_dx)
+def _bwd_outputs(x, dx, dw, db):
     if dx is None:
         dx = x.new_empty(0)
     elif x.ndim == 2:  # x shared by all models: sum the per-model gradients in model order
         dx = dx.sum(0)
     return [dx, *dw, *db]
+
+
+def _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    return _bwd_outputs(x, *reference.fourier_mlp_vjp(grad, x, frequencies, phases, weights, biases,
+                                                      activation, need_dx))
+
+
+def _bwd_cpu(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    return _bwd_outputs(x, *cpu.fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights, biases,
+                                                activation, need_dx))
+
+
+def _bwd_triton(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    _check_finite(grad, "the incoming gradient")
+    return _bwd_outputs(x, *_triton().fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights,
+                                                      biases, activation, need_dx))
+
+
+@torch.library.custom_op(f"{_LIB}::fourier_mlp_backward", mutates_args=())
+def fourier_mlp_backward_op(grad: torch.Tensor, x: torch.Tensor, frequencies: torch.Tensor,
+                            phases: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor],
+                            activation: str, backend: str, need_dx: bool) -> list[torch.Tensor]:
+    return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
+
+
+_dispatch.register_kernels(fourier_mlp_backward_op, _bwd_reference, {"cpu": _bwd_cpu, "triton": _bwd_triton})
 
 
 @fourier_mlp_backward_op.register_fake
@@ -106,15 +142,34 @@ def _backward(ctx, grad):
 fourier_mlp_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+def _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend):
+    # The hand-written backward, not autograd: autograd does not record inside an op's kernel.
+    y = reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
+    _, dw, db = reference.fourier_mlp_vjp(2 * (y - targets) / y.shape[1], x, frequencies, phases, weights,
+                                          biases, activation, need_dx=False)
+    return [reference.mse_loss(y, targets), *dw, *db]
+
+
+def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, backend):
+    loss, dw, db = cpu.fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
+    return [loss, *dw, *db]
+
+
+def _step_triton(x, targets, frequencies, phases, weights, biases, activation, backend):
+    _check_finite(x, "x")
+    _check_finite(targets, "targets")
+    loss, dw, db = _triton().fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
+    return [loss, *dw, *db]
+
+
 @torch.library.custom_op(f"{_LIB}::fourier_mlp_train_step", mutates_args=())
 def fourier_mlp_train_step_op(x: torch.Tensor, targets: torch.Tensor, frequencies: torch.Tensor,
                               phases: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor],
                               activation: str, backend: str) -> list[torch.Tensor]:
-    _check_finite(x, "x", backend)
-    _check_finite(targets, "targets", backend)
-    loss, dw, db = _impl(backend).fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases,
-                                                          activation)
-    return [loss, *dw, *db]
+    return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
+
+
+_dispatch.register_kernels(fourier_mlp_train_step_op, _step_reference, {"cpu": _step_cpu, "triton": _step_triton})
 
 
 @fourier_mlp_train_step_op.register_fake

@@ -16,6 +16,14 @@ ACTIVATIONS = {
     "sine": torch.sin,
 }
 
+# act'(z) given z and a = act(z), for the hand-written backward below.
+ACTIVATION_GRADS = {
+    "relu": lambda z, a: (z > 0).to(z.dtype),
+    "tanh": lambda z, a: 1 - a * a,
+    "silu": lambda z, a: torch.sigmoid(z) * (1 + z * (1 - torch.sigmoid(z))),
+    "sine": lambda z, a: torch.cos(z),
+}
+
 
 def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
                 weights: list[torch.Tensor], biases: list[torch.Tensor],
@@ -44,6 +52,44 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
         if l < len(weights) - 1:
             h = act(h)
     return h[..., 0]
+
+
+def fourier_mlp_vjp(grad: torch.Tensor, x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
+                    weights: list[torch.Tensor], biases: list[torch.Tensor], activation: str, need_dx: bool):
+    """Gradients of sum(grad * fourier_mlp(...)) by the chain rule written out, without autograd
+    (so it also runs inside a custom op's kernel, where autograd does not record).
+
+    Args:
+        grad: [B, N] cotangent of the outputs; the rest as in `fourier_mlp`.
+        need_dx: also return the gradient to x.
+
+    Returns:
+        (dx [B, N, D] per model (also for shared x [N, D]) or None, dW list like weights,
+        db list like biases).
+    """
+    act, act_grad = ACTIVATIONS[activation], ACTIVATION_GRADS[activation]
+    B, L = weights[0].shape[0], len(weights)
+    u = x @ frequencies.to(x).T + phases.to(x)
+    sin_u, cos_u = torch.sin(u), torch.cos(u)
+    h = torch.stack((sin_u, cos_u), dim=-1).flatten(-2)
+    hs, zs = [h.expand(B, *h.shape) if h.ndim == 2 else h], []  # inputs of each layer, pre-activations
+    for w, b in zip(weights[:-1], biases[:-1]):
+        zs.append(torch.baddbmm(b[:, None, :], hs[-1], w))
+        hs.append(act(zs[-1]))
+    g = grad[..., None]  # dLoss/d(layer output) [B, N, fan_out]
+    dw, db = [None] * L, [None] * L
+    for l in reversed(range(L)):
+        dw[l] = hs[l].transpose(1, 2) @ g
+        db[l] = g.sum(1)
+        if l > 0 or need_dx:
+            g = g @ weights[l].transpose(1, 2)
+        if l > 0:
+            g = g * act_grad(zs[l - 1], hs[l])
+    dx = None
+    if need_dx:  # phi = (sin u_1, cos u_1, sin u_2, ...), u = x F^T + p
+        g = g.unflatten(-1, (-1, 2))
+        dx = (g[..., 0] * cos_u - g[..., 1] * sin_u) @ frequencies.to(x)
+    return dx, dw, db
 
 
 def mse_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
