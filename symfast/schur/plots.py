@@ -40,6 +40,11 @@ def _interval(x: np.ndarray) -> tuple[float, float, float]:
     return mu, mu - half, mu + half
 
 
+def _is_normal(facts: pd.DataFrame, task, construction, hidden) -> bool:
+    f = facts[(facts.task == task) & (facts.construction == construction) & (facts.hidden == hidden)]
+    return not f.empty and bool(f["N_over_T"].max() < NORMAL_TOL)
+
+
 def _sector_note(facts: pd.DataFrame, H: int, alpha: float) -> str:
     """What the sector split leaves to ablate, in words, for the panel."""
     if facts.empty:
@@ -93,6 +98,8 @@ def ablation_figure(raw: pd.DataFrame, spectra: dict, alpha: float, facts: pd.Da
         copy = tk == "copy" and "replay_acc" in r and r["replay_acc"].notna().any()
         metric, control = ("replay_acc", "rand_replay_acc") if copy else ("dfvu", "rand_dfvu_mean")
         n_seeds = r["seed"].nunique()
+        normal = facts is not None and _is_normal(facts, tk, cn, hd)
+        shown = []  # plotted values: the axis limits follow them, intervals may run off the panel
         for i, sub in enumerate(subsets):
             for k, a in enumerate(alphas):
                 ra = r[(r.subset == sub) & (r.alpha == a)]
@@ -108,17 +115,25 @@ def ablation_figure(raw: pd.DataFrame, spectra: dict, alpha: float, facts: pd.Da
                     if np.isfinite(lo):
                         ax.plot([lo, hi], [y, y], "-", color=colours[a], lw=1.4)
                     ax.plot(mu, y, marker, mfc=face, mec=colours[a], ms=6, mew=1.3)
-                if "stabiliser" in ra and (ra["stabiliser"] == "no-op").all():
-                    ax.text(1.0, i - 0.3 + 0.12 * k, f"no-op at alpha={a:g} (block empty)", fontsize=SMALL,
-                            color="0.3", transform=ax.get_yaxis_transform(), ha="right", va="center")
+                    shown.extend(vals[np.isfinite(vals)])
+            rs = r[r.subset == sub]
+            noop = sorted(rs.loc[rs.groupby("alpha")["stabiliser"].transform(lambda c: (c == "no-op").all()),
+                                 "alpha"].unique()) if "stabiliser" in rs else []
+            if noop and not normal:
+                ax.text(0.99, i, "no-op (block empty) at alpha = " + ", ".join(f"{a:g}" for a in noop),
+                        fontsize=SMALL, color="0.25", transform=ax.get_yaxis_transform(), ha="right", va="center",
+                        bbox=dict(fc="white", ec="none", alpha=0.8))
         ax.set_yticks(range(len(subsets)), [s.replace("->", "→") for s in subsets], fontsize=SMALL)
         ax.set_ylim(len(subsets) - 0.5, -0.5)
         ax.grid(axis="x", color="0.9")
         ax.tick_params(axis="x", labelsize=SMALL)
         if copy:
+            ax.set_xlim(-0.02, 1.02)
             ax.set_xlabel("replay accuracy after the ablation (fraction of symbols; 1 = perfect)", fontsize=SMALL)
         else:
             ax.set_xscale("symlog", linthresh=1e-3)
+            lo, hi = (min(min(shown), 0.0), max(max(shown), 0.0)) if shown else (0.0, 0.0)
+            ax.set_xlim(2 * lo - 1e-3, 2 * hi + 1e-3)
             ax.set_xlabel("ΔFVU = FVU(ablated) - FVU(trained) (unitless; symlog axis)", fontsize=SMALL)
             ax.axvline(0, color="k", lw=0.6)
         ax.set_title(f"{tk} / {cn}, H = {hd}: effect of zeroing each coupling block ({n_seeds} seeds)",
@@ -133,7 +148,7 @@ def ablation_figure(raw: pd.DataFrame, spectra: dict, alpha: float, facts: pd.Da
                    for a in alphas]
         handles += [Line2D([], [], ls="", marker="s", mfc="white", mec=colours[a], ms=6,
                            label=f"random, same norm, alpha={a:g}") for a in alphas]
-        handles += [Line2D([], [], color="0.3", lw=1.4, label="95% interval over seeds"),
+        handles += [Line2D([], [], color="0.3", lw=1.4, label="95% t-interval over seeds\n(may run off the panel)"),
                     Line2D([], [], ls="", marker=".", color="0.3", label="single seeds")]
         legend_outside(ax, handles=handles)
         _eigen_panel(axe, spectra.get((tk, cn, hd), []), alpha, alphas, f"{tk} / {cn}, H = {hd}")
