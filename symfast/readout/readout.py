@@ -126,17 +126,17 @@ class Readout:
             out["best"] = out["min_gap_z"] == out.groupby("pe")["min_gap_z"].transform("max")
         return out
 
-    def plot_heatmap(self, path=None):
-        """Scores as shapes x elements per encoding; observed cells marked 'o', non-liftable 'x'."""
+    def plot_heatmap(self, path=None, axes=None):
+        """The decision per (shape, element) and encoding (`symfast.readout.plots.heatmap`); returns the figure."""
         from symfast.readout.plots import heatmap
 
-        return heatmap(self.table, path)
+        return heatmap(self.table, path, axes=axes)
 
-    def plot_sweep(self, path=None):
-        """Score and lift residual against rotation angle, per encoding."""
+    def plot_sweep(self, path=None, axes=None):
+        """Score and lift residual against rotation angle, per encoding; returns the figure."""
         from symfast.readout.plots import sweep_curves
 
-        return sweep_curves(self.sweep, path)
+        return sweep_curves(self.sweep, path, axes=axes)
 
 
 def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ensemble",
