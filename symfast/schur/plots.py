@@ -213,15 +213,19 @@ def schur_form(blocks: dict, path=None, axes=None):
     for ax, (title, (T, n_R)) in zip(axs, items):
         T = np.abs(np.asarray(T, dtype=np.float64))
         H = len(T)
-        im = ax.imshow(np.clip(T, norm.vmin, None), cmap="magma_r", norm=norm, interpolation="nearest")
+        cmap = plt.get_cmap("magma_r").with_extremes(bad="white")
+        im = ax.imshow(np.ma.masked_less(T, norm.vmin), cmap=cmap, norm=norm, interpolation="nearest")
         if 0 < n_R < H:
             for f in (ax.axvline, ax.axhline):
                 f(n_R - 0.5, color="C0", lw=1.6)
             ax.text(n_R / 2, -1, "R", ha="center", va="bottom", fontsize=FONT, color="C0")
             ax.text(n_R + (H - n_R) / 2, -1, "C", ha="center", va="bottom", fontsize=FONT, color="C0")
-            ax.text(n_R + (H - n_R) / 2, n_R / 2, "T_C→R", ha="center", va="center", fontsize=SMALL, color="C0")
+            if H - n_R >= H // 6:  # room for the block's name
+                ax.text(n_R + (H - n_R) / 2, n_R / 2, "T_C→R", ha="center", va="center", fontsize=SMALL,
+                        color="C0", bbox=dict(fc="white", ec="none", alpha=0.8))
         else:
-            ax.text(H / 2, H * 0.75, f"C sector empty (n_R = {n_R} = H)", ha="center", fontsize=SMALL, color="C0")
+            ax.text(H * 0.3, H * 0.75, f"C sector empty\n(n_R = {n_R} = H)", ha="center", fontsize=SMALL,
+                    color="C0", bbox=dict(fc="white", ec="none", alpha=0.8))
         ax.set_title(f"{title}: |T|, n_R = {n_R}", fontsize=FONT, pad=14)
         ax.set_xlabel("column of T (eigenvalues by |λ|, decreasing)", fontsize=SMALL)
         ax.set_ylabel("row of T", fontsize=SMALL)
