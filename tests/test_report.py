@@ -108,6 +108,7 @@ def test_reproduce_layerwise_verdict_rows(tmp_path):
     claims = _layerwise_claims(str(tmp_path / "layerwise"))
     md = open(write_report(str(tmp_path), "t", {}, claims, [])[0]).read()
     assert ("| layerwise | Flip-invariant networks are layerwise equivariant: the recovered layer-1 action fits | "
-            "layer-1 weight error < 0.5 x random permutations in 1 of 1 settings | 1 of 1: mlp/tanh 0.25 | held |") in md
+            "layer-1 weight error < 0.5 x random permutations in 1 of 1 settings | 1 of 1: mlp/tanh 0.25 | held |"
+            ) in md
     assert "| layerwise | Projecting onto the recovered actions keeps accuracy; random actions do not |" in md
     assert _layerwise_claims(str(tmp_path / "absent")) == []

@@ -77,7 +77,7 @@ FIGURE_CAPTIONS = {
                         "of the expected elements (G_lift ∩ G_true) were observed, which were missed, and any "
                         "extra (a violation of G_obs ⊆ G_lift ∩ G_true).",
     "heatmap.png": "The decision per element: colour = Holm-adjusted p-value of 'g is a symmetry of the weights', "
-                   "the colour bar's black line is the level alpha (above: observed). Boxes mark true symmetries; "
+                   "the colour bar's black line is the level alpha (above: observed). Amber boxes mark true symmetries; "
                    "hatching marks elements without an exact lift, so a hatched box is a true symmetry the "
                    "encoding hides.",
     "sweep.png": "Rotation sweep: score over its lift-only null against the rotation angle (dips = symmetries); "

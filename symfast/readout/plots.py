@@ -17,6 +17,7 @@ from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
 __all__ = ["heatmap", "sweep_curves", "sweep_summary", "zero_level_sets", "loss_curves", "P_FLOOR"]
 
 P_FLOOR = 1e-6  # p-values below this share the darkest colour
+_TRUE, _HATCH = "#ffbf00", "0.8"  # box of a true symmetry, hatching of a non-liftable element: visible on red and blue
 
 
 def _new_axes(n: int, axes, figsize, **kw):
@@ -45,7 +46,7 @@ def heatmap(table: pd.DataFrame, path=None, axes=None):
     Cells are coloured by the Holm-adjusted p-value of "g is a symmetry" on a log scale centred
     on the decision level alpha (marked on the colour bar): blue cells pass (observed), red are
     rejected. Hatched cells have no exact lift through the encoding (their colour is the test
-    under the best orthogonal lift); a black box marks a true symmetry of the shape, so a hatched
+    under the best orthogonal lift); an amber box marks a true symmetry of the shape, so a hatched
     box is a true symmetry the encoding cannot lift, a plain box without a dot a missed one.
 
     Args:
@@ -78,9 +79,9 @@ def heatmap(table: pd.DataFrame, path=None, axes=None):
             grid[y, x] = lp
             true = r["true_symmetry"] is True or r["true_symmetry"] == 1
             if not bool(r["liftable"]):
-                ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, hatch="///", ec="0.25", lw=0))
+                ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, hatch="///", ec=_HATCH, lw=0))
             if true:
-                ax.add_patch(Rectangle((x - 0.42, y - 0.42), 0.84, 0.84, fill=False, ec="k", lw=1.8))
+                ax.add_patch(Rectangle((x - 0.42, y - 0.42), 0.84, 0.84, fill=False, ec=_TRUE, lw=2.2))
             if bool(r["observed"]):
                 ax.plot(x, y, "o", ms=7, mfc="white", mec="k", mew=1.0)
                 if not true:
@@ -94,15 +95,15 @@ def heatmap(table: pd.DataFrame, path=None, axes=None):
         ax.set_xlabel("candidate element g (r: rotation by deg, m: mirror at axis angle deg)", fontsize=SMALL)
         ax.set_title(f"{pe} encoding, observable {obs}: is g a symmetry of the weights? "
                      "(colour: Holm-adjusted p-value)", fontsize=FONT)
-    cb = fig.colorbar(im, ax=axs, shrink=min(1.0, 0.5 + 0.1 * len(axs)), extend="min")
+    cb = fig.colorbar(im, ax=axs, shrink=min(1.0, 3.0 / len(axs)), extend="min")
     ticks = np.arange(np.log10(P_FLOOR), 0.5, 1.0)
     cb.set_ticks(ticks, labels=[f"1e{int(v)}" if v < 0 else "1" for v in ticks], fontsize=SMALL)
     cb.ax.axhline(np.log10(alpha), color="k", lw=2.5)
     cb.set_label(f"Holm-adjusted p-value; black line: alpha = {alpha:g}\n"
                  "(above: observed, below: rejected)", fontsize=SMALL)
     handles = [Line2D([], [], ls="", marker="o", ms=7, mfc="white", mec="k", label="observed (in G_obs)"),
-               Patch(fc="white", ec="k", lw=1.8, label="true symmetry of the shape (G_true)"),
-               Patch(fc="white", ec="0.25", hatch="///", label="no exact lift (not in G_lift)"),
+               Patch(fc="white", ec=_TRUE, lw=2.2, label="true symmetry of the shape (G_true)"),
+               Patch(fc="0.3", ec=_HATCH, hatch="///", label="no exact lift (not in G_lift)"),
                Line2D([], [], ls="", marker="D", ms=6, mfc="none", mec="k",
                       label="no exact lift, passes under its best lift"),
                Line2D([], [], ls="", marker="x", ms=8, color="red", mew=2, label="observed but false (violation)")]
