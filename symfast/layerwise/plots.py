@@ -21,8 +21,8 @@ FILTER_CAPTION = (
     "(itself for a fixed unit). symmetric (s+): the mirrored filter equals the filter; antisymmetric (s−, "
     "odd activations such as tanh): the mirrored filter equals minus the filter; paired: units swapped by the "
     "flip (shown next to each other); unmatched: residual above the threshold. Colour: weight divided by the "
-    "filter's largest |weight| on lit pixels; grey: pixels the data never lights (their weights keep their "
-    "random initialisation).")
+    "filter's largest |weight| on lit pixels; grey: pixels the data (almost) never lights, or whose mirror "
+    "it does not light (weights there keep their random initialisation).")
 
 
 def _resolve_level(result: LatentActions, level: str) -> str:
@@ -54,12 +54,18 @@ def orbit_groups(result: LatentActions, threshold: float | None = None, level: s
     return groups
 
 
-def lit_pixels(x) -> np.ndarray:
-    """[D] bool: input pixels that are nonzero in at least one image of x [N, D]."""
+def lit_pixels(x, min_fraction: float = 0.01) -> np.ndarray:
+    """[D] bool: input pixels that are nonzero in at least `min_fraction` of the images x [N, D].
+
+    Weights on pixels the data (almost) never lights get (almost) no gradient and keep their
+    random initialisation (e.g. the border columns of the 8x8 digits, lit in < 1% of images).
+    """
     x = np.asarray(x)
     if x.ndim != 2:
         raise ValueError(f"x must be [N, D] flattened images, got {list(x.shape)}")
-    return np.abs(x).max(0) > 0
+    if not 0 <= min_fraction < 1:
+        raise ValueError(f"min_fraction must be in [0, 1), got {min_fraction}")
+    return (x != 0).mean(0) > min_fraction if min_fraction > 0 else np.abs(x).max(0) > 0
 
 
 def plot_filters_by_orbit(W1, image_shape, result: LatentActions, path=None, threshold: float | None = None,
@@ -77,7 +83,8 @@ def plot_filters_by_orbit(W1, image_shape, result: LatentActions, path=None, thr
         cols: filters per row.
         level: "weight" or "data" residuals decide "unmatched"; "auto" = data when available (weights on
             pixels the data never excites keep their random init and hide symmetric filters).
-        lit: optional [C*h*w] bool, pixels the data lights (`lit_pixels(x)`); the others are grey.
+        lit: optional [C*h*w] bool, pixels the data lights (`lit_pixels(x)`); the others, and those whose
+            image under the input action (`result.rho_in`) is unlit, are grey.
         fig: optional empty Figure to draw into.
 
     Returns:
@@ -95,6 +102,9 @@ def plot_filters_by_orbit(W1, image_shape, result: LatentActions, path=None, thr
         lit = np.asarray(lit, dtype=bool).reshape(-1)
         if lit.size != C * h * w:
             raise ValueError(f"lit must have {C * h * w} entries (one per input pixel), got {lit.size}")
+        rho = np.abs(np.asarray(result.rho_in, dtype=np.float64))
+        if rho.shape == (lit.size, lit.size):  # grey a pixel whose mirror is unlit too: compare like with like
+            lit = lit & (rho @ lit > 0.5)
         lit_img = lit.reshape(C, h, w).any(0)
     else:
         lit_img = np.ones((h, w), dtype=bool)

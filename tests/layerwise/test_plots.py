@@ -77,6 +77,17 @@ def test_filters_grey_out_unlit_pixels(planted):
         assert vmin == -vmax  # colour scale symmetric around 0
     finally:
         plt.close(fig)
+    x[:, 6] = 0.0  # pixel 5 lit, its mirror 6 not: both are grey, so the filter is compared like with like
+    fig = plot_filters_by_orbit(net.layers[0][0], (1, 4, 4), res, lit=lit_pixels(x))
+    try:
+        img = next(ax for ax in fig.axes if ax.images).images[0].get_array()
+        assert np.ma.getmaskarray(img).all()
+    finally:
+        plt.close(fig)
+    x = np.zeros((200, 16))
+    x[:, 0] = 1.0
+    x[:1, 1] = 1.0  # lit in 0.5% of the images: counts as unlit at the default 1%
+    assert lit_pixels(x).tolist() == [True] + [False] * 15 and lit_pixels(x, 0).sum() == 2
     with pytest.raises(ValueError, match="lit must have 16 entries"):
         plot_filters_by_orbit(net.layers[0][0], (1, 4, 4), res, lit=np.ones(3, bool))
 
