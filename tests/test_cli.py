@@ -76,6 +76,7 @@ def test_reproduce_writes_report(tmp_path, capsys):
     assert main(["reproduce", "--quick", "--only", "layerwise", "--out", str(out)]) == 0
     report = (out / "report.md").read_text()
     assert "## Layerwise equivariance" in report and "ok" in report and "filters_equivariant.png" in report
+    assert "| layerwise | Flip-invariant networks are layerwise equivariant" in report  # verdict rows
     assert main(["reproduce", "--only", "nonsense", "--out", str(out)]) == 2
     assert "unknown study" in capsys.readouterr().err
 

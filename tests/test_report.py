@@ -79,3 +79,36 @@ def test_readout_claims_report_misses_and_violations():
     assert claims["A three-axis PE reveals the triangle's full D3"].measured == "5 of 6 observed"
     assert claims["Liftable non-symmetries are rejected"].verdict == "missed"
     assert claims["A dyadic PE hides the triangle's 120° rotations"].verdict == "held"
+
+
+def test_reproduce_readout_section_shows_the_new_figures_with_captions(tmp_path):
+    from symfast.cli import main
+    from symfast.commands.reproduce import FIGURE_CAPTIONS, _readout_section
+
+    sub = tmp_path / "readout"
+    assert main(["readout", "--shapes", "triangle,square", "--pe", "dyadic", "--seeds", "4", "--steps", "3",
+                 "--points", "32", "--hidden", "8", "--sweep", "4", "--out", str(sub), "--quiet"]) == 0
+    sec = Section("Readout")
+    claims = _readout_section(str(sub), sec)
+    md = open(write_report(str(tmp_path), "t", {}, claims, [sec])[0]).read()
+    for name in ("summary_grid.png", "heatmap.png", "sweep.png", "fields.png", "loss.png"):
+        assert (sub / name).stat().st_size > 0, name
+        assert f"![{FIGURE_CAPTIONS[name]}](readout/{name})" in md, name
+
+
+def test_reproduce_layerwise_verdict_rows(tmp_path):
+    import json
+
+    from symfast.commands.reproduce import _layerwise_claims
+
+    row = {"model": "mlp", "activation": "tanh", "weight_error": 0.3, "random": 1.2, "accuracy": [0.9, 0.9, 0.1]}
+    results = {"suite": [dict(row, variant="equivariant"), dict(row, variant="control", weight_error=1.0)]}
+    (tmp_path / "layerwise").mkdir()
+    (tmp_path / "layerwise" / "results.json").write_text(json.dumps(results))
+    claims = _layerwise_claims(str(tmp_path / "layerwise"))
+    md = open(write_report(str(tmp_path), "t", {}, claims, [])[0]).read()
+    assert ("| layerwise | Flip-invariant networks are layerwise equivariant: the recovered layer-1 action fits | "
+            "layer-1 weight error < 0.5 x random permutations in 1 of 1 settings | 1 of 1: mlp/tanh 0.25 | held |"
+            ) in md
+    assert "| layerwise | Projecting onto the recovered actions keeps accuracy; random actions do not |" in md
+    assert _layerwise_claims(str(tmp_path / "absent")) == []

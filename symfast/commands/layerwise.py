@@ -90,7 +90,7 @@ def _run_cnn(args, data) -> int:
 
     from symfast.layerwise.cnn_experiments import format_cnn_results, run_cnn_experiment
     from symfast.layerwise.conv import as_cnn
-    from symfast.layerwise.plots import plot_filters_by_orbit
+    from symfast.layerwise.plots import orbit_groups, plot_filters_by_orbit
 
     t0 = time.perf_counter()
     res = run_cnn_experiment(data, args.activation, args.equivariance_weight, args.weight_decay, args.steps,
@@ -101,8 +101,9 @@ def _run_cnn(args, data) -> int:
         if res[variant]:
             W = as_cnn(res["nets"][(variant, 0)]).convs[0][0]
             path = os.path.join(args.out, f"filters_{variant}.png")
-            groups = plot_filters_by_orbit(W.reshape(len(W), -1), W.shape[1:], res[variant][0].actions, path,
-                                           title=f"cnn ({args.activation}), {variant}: layer-1 kernels by orbit")
+            plot_filters_by_orbit(W.reshape(len(W), -1), W.shape[1:], res[variant][0].actions, path,
+                                  title=f"cnn ({args.activation}), {variant}: layer-1 kernels by orbit")
+            groups = {k: len(v) for k, v in orbit_groups(res[variant][0].actions).items()}
             print(f"wrote {path}: {groups}")
     with open(os.path.join(args.out, "results.json"), "w") as f:
         json.dump({"results": {v: [r.row() for r in res[v]] for v in ("equivariant", "control")},
@@ -147,7 +148,7 @@ def run(args) -> int:
     from symfast.layerwise.data import load_image_data
     from symfast.layerwise.experiments import format_results, run_experiment
     from symfast.layerwise.network import as_mlp
-    from symfast.layerwise.plots import plot_filters_by_orbit
+    from symfast.layerwise.plots import lit_pixels, orbit_groups, plot_filters_by_orbit
 
     if args.model == "attention" and not args.suite:
         return _run_attention(args)
@@ -173,8 +174,9 @@ def run(args) -> int:
         net = res["nets"][(variant, 0)]
         r = res[variant][0]
         path = os.path.join(args.out, f"filters_{variant}.png")
-        groups = plot_filters_by_orbit(as_mlp(net).layers[0][0], data.shape, r.actions, path,
-                                       title=f"{args.model} ({args.activation}), {variant}: layer-1 filters by orbit")
+        plot_filters_by_orbit(as_mlp(net).layers[0][0], data.shape, r.actions, path, lit=lit_pixels(data.x),
+                              title=f"{args.model} ({args.activation}), {variant}: layer-1 filters by orbit")
+        groups = {k: len(v) for k, v in orbit_groups(r.actions).items()}
         pngs[variant] = {"path": path, "groups": groups}
         print(f"wrote {path}: {groups}")
     summary = {"args": {k: v for k, v in vars(args).items() if not k.startswith("_")},

@@ -88,10 +88,46 @@ READOUT3D_GLOSSARY = {
     "liftable_false": "liftable non-symmetries", "liftable_false_rejected": "of those, rejected",
 }
 
-# Captions of the figures the study commands write (by file name).
+# Captions of the figures (by file name), in the order they are shown; figures not listed follow.
+_FILTERS = ("grouped by the orbit of the recovered flip action on the first hidden layer; 's+' / 's−' is the "
+            "sign with which the flip maps a unit to its partner (symmetric: s+, antisymmetric: s−); grey "
+            "pixels are never lit by the data.")
 FIGURE_CAPTIONS = {
-    "filters_equivariant.png": "First-layer filters of the flip-equivariant classifier, grouped by the orbit of "
-                               "the recovered hidden action.",
+    # readout
+    "summary_grid.png": "Observed vs expected over the whole grid: per shape and (encoding, observable), how many "
+                        "of the expected elements (G_lift ∩ G_true) were observed, which were missed, and any "
+                        "extra (a violation of G_obs ⊆ G_lift ∩ G_true).",
+    "heatmap.png": "The decision per element: colour = Holm-adjusted p-value of 'g is a symmetry of the weights', "
+                   "the colour bar's black line is the level alpha (above: observed). Amber boxes mark true symmetries; "
+                   "hatching marks elements without an exact lift, so a hatched box is a true symmetry the "
+                   "encoding hides.",
+    "sweep.png": "Rotation sweep: score over its lift-only null against the rotation angle (dips = symmetries); "
+                 "dashed: residual of the least-squares lift (0 where the encoding lifts the rotation exactly).",
+    "fields.png": "Fitted zero-level sets f = 0 of the first members (dashed) beside the true boundary (black), "
+                  "per shape and encoding: what the weights being read actually represent.",
+    "loss.png": "Readout training loss per (encoding, shape): median over the ensemble's members, band = min to max.",
+    # schur
+    "schur_ablation.png": "Effect of zeroing each coupling block, for every alpha, with 95% intervals over seeds "
+                          "and single seeds as dots, next to the equal-norm random control (open squares); "
+                          "right: eigenvalues of every seed over rho(W) with the cuts alpha rho. Notes state "
+                          "empty sectors and exactly normal matrices (every ablation a no-op).",
+    "schur_T.png": "|entries| of the ordered real Schur form T (first seed per setting); blue lines separate the "
+                   "R sector (|lambda| >= alpha rho) from C, so T_RR is the upper triangle of the top-left "
+                   "block, T_C->R the top-right block and T_CC the upper triangle of the bottom-right block.",
+    "schur_loss.png": "RNN training loss per (task, construction, H): median over seeds of a running mean, "
+                      "band = min to max.",
+    "schur_stabilisers.png": "Share of seeds where each ablation is an eps-stabiliser (behaviour kept), per "
+                             "alpha; grey: no-op (nothing removed).",
+    "schur_subspace.png": "Which predictor ranks the damage of an ablation: Spearman correlation with ΔFVU "
+                          "(95% bootstrap) and the scatter behind each.",
+    # layerwise
+    "filters_equivariant.png": "First-layer filters of the flip-equivariant MLP classifier, " + _FILTERS,
+    "filters_control.png": "First-layer filters of the control MLP (no equivariance loss), " + _FILTERS,
+    "filters_cnn_equivariant.png": "First-layer kernels of the flip-equivariant CNN, " + _FILTERS,
+    "filters_cnn_control.png": "First-layer kernels of the control CNN, " + _FILTERS,
+    "regimes.png": "Autoencoders with the equivariance loss: layer-1 error of the recovered action against the "
+                   "near-linear fraction of tanh units, and the units per orbit type, per input scale s and "
+                   "weight decay wd.",
 }
 
 
@@ -117,12 +153,10 @@ def _readout_section(sub: str, section):
                                                                               summary["G_lift_and_true"])]
     section.tables.append(("Observed vs expected symmetries per (shape, encoding)", summary,
                            {k: v for k, v in READOUT_GLOSSARY.items() if k in summary.columns}))
-    captions = {"heatmap.png": "Scores per element (columns) and (shape, encoding) (rows); observed elements are "
-                               "marked. Low score = the Gram is unchanged by the element's lift.",
-                "sweep.png": "Rotation sweep: score against rotation angle per (shape, encoding)."}
-    for name, caption in captions.items():
+    _readout_figures(sub, summary)
+    for name in ("summary_grid.png", "heatmap.png", "sweep.png", "fields.png", "loss.png"):
         if os.path.exists(os.path.join(sub, name)):
-            section.figures.append((os.path.join(sub, name), caption))
+            section.figures.append((os.path.join(sub, name), FIGURE_CAPTIONS[name]))
     section.text.append("Full per-element table: `readout.csv` (score, p-value, threshold, margin, best-lift score, "
                         "lift residual per observable).")
     kinds = list(dict.fromkeys(table["observable"])) if "observable" in table.columns else []
@@ -157,6 +191,31 @@ def _readout3d_section(sub: str, section):
             section.figures.append((os.path.join(sub, name), caption))
     section.text.append("Full per-element table: `readout.csv`; per-set element names: `summary.csv`.")
     return readout3d_claims(table[table["observable"] == table["observable"].iloc[0]])
+def _readout_figures(sub: str, summary) -> None:
+    """The grid summary, fitted zero-level sets and loss curves, from the files `symfast readout` wrote."""
+    from symfast.readout import plots
+    from symfast.readout.ensemble import Ensemble
+
+    if {"G_obs", "G_lift_and_true"} <= set(summary.columns):
+        plots.sweep_summary(summary, os.path.join(sub, "summary_grid.png"))
+    paths = [os.path.join(sub, f"ensemble_{pe}.pt") for pe in dict.fromkeys(summary.get("pe", []))]
+    ensembles = [Ensemble.load(p) for p in paths if os.path.exists(p)]
+    if ensembles:
+        plots.zero_level_sets(ensembles, os.path.join(sub, "fields.png"))
+        plots.loss_curves(ensembles, os.path.join(sub, "loss.png"))
+
+
+def _layerwise_claims(sub: str) -> list:
+    """The layerwise suite's numbers (`results.json`) as verdict rows."""
+    import json
+
+    from symfast.layerwise.claims import layerwise_claims
+
+    path = os.path.join(sub, "results.json")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return layerwise_claims(json.load(f))
 
 
 def _schur_claims(sub: str) -> list:
@@ -225,12 +284,15 @@ def run(args) -> int:
         section = Section(title, [intro], command=f"symfast {' '.join(argv)}", seconds=seconds, ok=rc == 0)
         study_claims = (_readout_section(sub, section) if name == "readout"
                         else _readout3d_section(sub, section) if name == "readout3d"
-                        else _schur_claims(sub) if name == "schur" else [])
+                        else _schur_claims(sub) if name == "schur"
+                        else _layerwise_claims(sub) if name == "layerwise" else [])
         study_claims += read_claims(os.path.join(sub, "claims.csv"))
         if name not in ("readout", "readout3d"):
             section.preformatted = text.strip()[-40000:]
         shown = {os.path.abspath(f) for f, _ in section.figures}
-        for fig in sorted(glob.glob(os.path.join(sub, "**", "*.png"), recursive=True)):
+        order = {n: k for k, n in enumerate(FIGURE_CAPTIONS)}
+        for fig in sorted(glob.glob(os.path.join(sub, "**", "*.png"), recursive=True),
+                          key=lambda f: (order.get(os.path.basename(f), len(order)), f)):
             if os.path.abspath(fig) not in shown:
                 section.figures.append((fig, FIGURE_CAPTIONS.get(os.path.basename(fig), os.path.basename(fig))))
         claims += study_claims

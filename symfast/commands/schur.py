@@ -69,7 +69,7 @@ def _models(task, construction, hidden, args, cfg, ckdir):
     from symfast.schur.rnn import load_checkpoint, train_seeds
     seeds = list(range(args.seeds))
     paths = [os.path.join(ckdir, f"{task.name}_{construction}_H{hidden}_s{s}.pt") for s in seeds]
-    models = {}
+    models, losses = {}, {}
     for s, pth in zip(seeds, paths):
         if os.path.exists(pth):
             m, t, info = load_checkpoint(pth)
@@ -77,13 +77,14 @@ def _models(task, construction, hidden, args, cfg, ckdir):
             if (t == task and m.n_hidden == hidden and m.recurrent == construction and info["epoch"] == cfg.epochs
                     and tr["batches_per_epoch"] == cfg.batches_per_epoch and tr["batch"] == cfg.batch
                     and tr["lr"] == cfg.lr and tr.get("clip") == cfg.clip):
-                models[s] = m
+                models[s], losses[s] = m, info["losses"]
     todo = [s for s in seeds if s not in models]
     if todo:
         trained = train_seeds(task, todo, hidden, construction, cfg,
                               checkpoints=[paths[s] for s in todo], progress=not args.no_progress)
         models.update(zip(todo, trained))
-    return [models[s] for s in seeds]
+        losses.update((s, load_checkpoint(paths[s])[2]["losses"]) for s in todo)
+    return [models[s] for s in seeds], [losses[s] for s in seeds]
 
 
 def _fmt_ci(mu, lo, hi):
@@ -92,46 +93,6 @@ def _fmt_ci(mu, lo, hi):
     if not np.isfinite(lo):
         return f"{mu:.3g}"
     return f"{mu:.3g} [{lo:.3g}, {hi:.3g}]"
-
-
-def _plot(summ, spectra, alpha, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    groups = list(dict.fromkeys(zip(summ["task"], summ["construction"], summ["hidden"])))
-    fig, axes = plt.subplots(2, max(1, len(groups)), figsize=(4.2 * max(1, len(groups)), 7.5), squeeze=False)
-    for j, (tk, cn, hd) in enumerate(groups):
-        ax = axes[0, j]
-        s = summ[(summ.task == tk) & (summ.construction == cn) & (summ.hidden == hd)
-                 & (summ.alpha == alpha)].set_index("subset")
-        subs = [x for x in s.index if x != "full"]
-        xs = np.arange(len(subs))
-        metric = "replay_acc" if tk == "copy" else "dfvu"
-        mu = s.loc[subs, f"{metric}_mean"].to_numpy()
-        err = np.abs(np.stack([mu - s.loc[subs, f"{metric}_lo"].to_numpy(), s.loc[subs, f"{metric}_hi"].to_numpy() - mu]))
-        ax.bar(xs - 0.2, mu, 0.4, yerr=np.nan_to_num(err), capsize=2, label="Schur ablation")
-        if metric == "dfvu":
-            ax.bar(xs + 0.2, s.loc[subs, "rand_dfvu_mean_mean"].to_numpy(), 0.4, color="0.7", label="equal-norm random")
-        ax.set_xticks(xs, [x.replace(",", "\n") for x in subs], fontsize=6)
-        ax.set_title(f"{tk} / {cn} H={hd} (n={int(s['n'].iloc[0])}, alpha={alpha})", fontsize=8)
-        ax.set_ylabel("replay accuracy" if metric == "replay_acc" else "dFVU")
-        ax.legend(fontsize=7)
-        ax = axes[1, j]
-        if (tk, cn, hd) not in spectra:
-            continue
-        ev, rho = spectra[(tk, cn, hd)]
-        th = np.linspace(0, 2 * np.pi, 400)
-        ax.plot(np.cos(th) * rho, np.sin(th) * rho, "k-", lw=0.5)
-        ax.plot(np.cos(th) * rho * alpha, np.sin(th) * rho * alpha, "r--", lw=0.8, label=f"alpha rho = {alpha} rho")
-        inR = np.abs(ev) >= alpha * rho
-        ax.scatter(ev.real[inR], ev.imag[inR], s=8, c="C3", label="R")
-        ax.scatter(ev.real[~inR], ev.imag[~inR], s=8, c="C0", label="C")
-        ax.set_aspect("equal")
-        ax.set_title(f"eigenvalues, first seed ({tk}/{cn} H={hd})", fontsize=8)
-        ax.legend(fontsize=7, loc="lower left")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 CLASS_CODE = {"eps-stabiliser": 0, "fragile": 1, "no-op": 2}
@@ -154,55 +115,6 @@ def _stabiliser_table(raw) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _plot_stabilisers(raw, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    r = raw[raw.subset != "full"].copy()
-    r["frac"] = (r["stabiliser"] == "eps-stabiliser").astype(float)
-    r.loc[r["stabiliser"] == "no-op", "frac"] = np.nan
-    piv = r.pivot_table(index=["task", "construction", "hidden", "subset"], columns="alpha", values="frac",
-                        aggfunc="mean", sort=False, dropna=False)
-    fig, ax = plt.subplots(figsize=(5.5, 0.22 * len(piv) + 1.5))
-    im = ax.imshow(piv.to_numpy(), aspect="auto", cmap="RdYlGn", vmin=0, vmax=1)
-    ax.set_yticks(range(len(piv)), [f"{t}/{c} H={h} {s}" for t, c, h, s in piv.index], fontsize=6)
-    ax.set_xticks(range(len(piv.columns)), [f"alpha={a:g}" for a in piv.columns], fontsize=8)
-    ax.set_title("fraction of seeds where the ablation is an eps-stabiliser\n(grey: no-op, nothing removed)",
-                 fontsize=8)
-    ax.set_facecolor("0.8")
-    fig.colorbar(im, ax=ax, fraction=0.04)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _plot_predictors(proj, pred, path):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from symfast.schur.subspace import PREDICTORS
-    fig, axes = plt.subplots(1, len(PREDICTORS) + 1, figsize=(3.2 * (len(PREDICTORS) + 1), 3.2))
-    ax = axes[0]
-    p = pred.set_index("predictor").loc[list(PREDICTORS)]
-    xs = np.arange(len(p))
-    err = np.abs(np.stack([p["rho"] - p["rho_lo"], p["rho_hi"] - p["rho"]]))
-    ax.bar(xs, p["rho"], yerr=np.nan_to_num(err), capsize=3)
-    ax.set_xticks(xs, [q.replace("_", "\n") for q in p.index], fontsize=7)
-    ax.axhline(0, color="k", lw=0.5)
-    ax.set_ylabel("Spearman rho with dFVU [95% bootstrap]")
-    ax.set_title(f"n = {int(p['n'].max())} (task x seed x block)", fontsize=8)
-    for ax, q in zip(axes[1:], PREDICTORS):
-        for k, (t, g) in enumerate(proj.groupby("task")):
-            ax.scatter(g[q], g["dfvu"], s=10, c=f"C{k}", label=t)
-        ax.set_xlabel(q, fontsize=8)
-        ax.set_yscale("symlog", linthresh=1e-3)
-        ax.set_ylabel("dFVU", fontsize=8)
-    axes[1].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
 def _print_convergence(facts, tasks, include_unconverged) -> None:
     from symfast.schur.paper import CONVERGENCE
     print("\nconvergence (held-out; target " + ", ".join(f"{t}: {m} {'<=' if m == 'fvu' else '>='} {v}"
@@ -216,7 +128,7 @@ def _print_convergence(facts, tasks, include_unconverged) -> None:
 
 
 def run(args) -> int:
-    from symfast.schur import schur_blocks
+    from symfast.schur import plots, schur_blocks
     from symfast.schur.ablation import EPSILON, schur_ablation, summarize
     from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper, converged
     from symfast.schur.rnn import TrainConfig, make_task
@@ -263,12 +175,13 @@ def run(args) -> int:
         raise UsageError(f"cannot create output directory {args.out!r}: {e}") from e
     cfg = TrainConfig(epochs=args.epochs, batches_per_epoch=args.batches, batch=args.batch, lr=args.lr,
                       clip=args.clip, threads=args.threads)
-    frames, spectra, facts, projs = [], {}, [], []
+    frames, spectra, facts, projs, schur_T, losses = [], {}, [], [], {}, {}
     for tname in tasks:
         task = make_task(tname)
         for cn in cons_of[tname]:
             for hidden in hid_of[tname]:
-                models = _models(task, cn, hidden, args, cfg, os.path.join(args.out, "ckpt"))
+                models, losses[f"{tname} / {cn}, H = {hidden}"] = _models(task, cn, hidden, args, cfg,
+                                                                          os.path.join(args.out, "ckpt"))
                 for seed, model in enumerate(models):
                     df = schur_ablation(model, task, alpha=sweep, n_eval=args.n_eval, n_random=args.n_random,
                                         seed=seed, refit=args.refit, epsilon=epsilon)
@@ -288,8 +201,8 @@ def run(args) -> int:
                                   "fvu": float(full["fvu"]), "replay_acc": acc, "converged": ok,
                                   "N_over_T": float(sb.N.norm() / sb.T.norm()), "n_R": sb.n_R,
                                   "rho": sb.rho, "n_near_cut": int(sb.near_cut.sum())})
-                    if (tname, cn, hidden) not in spectra:
-                        spectra[(tname, cn, hidden)] = (sb.eigvals.numpy(), sb.rho)
+                    spectra.setdefault((tname, cn, hidden), []).append((sb.eigvals.numpy(), sb.rho))
+                    schur_T.setdefault(f"{tname} / {cn}, H = {hidden}, seed {seed}", (sb.T.numpy(), sb.n_R))
     raw = pd.concat(frames, ignore_index=True)
     facts = pd.DataFrame(facts)
     proj = pd.concat(projs, ignore_index=True)
@@ -357,9 +270,13 @@ def run(args) -> int:
           .to_string(index=False))
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in cmp["verdict"].value_counts().items()))
     png = os.path.join(args.out, "schur_ablation.png")
-    _plot(summ, spectra, args.alpha, png)
-    _plot_stabilisers(used, os.path.join(args.out, "schur_stabilisers.png"))
-    _plot_predictors(proj_used, pred, os.path.join(args.out, "schur_subspace.png"))
+    used_facts = facts if args.include_unconverged else facts[facts.converged]
+    plots.ablation_figure(used, spectra, args.alpha, used_facts, png)
+    plots.stabilisers(used, os.path.join(args.out, "schur_stabilisers.png"))
+    plots.predictors(proj_used, pred, os.path.join(args.out, "schur_subspace.png"))
+    plots.schur_form(schur_T, os.path.join(args.out, "schur_T.png"))
+    plots.loss_curves(losses, os.path.join(args.out, "schur_loss.png"))
     print(f"\nwrote {os.path.join(args.out, 'schur_ablation_raw.csv')}, schur_ablation_summary.csv, schur_models.csv, "
-          f"schur_subspace.csv, schur_paper_comparison.csv, {png}, schur_stabilisers.png, schur_subspace.png")
+          f"schur_subspace.csv, schur_paper_comparison.csv, {png}, schur_stabilisers.png, schur_subspace.png, "
+          "schur_T.png, schur_loss.png")
     return 0

@@ -34,7 +34,7 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
 
     from symfast.layerwise.conv import as_cnn
     from symfast.layerwise.network import as_mlp
-    from symfast.layerwise.plots import plot_filters_by_orbit
+    from symfast.layerwise.plots import lit_pixels, plot_filters_by_orbit
 
     train, test = data.split(0.25, seed=0)
     rows = []
@@ -46,7 +46,7 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
                 if model == "mlp":
                     net = train_equivariant("classifier", train, act, w, steps=steps, seed=seed)
                     r = analyse(net, "classifier", test)
-                    W1, shape = as_mlp(net).layers[0][0], data.shape
+                    W1, shape, lit = as_mlp(net).layers[0][0], data.shape, lit_pixels(train.x)
                     p = r.projection
                     acc = (p.get("loss_before", np.nan), p.get("loss_after", np.nan), p.get("loss_random", np.nan))
                     data_err = float(r.data_errors[0])
@@ -54,7 +54,7 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
                     net = train_cnn(train, act, cnn_channels, w, steps=cnn_steps, seed=seed)
                     r = analyse_cnn(net, test)
                     W1 = as_cnn(net).convs[0][0]
-                    W1, shape = W1.reshape(len(W1), -1), W1.shape[1:]
+                    W1, shape, lit = W1.reshape(len(W1), -1), W1.shape[1:], None  # kernels slide: all lit
                     p = r.projection
                     acc = (p["accuracy_before"], p["accuracy_after"], p["accuracy_random"])
                     data_err = float(r.data_errors[0])
@@ -62,7 +62,7 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
                     raise ValueError(f"model must be 'mlp' or 'cnn', got {model!r}")
                 if figures_dir is not None and act == activations[0]:
                     name = f"filters_{variant}.png" if model == "mlp" else f"filters_{model}_{variant}.png"
-                    plot_filters_by_orbit(W1, shape, r.actions, os.path.join(figures_dir, name),
+                    plot_filters_by_orbit(W1, shape, r.actions, os.path.join(figures_dir, name), lit=lit,
                                           title=f"{model} ({act}), {variant}: layer-1 filters by orbit")
                 rows.append({"model": model, "activation": act, "variant": variant,
                              "weight_error": float(r.actions.errors[0]), "random": float(r.actions.baseline[0]),
@@ -120,27 +120,48 @@ def format_regimes(rows: list) -> str:
     return "\n".join(out)
 
 
-def plot_regimes(rows: list, path: str) -> None:
-    """Layer-1 weight error / random baseline against the near-linear fraction, one point per setting."""
+def plot_regimes(rows: list, path=None, axes=None):
+    """Layer-1 weight error / random baseline against the near-linear fraction, one point per setting,
+    and the counts of symmetric / antisymmetric / paired units per setting.
+
+    Args:
+        rows: `autoencoder_regimes` rows.
+        path: optional PNG path. axes: optional pair of Axes.
+
+    Returns:
+        the figure (the matplotlib backend is left as it is).
+    """
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(1, 2, figsize=(9, 3.6))
+    from symfast.plotting import FONT, SMALL, finish, legend_outside
+
+    created = axes is None
+    if created:
+        fig, axes = plt.subplots(1, 2, figsize=(12, 4.0), layout="constrained")
+    ax = list(np.ravel(axes))
+    fig = ax[0].figure
     nl = [r["near_linear"][0] for r in rows]
-    ax[0].scatter(nl, [r["weight_error"] / r["random"] for r in rows], c="C0", label="weights")
-    ax[0].scatter(nl, [r["data_error"] for r in rows], c="C1", marker="s", label="data")
+    ax[0].scatter(nl, [r["weight_error"] / r["random"] for r in rows], c="C0", label="weights: error / random")
+    ax[0].scatter(nl, [r["data_error"] for r in rows], c="C1", marker="s", label="data: relative error")
+    ax[0].axhline(1.0, color="0.5", ls=":", lw=1, label="random permutation level")
     for r, x in zip(rows, nl):
-        ax[0].annotate(f"s={r['scale']:g}, wd={r['weight_decay']:g}", (x, r["weight_error"] / r["random"]), fontsize=7)
-    ax[0].set_xlabel("fraction of layer-1 pre-activations with |z| < 0.5")
-    ax[0].set_ylabel("layer-1 error (weights: / random)")
-    ax[0].legend(fontsize=8)
+        ax[0].annotate(f"s={r['scale']:g}, wd={r['weight_decay']:g}", (x, r["weight_error"] / r["random"]),
+                       fontsize=SMALL, xytext=(3, 3), textcoords="offset points")
+    ax[0].set_xlabel("fraction of layer-1 pre-activations with |z| < 0.5 (near-linear tanh)", fontsize=SMALL)
+    ax[0].set_ylabel("layer-1 error (unitless)", fontsize=SMALL)
+    ax[0].tick_params(labelsize=SMALL)
+    ax[0].set_title("equivariance error of the recovered action vs regime", fontsize=FONT)
+    legend_outside(ax[0], where="below", ncol=2, bbox_to_anchor=(0.5, -0.16))
     labels = [f"s={r['scale']:g}\nwd={r['weight_decay']:g}" for r in rows]
     x = np.arange(len(rows))
-    for k, (key, name) in enumerate((("fixed", "symmetric"), ("antisymmetric", "antisymmetric"), ("cycled", "paired"))):
+    for k, (key, name) in enumerate((("fixed", "symmetric"), ("antisymmetric", "antisymmetric"),
+                                     ("cycled", "paired"))):
         ax[1].bar(x + 0.27 * (k - 1), [r["counts_data"][key] for r in rows], 0.27, label=name)
-    ax[1].set_xticks(x, labels, fontsize=7)
-    ax[1].set_ylabel("layer-1 units (data level)")
-    ax[1].legend(fontsize=8)
-    fig.suptitle("autoencoder with flip-equivariance loss: regime vs recovered structure", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    ax[1].set_xticks(x, labels, fontsize=SMALL)
+    ax[1].set_xlabel("input scale s, weight decay wd", fontsize=SMALL)
+    ax[1].set_ylabel("layer-1 units (data level)", fontsize=SMALL)
+    ax[1].tick_params(axis="y", labelsize=SMALL)
+    ax[1].set_title("units per orbit type of the recovered action", fontsize=FONT)
+    legend_outside(ax[1])
+    fig.suptitle("autoencoder with flip-equivariance loss: regime vs recovered structure", fontsize=FONT)
+    return finish(fig, path, created)

@@ -216,21 +216,22 @@ class Readout:
             out["best"] = out["min_gap_z"] == out.groupby("pe")["min_gap_z"].transform("max")
         return out
 
-    def plot_heatmap(self, path=None):
-        """Scores as shapes x elements per encoding; observed cells marked 'o', non-liftable 'x'."""
+    def plot_heatmap(self, path=None, axes=None):
+        """The decision per (shape, element) and encoding (`symfast.readout.plots.heatmap`; O(3) candidates:
+        `symfast.readout.plots3d.score_heatmap`); returns the figure."""
         if self.table["element"].str.contains(r"\[|^[ei]$").any():  # O(3) elements: ~144 columns
             from symfast.readout.plots3d import score_heatmap
 
             return score_heatmap(self.table, path)
         from symfast.readout.plots import heatmap
 
-        return heatmap(self.table, path)
+        return heatmap(self.table, path, axes=axes)
 
-    def plot_sweep(self, path=None):
-        """Score and lift residual against rotation angle, per encoding."""
+    def plot_sweep(self, path=None, axes=None):
+        """Score and lift residual against rotation angle, per encoding; returns the figure."""
         from symfast.readout.plots import sweep_curves
 
-        return sweep_curves(self.sweep, path)
+        return sweep_curves(self.sweep, path, axes=axes)
 
 
 def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ensemble",

@@ -13,7 +13,8 @@ def test_schur_cli_tiny(tmp_path, capsys):
             "--out", out, "--no-progress", "--include-unconverged"]
     assert main(argv) == 0
     for f in ["schur_ablation_raw.csv", "schur_ablation_summary.csv", "schur_models.csv", "schur_ablation.png",
-              "schur_subspace.csv", "schur_paper_comparison.csv", "schur_stabilisers.png", "schur_subspace.png"]:
+              "schur_subspace.csv", "schur_paper_comparison.csv", "schur_stabilisers.png", "schur_subspace.png",
+              "schur_T.png", "schur_loss.png"]:
         assert os.path.getsize(os.path.join(out, f)) > 0, f
     raw = pd.read_csv(os.path.join(out, "schur_ablation_raw.csv"))
     assert len(raw) == 2 * 2 * 2 * 8  # constructions x seeds x alphas x subsets

@@ -94,7 +94,8 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
                     generator=torch.Generator().manual_seed(seed))
     params = list(model.parameters())
     opt = torch.optim.Adam(params, lr=cfg.lr)
-    start = _resume(checkpoint, model, opt, task, seed, cfg) if checkpoint else 0
+    losses: list = []  # per batch, kept in the checkpoint for the loss-curve figure
+    start = _resume(checkpoint, model, opt, task, seed, cfg, losses) if checkpoint else 0
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -109,18 +110,19 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
             if cfg.clip:
                 torch.nn.utils.clip_grad_norm_(params, cfg.clip)
             opt.step()
+            losses.append(loss.item())
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.4f}", refresh=False)
+                bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)
         if checkpoint:
             save_checkpoint(checkpoint, model, task, TrainConfig(**{**vars(cfg), "seed": seed}), epoch=ep + 1,
-                            optimizer=opt)
+                            optimizer=opt, losses=losses)
     if bar is not None:
         bar.close()
     return model
 
 
-def _resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg: TrainConfig) -> int:
+def _resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg: TrainConfig, losses: list) -> int:
     """Epochs already done by a partly trained checkpoint of this very run (model, optimiser state);
     0, leaving model and optimiser as they are, when there is none or it belongs to another run.
 
@@ -142,16 +144,19 @@ def _resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg: TrainCon
         return 0
     model.load_state_dict(ck["state"])
     opt.load_state_dict(ck["optimizer"])
+    losses[:] = list(ck.get("losses", []))
     return epoch
 
 
-def save_checkpoint(path: str, model: TanhRNN, task: Task, cfg: TrainConfig, epoch: int, optimizer=None) -> None:
+def save_checkpoint(path: str, model: TanhRNN, task: Task, cfg: TrainConfig, epoch: int, optimizer=None,
+                    losses=None) -> None:
     """Write model weights, model/task/training config (and the optimiser state, so a partly
-    trained run resumes exactly) to `path` (atomically)."""
+    trained run resumes exactly; and the per-batch training losses, if given) to `path` (atomically)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     atomic_save({"model": model.config(), "state": model.state_dict(), "task": task.config(),
                  "train": vars(cfg).copy(), "epoch": epoch,
-                 **({} if optimizer is None else {"optimizer": optimizer.state_dict()})}, path)
+                 **({} if optimizer is None else {"optimizer": optimizer.state_dict()}),
+                 **({} if losses is None else {"losses": [float(v) for v in losses]})}, path)
 
 
 def load_checkpoint(path: str) -> tuple[TanhRNN, Task, dict]:
@@ -161,4 +166,4 @@ def load_checkpoint(path: str) -> tuple[TanhRNN, Task, dict]:
     model.load_state_dict(ck["state"])
     tcfg = dict(ck["task"])
     task = make_task(tcfg.pop("name"), **tcfg)
-    return model, task, {"train": ck["train"], "epoch": ck["epoch"]}
+    return model, task, {"train": ck["train"], "epoch": ck["epoch"], "losses": list(ck.get("losses", []))}

@@ -1,0 +1,86 @@
+"""The layerwise paper's claims, checked on the numbers `symfast layerwise --suite` writes.
+
+"Identifiable Equivariant Networks are Layerwise Equivariant" (Shahverdi, Marchetti, Bökman,
+Kohn): an end-to-end equivariant network whose parameters are identifiable carries a group
+action on every hidden layer that makes each layer equivariant; for MLPs a (signed / scaled)
+permutation of neurons. `layerwise_claims` turns the suite's `results.json` into
+`symfast.report.Claim` rows: what each claim predicts for the run, what was measured, whether
+it held. The bars are fixed here, before any run is read.
+"""
+from __future__ import annotations
+
+from symfast.report import Claim
+
+__all__ = ["layerwise_claims", "RATIO_BAR", "ACCURACY_KEPT", "ACCURACY_LOST", "NEAR_LINEAR"]
+
+RATIO_BAR = 0.5  # layer-1 weight error at most half of the random-permutation level: a real action
+ACCURACY_KEPT = 0.02  # projecting onto the recovered actions may cost at most 2 accuracy points
+ACCURACY_LOST = 0.2  # projecting onto random actions must cost at least 20 points (the control bites)
+NEAR_LINEAR = 0.9  # tanh units with >= 90% of pre-activations in |z| < 0.5: basis defined only up to GL
+
+
+def _verdict(ok: bool) -> str:
+    return "held" if ok else "missed"
+
+
+def _label(r: dict) -> str:
+    return f"{r['model']}/{r['activation']}"
+
+
+def layerwise_claims(results: dict) -> list:
+    """Claims checked on the suite's results.
+
+    Args:
+        results: the parsed `results.json` of `symfast layerwise --suite` (keys "suite",
+            "autoencoder_regimes", "attention").
+
+    Returns:
+        list of `Claim`, study "layerwise" (empty when the results hold no suite).
+    """
+    claims = []
+    rows = results.get("suite", [])
+    eq = [r for r in rows if r["variant"] == "equivariant"]
+    ctl = {_label(r): r for r in rows if r["variant"] == "control"}
+    if eq:
+        ratio = {_label(r): r["weight_error"] / r["random"] for r in eq}
+        ok = [k for k, v in ratio.items() if v < RATIO_BAR]
+        claims.append(Claim(
+            "layerwise", "Flip-invariant networks are layerwise equivariant: the recovered layer-1 action fits",
+            f"layer-1 weight error < {RATIO_BAR:g} x random permutations in {len(eq)} of {len(eq)} settings",
+            f"{len(ok)} of {len(eq)}: " + ", ".join(f"{k} {v:.2f}" for k, v in ratio.items()),
+            _verdict(len(ok) == len(eq)), "error / random-permutation error, layer 1, weight level"))
+        paired = [(k, r["weight_error"], ctl[k]["weight_error"]) for k, r in ((_label(r), r) for r in eq) if k in ctl]
+        if paired:
+            better = [p for p in paired if p[1] < p[2]]
+            claims.append(Claim(
+                "layerwise", "The structure comes from equivariance: the control without the loss fits worse",
+                f"equivariant error < control error in {len(paired)} of {len(paired)} settings",
+                f"{len(better)} of {len(paired)}: " + ", ".join(f"{k} {e:.2f} vs {c:.2f}" for k, e, c in paired),
+                _verdict(len(better) == len(paired)), "layer-1 weight error, equivariant vs control"))
+        acc = [(_label(r), *r["accuracy"]) for r in eq]
+        kept = [a for a in acc if a[1] - a[2] <= ACCURACY_KEPT and a[1] - a[3] >= ACCURACY_LOST]
+        claims.append(Claim(
+            "layerwise", "Projecting onto the recovered actions keeps accuracy; random actions do not",
+            f"drop <= {ACCURACY_KEPT:g} (recovered) and >= {ACCURACY_LOST:g} (random) in {len(acc)} of {len(acc)}",
+            f"{len(kept)} of {len(acc)}: " + ", ".join(f"{k} {b:.2f}→{a:.2f} (random {x:.2f})" for k, b, a, x in acc),
+            _verdict(len(kept) == len(acc)), "test accuracy before → after projection"))
+    linear = [r for r in results.get("autoencoder_regimes", []) if r["near_linear"][0] >= NEAR_LINEAR]
+    if linear:
+        flat = [r for r in linear if r["weight_error"] / r["random"] >= 1 - RATIO_BAR]
+        claims.append(Claim(
+            "layerwise", "Without identifiability no permutation action: near-linear tanh autoencoders",
+            f"error >= {1 - RATIO_BAR:g} x random where >= {NEAR_LINEAR:.0%} of units are near-linear",
+            f"{len(flat)} of {len(linear)}: " + ", ".join(
+                f"s={r['scale']:g} wd={r['weight_decay']:g} {r['weight_error'] / r['random']:.2f}" for r in linear),
+            _verdict(len(flat) == len(linear)),
+            "in the linear range the hidden basis is defined only up to an invertible map"))
+    att = {r["variant"]: r for r in results.get("attention", [])}
+    if "equivariant" in att:
+        a = att["equivariant"]
+        claims.append(Claim(
+            "layerwise", "Equivariant attention carries a permutation of heads",
+            f"parameter error < {RATIO_BAR:g} x random head permutations",
+            f"{a['param_error']:.3f} vs random {a['random']:.3f} (heads fixed/cycled "
+            f"{a['heads']['fixed']}/{a['heads']['cycled']})",
+            _verdict(a["param_error"] < RATIO_BAR * a["random"]), "synthetic token-smoothing task, 4 heads"))
+    return claims
