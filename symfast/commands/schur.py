@@ -83,7 +83,8 @@ def _models(task, construction, hidden, args, cfg, ckdir):
         trained = train_seeds(task, todo, hidden, construction, cfg,
                               checkpoints=[paths[s] for s in todo], progress=not args.no_progress)
         models.update(zip(todo, trained))
-        losses.update((s, load_checkpoint(paths[s])[2]["losses"]) for s in todo)
+        # --epochs 0 trains nothing and writes no checkpoint: no losses to show
+        losses.update((s, load_checkpoint(paths[s])[2]["losses"] if os.path.exists(paths[s]) else []) for s in todo)
     return [models[s] for s in seeds], [losses[s] for s in seeds]
 
 
