@@ -206,8 +206,9 @@ py::tuple ordered_schur_f64(carray<double> W, double alpha, double tie_tol, int 
         double rho = 0;
         for (int i = 0; i < n; ++i) rho = std::max(rho, std::hypot(wr[i], wi[i]));
         int fails = 0, sector_fails = 0, nR = n;
-        if (alpha > 0) {
-          for (int i = 0; i < n; ++i) key[i] = std::hypot(wr[i], wi[i]) >= alpha * rho ? 1.0 : 0.0;
+        const double tol = tie_tol * rho;
+        if (alpha > 0) {  // within tol of the cut counts as R (an orthogonal W at alpha = 1: all R)
+          for (int i = 0; i < n; ++i) key[i] = std::hypot(wr[i], wi[i]) >= alpha * rho - tol ? 1.0 : 0.0;
           sector_fails = reorder_range(L, T.data(), Q.data(), n, key.data(), 0.5, 0, n, work.data(), true);
           nR = 0;
           while (nR < n && key[nR] > 0.5) ++nR;
@@ -219,7 +220,6 @@ py::tuple ordered_schur_f64(carray<double> W, double alpha, double tie_tol, int 
         std::vector<double> e(2 * n);
         block_eigs(T.data(), n, e.data());
         for (int i = 0; i < n; ++i) key[i] = std::hypot(e[2 * i], e[2 * i + 1]);
-        double tol = tie_tol * rho;
         fails += reorder_range(L, T.data(), Q.data(), n, key.data(), tol, 0, nR, work.data(), true);
         fails += reorder_range(L, T.data(), Q.data(), n, key.data(), tol, nR, n, work.data(), true);
         for (int j = 0; j < n; ++j)

@@ -505,3 +505,23 @@ def test_triton_on_gpu(dim):
     cot = torch.randn(4, 3000, generator=torch.Generator().manual_seed(1)).cuda()
     compare(run_with_grads("reference", *dev, ws_c, bs_c, "relu", cot),
             run_with_grads("triton", *dev, ws_c, bs_c, "relu", cot), torch.float32)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("where", ["weights", "biases"])
+def test_nonfinite_parameters_are_refused_on_every_backend(backend, where):
+    """An Inf weight made the C++ kernel return NaN where the reference returned a number (0 * Inf
+    in different places): every backend now refuses non-finite parameters with the same error."""
+    if backend == "cpu" and not _ext.cpp_available():
+        pytest.skip("symfast._C not built")
+    g = torch.Generator().manual_seed(0)
+    pe = sf.DyadicAxisPE(2)
+    ws = [torch.randn(1, pe.dim, 4, generator=g), torch.randn(1, 4, 1, generator=g)]
+    bs = [torch.zeros(1, 4), torch.zeros(1, 1)]
+    (ws if where == "weights" else bs)[0].view(-1)[0] = float("inf")
+    x = torch.zeros(1, 3, 2)
+    with pytest.raises(ValueError, match=rf"{where}\[0\] contains NaN or Inf"):
+        sf.fourier_mlp(x, pe.frequencies.float(), pe.phases.float(), ws, bs, "relu", backend=backend)
+    with pytest.raises(ValueError, match=rf"{where}\[0\] contains NaN or Inf"):
+        sf.fourier_mlp_train_step(x, torch.zeros(1, 3), pe.frequencies.float(), pe.phases.float(), ws, bs, "relu",
+                                  backend=backend)

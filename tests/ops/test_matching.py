@@ -85,3 +85,21 @@ def test_requires_grad_raises():
     total = match_rows(A, A.detach().flip(1), "perm")[3]
     total.sum().backward()
     assert A.grad is not None
+
+
+@needs_cpp
+@pytest.mark.parametrize("mode", ["sign", "perm"])
+def test_float32_weights_whose_squares_overflow_agree(mode):
+    """float32 rows of size 1e20: the C++ kernel works in float64; the reference now does too (its float32
+    Gram overflowed to Inf and SciPy's assignment raised)."""
+    W = torch.tensor([[[1e20], [-1.0]]], dtype=torch.float32)
+    ref = sf.matching_scores(W, [torch.eye(1)], mode=mode, backend="reference").per_model
+    fast = sf.matching_scores(W, [torch.eye(1)], mode=mode, backend="cpu").per_model
+    assert_close("per_model", torch.from_numpy(ref), torch.from_numpy(fast))
+    assert float(fast.max()) == 0.0
+
+
+def test_nonfinite_gram_is_a_clear_error():
+    A = torch.tensor([[[float("inf"), 1.0], [1.0, 2.0]]])
+    with pytest.raises(ValueError, match="not finite"):
+        match_rows(A, A, "sign", backend="reference")

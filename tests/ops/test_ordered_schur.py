@@ -226,3 +226,12 @@ def test_ordered_schur_hypothesis(n, scale, seed, alpha):
     _check_form(res, W)
     np.testing.assert_allclose(res.T, sf.ordered_schur(W, sector_alpha=alpha, backend="reference").T,
                                atol=1e-9 * scale * max(1, n))
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_orthogonal_matrix_at_alpha_one_is_all_R(backend):
+    """Every |lambda| of an orthogonal W equals rho up to rounding: at sector_alpha = 1 all of them are
+    in R on both backends (the cut takes the tie tolerance; before, rounding decided, 1 vs 3 of 3)."""
+    q = np.linalg.qr(np.random.default_rng(3).standard_normal((2, 3, 3)))[0]
+    res = sf.ordered_schur(torch.from_numpy(q), 1.0, backend=backend)
+    assert np.asarray(res.n_R).tolist() == [3, 3]

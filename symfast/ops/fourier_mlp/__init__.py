@@ -27,7 +27,7 @@ from symfast import _ext
 from symfast.ops import _dispatch
 from symfast.ops.fourier_features import input_dim
 from symfast.ops.fourier_mlp import reference
-from symfast.ops.fourier_mlp._op import fourier_mlp_op, fourier_mlp_train_step_op
+from symfast.ops.fourier_mlp._op import check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op
 
 __all__ = ["fourier_mlp", "fourier_mlp_train_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH"]
 
@@ -119,6 +119,9 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
     backend = _resolve_backend(backend, x, weights)
     if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
             or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
+        if backend == "reference" and not (torch.compiler.is_compiling()
+                                           or _dispatch.under_functorch(*weights, *biases)):
+            check_finite_params(weights, biases)  # as in the op's kernels
         return reference.fourier_mlp(x, frequencies, phases, list(weights), list(biases), activation)
     return fourier_mlp_op(x, frequencies, phases, list(weights), list(biases), activation, backend)
 
@@ -143,6 +146,9 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
     backend = _resolve_backend(backend, x, weights)
     if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
+        if backend == "reference" and not (torch.compiler.is_compiling()
+                                           or _dispatch.under_functorch(*weights, *biases)):
+            check_finite_params(weights, biases)  # as in the op's kernels
         return reference.fourier_mlp_train_step(x, targets, frequencies, phases, list(weights), list(biases),
                                                 activation)
     L = len(weights)

@@ -155,6 +155,7 @@ def match_gram_op(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: 
 
 
 def _signed_lifts_reference(W, src, sign, mode, backend):
+    W = W.double()  # the C++ kernel works in float64 whatever W's dtype (float32 squares may overflow)
     G, k = src.shape
     R = torch.zeros(G, k, k, dtype=W.dtype)
     R[torch.arange(G)[:, None], src, torch.arange(k)[None, :]] = sign.to(W.dtype)
@@ -237,6 +238,10 @@ def _match_gram(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: st
     and the action keeps c = 1). The assignment is discrete: computed on detached inputs.
     """
     code = _mode_code(mode)
+    for name, t in (("inner products", gram), ("row norms", a2), ("row norms", b2)):
+        if not bool(torch.isfinite(t).all()):  # both kernels would otherwise assign on Inf/NaN costs
+            raise ValueError(f"the weights' {name} are not finite (NaN/Inf weights, or float32 overflow: "
+                             "pass float64 weights)")
     gc = gram.detach().cpu()
     if gc.dtype not in (torch.float32, torch.float64):
         gc = gc.double()

@@ -246,7 +246,8 @@ def ordered_schur(W, sector_alpha: float = 0.9, tie_tol: float = 1e-9, backend: 
     Computed in float64 whatever the input dtype. Blocks whose moduli differ by at most
     `tie_tol * rho(W)` count as ties and keep their LAPACK order (deterministic; rounding
     noise never drives swaps, e.g. for orthogonal W where every |lambda| = 1). The sector
-    |lambda| >= sector_alpha * rho is moved to the front first and each sector is then sorted,
+    |lambda| >= sector_alpha * rho (less `tie_tol * rho`: a modulus within the tolerance of the cut
+    counts as R) is moved to the front first and each sector is then sorted,
     so a rejected swap of nearly equal eigenvalues (dtrexc INFO = 1) only perturbs the order
     inside a sector; such failures are counted in `failed_swaps`. Every result is checked
     (reconstruction and orthogonality <= 1e-9, else RuntimeError).

@@ -75,14 +75,14 @@ def ordered_schur(W: np.ndarray, sector_alpha: float = 0.9, tie_tol: float = 1e-
     ev = block_eigvals(T)
     rho = float(np.abs(ev).max()) if n else 0.0
     sector_fails, nR = 0, n
-    if sector_alpha > 0:
-        in_r = lambda T_, i: float(_modulus(T_, i) >= sector_alpha * rho)
+    tol = tie_tol * rho
+    if sector_alpha > 0:  # within tol of the cut counts as R (an orthogonal W at alpha = 1: all R)
+        in_r = lambda T_, i: float(_modulus(T_, i) >= sector_alpha * rho - tol)
         T, Q, sector_fails = _reorder(T, Q, in_r, 0.5, 0, n)
         flags = [in_r(T, i) for i, s in block_structure(T) for _ in range(s)]
         nR = next((i for i, f in enumerate(flags) if f < 0.5), n)
         if any(f > 0.5 for f in flags[nR:]) and sector_fails == 0:
             sector_fails = 1
-    tol = tie_tol * rho
     T, Q, f1 = _reorder(T, Q, _modulus, tol, 0, nR)
     T, Q, f2 = _reorder(T, Q, _modulus, tol, nR, n)
     return Q, np.triu(T, -1), block_eigvals(T), f1 + f2, sector_fails, nR
