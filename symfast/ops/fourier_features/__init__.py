@@ -31,7 +31,7 @@ def input_dim(x: torch.Tensor, frequencies: torch.Tensor, x_form: str = "[..., D
         x_form: the expected form of x for the message, e.g. "[B, N, D] or [N, D]".
 
     Raises:
-        ValueError naming both shapes when D is unsupported or x and frequencies disagree.
+        ValueError: naming both shapes, when D is unsupported or x and frequencies disagree.
     """
     if frequencies.ndim != 2 or frequencies.shape[1] not in INPUT_DIMS:
         raise ValueError(f"frequencies must be [m, D] with D in {list(INPUT_DIMS)}, got {list(frequencies.shape)} "
