@@ -34,3 +34,19 @@ def run_interpreted(tmp_path, request):
         return r.stdout
 
     return run
+
+
+@pytest.fixture
+def no_backend_switch(monkeypatch):
+    """Fails the test if the library tries to switch the matplotlib backend (only the CLI selects one)."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    def refuse(*a, **k):
+        raise AssertionError("a plot function switched the matplotlib backend")
+
+    before = matplotlib.get_backend()
+    monkeypatch.setattr(matplotlib, "use", refuse)
+    monkeypatch.setattr(plt, "switch_backend", refuse)
+    yield
+    assert matplotlib.get_backend() == before

@@ -1,7 +1,6 @@
 """Layerwise figures and verdict rows: the filter plot draws into the caller's figure, writes its file
 when asked, leaves the matplotlib backend alone, says how many filters it shows, explains s+/s- and
 greys out pixels the data never lights; the suite's numbers become expected / measured / held rows."""
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -15,17 +14,6 @@ from symfast.layerwise.suite import plot_regimes
 
 FLIP = flip_matrix((1, 4, 4))
 
-
-@pytest.fixture
-def no_backend_switch(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("a plot function switched the matplotlib backend")
-
-    before = matplotlib.get_backend()
-    monkeypatch.setattr(matplotlib, "use", refuse)
-    monkeypatch.setattr(plt, "switch_backend", refuse)
-    yield
-    assert matplotlib.get_backend() == before
 
 
 @pytest.fixture(scope="module")

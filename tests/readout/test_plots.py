@@ -1,6 +1,5 @@
 """Readout figures: each draws into the caller's axes, writes its file when asked, and leaves the
 matplotlib backend alone (only the CLI selects one)."""
-import matplotlib
 import matplotlib.pyplot as plt
 import pytest
 
@@ -16,18 +15,6 @@ def result():
                      progress=False)
     return ens, readout([ens], sweep=8)
 
-
-@pytest.fixture
-def no_backend_switch(monkeypatch):
-    """Fails the test if the library tries to switch the backend; yields the backend in use."""
-    def refuse(*a, **k):
-        raise AssertionError("a plot function switched the matplotlib backend")
-
-    before = matplotlib.get_backend()
-    monkeypatch.setattr(matplotlib, "use", refuse)
-    monkeypatch.setattr(plt, "switch_backend", refuse)
-    yield
-    assert matplotlib.get_backend() == before
 
 
 def _calls(ens, r):

@@ -1,6 +1,5 @@
 """Schur figures: each draws into the caller's axes / figure, writes its file when asked, leaves the
 matplotlib backend alone, and states empty sectors and exactly normal matrices on the panel."""
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -13,17 +12,6 @@ from symfast.schur.subspace import PREDICTORS, damage_predictors
 H = 6
 ALPHAS = (0.85, 0.9, 0.95)
 
-
-@pytest.fixture
-def no_backend_switch(monkeypatch):
-    def refuse(*a, **k):
-        raise AssertionError("a plot function switched the matplotlib backend")
-
-    before = matplotlib.get_backend()
-    monkeypatch.setattr(matplotlib, "use", refuse)
-    monkeypatch.setattr(plt, "switch_backend", refuse)
-    yield
-    assert matplotlib.get_backend() == before
 
 
 def _raw():
