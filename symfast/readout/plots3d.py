@@ -15,6 +15,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from symfast.plotting import finish
+
 __all__ = ["level_sets", "sdf_slices", "score_heatmap", "HAVE_SKIMAGE"]
 
 try:
@@ -55,18 +57,16 @@ def _check_3d(ens):
 
 
 def _figure(fig, size):
+    """(figure, created): the caller's figure, cleared, or a new one of `size`."""
     if fig is None:
-        return plt.figure(figsize=size)
+        return plt.figure(figsize=size), True
     fig.clear()
-    return fig
+    return fig, False
 
 
-def _finish(fig, path):
+def _finish(fig, path, created):
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
+    return finish(fig, path, created)
 
 
 def level_sets(ens, shapes=None, member: int = 0, resolution: int = 40, radius: float = 1.0, path=None,
@@ -92,7 +92,7 @@ def level_sets(ens, shapes=None, member: int = 0, resolution: int = 40, radius: 
         return sdf_slices(ens, shapes, member=member, radius=radius, path=path, fig=fig)
     from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
-    fig = _figure(fig, (6.4, 3.0 * len(shapes)))
+    fig, created = _figure(fig, (6.4, 3.0 * len(shapes)))
     ticks = np.linspace(-radius, radius, int(resolution))
     step = ticks[1] - ticks[0]
     for row, name in enumerate(shapes):
@@ -112,7 +112,7 @@ def level_sets(ens, shapes=None, member: int = 0, resolution: int = 40, radius: 
             ax.set_title(f"{name}: {label}" + (f" (seed {ens.seeds[ens.indices(name)[member]]}, {ens.pe.name})"
                                                if label == "fitted" else ""), fontsize=8)
             ax.tick_params(labelsize=6)
-    return _finish(fig, path)
+    return _finish(fig, path, created)
 
 
 def sdf_slices(ens, shapes=None, member: int = 0, z=(0.0,), resolution: int = 96, radius: float = 1.0,
@@ -126,7 +126,7 @@ def sdf_slices(ens, shapes=None, member: int = 0, z=(0.0,), resolution: int = 96
     shapes = list(dict.fromkeys(ens.shapes)) if shapes is None else list(shapes)
     z = [float(v) for v in np.atleast_1d(z)]
     rows = [(s, h) for s in shapes for h in z]
-    fig = _figure(fig, (9.0, 2.8 * len(rows)))
+    fig, created = _figure(fig, (9.0, 2.8 * len(rows)))
     ticks = np.linspace(-radius, radius, int(resolution))
     ext = (-radius, radius, -radius, radius)
     for r, (name, h) in enumerate(rows):
@@ -143,7 +143,7 @@ def sdf_slices(ens, shapes=None, member: int = 0, z=(0.0,), resolution: int = 96
             ax.set_title(f"{name}, z = {h:g}: {label}", fontsize=8)
             ax.tick_params(labelsize=6)
             fig.colorbar(im, ax=ax, fraction=0.046)
-    return _finish(fig, path)
+    return _finish(fig, path, created)
 
 
 def score_heatmap(table: pd.DataFrame, path=None, fig=None):
@@ -156,7 +156,7 @@ def score_heatmap(table: pd.DataFrame, path=None, fig=None):
     keys = list(dict.fromkeys(zip(table["pe"], table["observable"])))
     n_el = table["element"].nunique()
     n_sh = table["shape"].nunique()
-    fig = _figure(fig, (max(6.0, 0.09 * n_el + 2.0), (1.4 + 0.35 * n_sh) * len(keys) + 0.6))
+    fig, created = _figure(fig, (max(6.0, 0.09 * n_el + 2.0), (1.4 + 0.35 * n_sh) * len(keys) + 0.6))
     vmax = max(1e-12, float(np.nanmax(table["score"])))
     for k, (pe, obs) in enumerate(keys):
         ax = fig.add_subplot(len(keys), 1, k + 1)
@@ -177,4 +177,4 @@ def score_heatmap(table: pd.DataFrame, path=None, fig=None):
         ax.set_yticks(range(len(shapes)), shapes, fontsize=7)
         ax.set_title(f"{pe} / {obs}: dot observed, x not liftable, red tick = liftable true symmetry", fontsize=8)
         fig.colorbar(im, ax=ax, fraction=0.02, label="score s(g)")
-    return _finish(fig, path)
+    return _finish(fig, path, created)
