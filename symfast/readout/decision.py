@@ -33,7 +33,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 __all__ = ["Decision", "decide", "null_pvalues", "holm", "split_halves"]
 
@@ -63,7 +62,7 @@ def null_pvalues(score: np.ndarray, null: np.ndarray, n_eff: int | None = None) 
     n = _n_eff(null, n_eff)
     loc, spread, degenerate = _fit(null, n)
     t = (score ** (2 / 3) - loc) / spread
-    p = np.where(degenerate, (score <= _degenerate_threshold(null)).astype(np.float64), stats.t.sf(t, n - 1))
+    p = np.where(degenerate, (score <= _degenerate_threshold(null)).astype(np.float64), _student_t().sf(t, n - 1))
     sd = null.std(0, ddof=1)
     z = np.where(sd > 0, (score - null.mean(0)) / np.where(sd > 0, sd, 1.0), 0.0)
     return p, z
@@ -88,10 +87,17 @@ def _n_eff(null: np.ndarray, n_eff) -> int:
     return n
 
 
+def _student_t():
+    """scipy.stats.t, imported on first use: scipy.stats costs ~0.6 s, which `import symfast` need not pay."""
+    from scipy.stats import t
+
+    return t
+
+
 def _critical_score(null: np.ndarray, level: np.ndarray, n: int) -> np.ndarray:
     """The score whose p-value under `null_pvalues` (with n_eff = n) equals `level` [E]."""
     loc, spread, degenerate = _fit(null, n)
-    y = loc + spread * stats.t.isf(level, n - 1)
+    y = loc + spread * _student_t().isf(level, n - 1)
     return np.where(degenerate, _degenerate_threshold(null), np.clip(y, 0, None) ** 1.5)
 
 
