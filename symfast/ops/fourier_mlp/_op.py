@@ -14,9 +14,6 @@ reference: correct, differentiable, not fused.
 """
 from __future__ import annotations
 
-import functools
-import inspect
-
 import torch
 
 from symfast.ops import _dispatch
@@ -31,21 +28,9 @@ def _check_finite(x: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} contains NaN or Inf values; the fused kernel needs finite inputs")
 
 
-def _finite_params(kernel):
-    """Every backend refuses non-finite weights or biases with the same clear error (with an Inf weight
-    the kernels' results differ only in where 0 * Inf makes NaN; neither is meaningful)."""
-    signature = inspect.signature(kernel)
-
-    @functools.wraps(kernel)
-    def checked(*args):
-        named = signature.bind(*args).arguments
-        check_finite_params(named["weights"], named["biases"])
-        return kernel(*args)
-    return checked
-
-
 def check_finite_params(weights, biases) -> None:
-    """ValueError naming the first weight or bias tensor with NaN or Inf values."""
+    """ValueError naming the first weight or bias tensor with NaN or Inf values. Every backend calls it
+    (with an Inf weight the kernels differ only in where 0 * Inf makes NaN; neither is meaningful)."""
     for kind, params in (("weights", weights), ("biases", biases)):
         for i, p in enumerate(params):
             if not bool(torch.isfinite(p).all()):
@@ -60,18 +45,18 @@ def _triton():
 # Each op's kernels, one signature per op: the default implementation (any device) is the
 # reference; `_dispatch.register_kernels` routes "cpu" / "triton" to the CPU and CUDA kernels.
 
-@_finite_params
 def _fwd_reference(x, frequencies, phases, weights, biases, activation, backend):
+    check_finite_params(weights, biases)
     return reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
 
 
-@_finite_params
 def _fwd_cpu(x, frequencies, phases, weights, biases, activation, backend):
+    check_finite_params(weights, biases)
     return cpu.fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
 
-@_finite_params
 def _fwd_triton(x, frequencies, phases, weights, biases, activation, backend):
+    check_finite_params(weights, biases)
     _check_finite(x, "x")
     return _triton().fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
@@ -169,8 +154,8 @@ def _backward(ctx, grad):
 fourier_mlp_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-@_finite_params
 def _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend):
+    check_finite_params(weights, biases)
     # The hand-written backward, not autograd: autograd does not record inside an op's kernel.
     y = reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
     _, dw, db = reference.fourier_mlp_vjp(2 * (y - targets) / y.shape[1], x, frequencies, phases, weights,
@@ -178,14 +163,14 @@ def _step_reference(x, targets, frequencies, phases, weights, biases, activation
     return [reference.mse_loss(y, targets), *dw, *db]
 
 
-@_finite_params
 def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, backend):
+    check_finite_params(weights, biases)
     loss, dw, db = cpu.fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
     return [loss, *dw, *db]
 
 
-@_finite_params
 def _step_triton(x, targets, frequencies, phases, weights, biases, activation, backend):
+    check_finite_params(weights, biases)
     _check_finite(x, "x")
     _check_finite(targets, "targets")
     loss, dw, db = _triton().fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
