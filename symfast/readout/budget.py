@@ -1,22 +1,24 @@
-"""An adaptive training budget: train seeds in rounds until every decision is settled.
+"""An adaptive training budget: train in rounds until every decision is settled.
 
-The fixed budget trains the same number of seeds for every (shape, encoding), although
-most decisions are settled long before. Here each round trains `add_seeds` more seeds
-for the shapes whose decisions are not settled yet, reads the pooled ensemble out, and
-stops per shape when settled or when `max_seeds` is reached.
+The fixed budget trains the same seeds x steps for every (shape, encoding), although most
+decisions are settled long before. Here a first round trains `start_seeds` seeds for
+`start_steps` steps for every shape; after each round the pooled ensemble is read out and a
+shape whose decisions are not all settled gets more evidence: first more steps for the seeds
+it has (in `add_steps` increments, up to `steps`: training continues exactly where it stopped,
+through `fit_sdf`'s checkpoint), then `add_seeds` more seeds at `steps` (up to `max_seeds`).
+Longer training sharpens each field (near-symmetries separate from true ones); more seeds lower
+the split-half noise floor (as 1 / sqrt(seeds)).
 
 Settled: the element's decision is the same at alpha / 3 and at 3 alpha (its Holm-adjusted
-p-value is <= alpha / 3 or > 3 alpha), so a factor-3 change of the error rate would not flip
-it. Evidence grows with seeds (the split-half noise floor falls as 1 / sqrt(seeds)), so the
-thinnest evidence is met by more seeds for exactly the shapes that have unsettled
-elements. Steps per model stay fixed: adding steps would need resuming the optimiser,
-which `fit_sdf` does not expose between calls.
+p-value is <= alpha / 3 or > 3 alpha), so a factor-3 change of the error rate would not flip it.
 
-Compute is counted in model-steps (seeds x steps per shape), which is what training time
-is proportional to for a fixed architecture and point count.
+Compute is counted in model-steps (seeds x steps per shape), which is what training time is
+proportional to for a fixed architecture and point count.
 """
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 from functools import partial
 
@@ -25,9 +27,9 @@ import torch
 
 from symfast.readout.ensemble import Ensemble
 from symfast.readout.readout import Readout, readout
-from symfast.readout.training import fit_sdf
+from symfast.readout.training import checkpoint_subset, fit_sdf
 
-__all__ = ["AdaptiveResult", "adaptive_readout", "settled", "concat"]
+__all__ = ["AdaptiveResult", "CheckpointedTrainer", "adaptive_readout", "settled", "concat"]
 
 # A decision is settled when it is the same at alpha / SETTLE and at alpha * SETTLE.
 SETTLE = 3.0
@@ -36,15 +38,15 @@ SETTLE = 3.0
 @dataclass
 class AdaptiveResult:
     """`ensemble` (all trained members), `readout` (of the final pool), `history` (one row per round
-    and shape: round, shape, seeds, unsettled element names, settled)."""
+    and shape: round, shape, seeds, steps, model_steps, unsettled element names, settled)."""
 
     ensemble: Ensemble
     readout: Readout
     history: pd.DataFrame
 
     def model_steps(self) -> int:
-        """Training compute: members x steps."""
-        return len(self.ensemble) * int(self.ensemble.config.get("steps", 0))
+        """Training compute: seeds x steps, summed over shapes (at each shape's last round)."""
+        return int(self.history.groupby("shape", sort=False)["model_steps"].last().sum())
 
 
 def settled(table: pd.DataFrame, alpha: float) -> pd.Series:
@@ -54,7 +56,8 @@ def settled(table: pd.DataFrame, alpha: float) -> pd.Series:
 
 
 def concat(ensembles: list) -> Ensemble:
-    """Members of several ensembles with one encoding, architecture and step count, in order."""
+    """Members of several ensembles with one encoding and architecture, in order (`config["steps"]`
+    is None when their step counts differ)."""
     first = ensembles[0]
     if len(ensembles) == 1:
         return first
@@ -66,16 +69,46 @@ def concat(ensembles: list) -> Ensemble:
             raise ValueError("ensembles must share one architecture")
     same_steps = len({e.losses.shape[0] for e in ensembles}) == 1
     losses = torch.cat([e.losses for e in ensembles], 1) if same_steps else torch.zeros(0, 0)
-    config = dict(first.config, seeds=None, shapes=list(dict.fromkeys(s for e in ensembles for s in e.shapes)))
+    steps = {e.config.get("steps") for e in ensembles}
+    config = dict(first.config, seeds=None, steps=steps.pop() if len(steps) == 1 else None,
+                  shapes=list(dict.fromkeys(s for e in ensembles for s in e.shapes)))
     return Ensemble(first.pe, [torch.cat(ws) for ws in zip(*(e.weights for e in ensembles))],
                     [torch.cat(bs) for bs in zip(*(e.biases for e in ensembles))], first.activation,
                     [s for e in ensembles for s in e.shapes], [sd for e in ensembles for sd in e.seeds],
                     losses, config)
 
 
+class CheckpointedTrainer:
+    """`fit_sdf` with one checkpoint per (shapes, seeds) call in `directory`, so that a later call
+    with more steps continues the same models, a call for a subset of a call's shapes continues
+    their part of it, and a rerun after an interruption resumes instead of retraining."""
+
+    def __init__(self, directory: str, **fit_kw):
+        self.directory, self.fit_kw = directory, dict(fit_kw, progress=fit_kw.get("progress", False))
+        self._runs = []  # (shape names, seeds, checkpoint path) of every call so far
+
+    def _path(self, names, seeds, pe) -> str:
+        key = f"{pe.name}_{'+'.join(names)}_seeds{seeds[0]}-{seeds[-1]}_{len(seeds)}"
+        return os.path.join(self.directory, key.replace(os.sep, "_") + ".ckpt")
+
+    def __call__(self, shapes, pe, seeds, steps, points, **fit_kw):
+        names, seeds = [getattr(s, "name", s) for s in shapes], list(seeds)
+        path = self._path(names, seeds, pe)
+        if not os.path.exists(path):
+            for run_names, run_seeds, run_path in self._runs:
+                if run_seeds == seeds and set(names) <= set(run_names) and os.path.exists(run_path):
+                    checkpoint_subset(run_path, names, path)
+                    break
+        self._runs.append((names, seeds, path))
+        return fit_sdf(shapes, pe, seeds=seeds, steps=steps, points=points, checkpoint=path,
+                       **{**self.fit_kw, **fit_kw})
+
+
 def adaptive_readout(shapes, pe, alpha: float = 0.05, start_seeds: int = 8, add_seeds: int = 8,
-                     max_seeds: int = 32, steps: int = 1500, points: int = 2048, candidates=None,
-                     observable: str = "gram", num_null: int = 64, train=None, **fit_kw) -> AdaptiveResult:
+                     max_seeds: int = 32, steps: int = 1500, start_steps: int | None = None,
+                     add_steps: int | None = None, points: int = 2048, candidates=None,
+                     observable: str = "gram", num_null: int = 64, train=None, directory=None,
+                     **fit_kw) -> AdaptiveResult:
     """Train and read out in rounds, per shape, until every candidate's decision is settled.
 
     Args:
@@ -83,44 +116,86 @@ def adaptive_readout(shapes, pe, alpha: float = 0.05, start_seeds: int = 8, add_
         pe: the encoding.
         alpha: the decision's family-wise level (see `symfast.readout.decision`).
         start_seeds, add_seeds, max_seeds: seeds in the first round, added per round, cap per shape.
-        steps, points: per model, as in `symfast.fit_sdf`.
+        steps: steps per model at the end of growth (the fixed budget's steps).
+        start_steps, add_steps: steps in the first round and added per round (default: `steps`,
+            i.e. seeds only); a shape's steps grow to `steps` before it gets more seeds.
+        points: per model per step, as in `symfast.fit_sdf`.
         candidates, observable, num_null: as in `symfast.readout.readout`.
-        train: the trainer, called as train(shapes, pe, seeds=[...], steps=, points=, **fit_kw) and
-            returning an Ensemble (default `fit_sdf`); a stand-in lets a measurement replay seeds
-            from a pre-trained pool.
+        train: the trainer, called as train(shapes, pe, seeds=[...], steps=, points=) and returning
+            an Ensemble of those models trained for `steps` steps; a call with the same shapes (or
+            a subset) and seeds and more steps must continue the earlier models. Default: a
+            `CheckpointedTrainer` in `directory` (a temporary one when None, removed at the end;
+            give a directory to resume an interrupted run). A replaying stand-in lets a
+            measurement take members from a pre-trained pool.
+        fit_kw: passed to `fit_sdf` by the default trainer (hidden, activation, lr, backend, ...).
 
     Returns:
         An `AdaptiveResult`; its readout is of the final pool, with sweep=0 (read the ensemble out
         again for sweeps or other observables).
     """
+    start_steps = steps if start_steps is None else int(start_steps)
+    add_steps = steps if add_steps is None else int(add_steps)
     if not (0 < start_seeds <= max_seeds and add_seeds > 0):
         raise ValueError(f"need 0 < start_seeds <= max_seeds and add_seeds > 0, got {start_seeds}, "
                          f"{add_seeds}, {max_seeds}")
+    if not (0 < start_steps <= steps and add_steps > 0):
+        raise ValueError(f"need 0 < start_steps <= steps and add_steps > 0, got {start_steps}, {add_steps}, {steps}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    train = train or partial(fit_sdf, progress=False)
     shapes = list(shapes)
     names = {getattr(s, "name", s): s for s in shapes}
     if len(names) != len(shapes):
         raise ValueError("shape names must be distinct")
-    parts, history = [], []
-    active, used, rnd = list(names), 0, 0
-    while active:
-        n = start_seeds if rnd == 0 else min(add_seeds, max_seeds - used)
-        parts.append(train([names[s] for s in active], pe, seeds=list(range(used, used + n)), steps=steps,
-                           points=points, **fit_kw))
-        used += n
-        r = readout(concat(parts), candidates=candidates, observable=observable, sweep=0, alpha=alpha,
-                    num_null=num_null)
+    tmp = None
+    if train is None:
+        if directory is None:
+            tmp = tempfile.TemporaryDirectory(prefix="symfast_budget_")
+        else:
+            os.makedirs(directory, exist_ok=True)
+        train = CheckpointedTrainer(tmp.name if tmp else directory, **fit_kw)
+    try:
+        return _rounds(names, pe, alpha, start_seeds, add_seeds, max_seeds, steps, start_steps, add_steps, points,
+                       candidates, observable, num_null, train)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+
+
+def _rounds(names, pe, alpha, start_seeds, add_seeds, max_seeds, steps, start_steps, add_steps, points,
+            candidates, observable, num_null, train) -> AdaptiveResult:
+    first = list(range(start_seeds))
+    ens = train(list(names.values()), pe, seeds=first, steps=start_steps, points=points)
+    parts = {s: [ens.subset([i for i, n in enumerate(ens.shapes) if n == s])] for s in names}
+    chunks = {s: [first] for s in names}  # seed lists trained together, per shape
+    at = dict.fromkeys(names, start_steps)  # steps every member of the shape has now
+    history, active, rnd = [], list(names), 0
+    read = partial(readout, candidates=candidates, observable=observable, sweep=0, alpha=alpha, num_null=num_null)
+    while True:
+        r = read(concat([p for s in names for p in parts[s]]))
         ok = settled(r.table, alpha)
-        still = []
+        grow = []
         for s in active:
             rows = r.table["shape"] == s
             unsettled = " ".join(r.table.loc[rows & ~ok, "element"])
-            history.append(dict(round=rnd, shape=s, seeds=used, unsettled=unsettled, settled=not unsettled))
-            if unsettled and used < max_seeds:
-                still.append(s)
-        active, rnd = still, rnd + 1
-    ens = concat(parts)
-    final = readout(ens, candidates=candidates, observable=observable, sweep=0, alpha=alpha, num_null=num_null)
-    return AdaptiveResult(ens, final, pd.DataFrame(history))
+            n = sum(map(len, chunks[s]))
+            history.append(dict(round=rnd, shape=s, seeds=n, steps=at[s], model_steps=n * at[s],
+                                unsettled=unsettled, settled=not unsettled))
+            if unsettled and (at[s] < steps or n < max_seeds):
+                grow.append(s)
+        if not grow:
+            break
+        more_seeds = {}  # new seeds -> shapes getting them (trained together)
+        for s in grow:
+            n = sum(map(len, chunks[s]))
+            if at[s] < steps:  # longer training first: continue every seed the shape has
+                at[s] = min(steps, at[s] + add_steps)
+                parts[s] = [train([names[s]], pe, seeds=c, steps=at[s], points=points) for c in chunks[s]]
+            else:
+                more_seeds.setdefault(tuple(range(n, n + min(add_seeds, max_seeds - n))), []).append(s)
+        for new, group in more_seeds.items():
+            ens = train([names[s] for s in group], pe, seeds=list(new), steps=steps, points=points)
+            for s in group:
+                chunks[s].append(list(new))
+                parts[s].append(ens.subset([i for i, n in enumerate(ens.shapes) if n == s]))
+        active, rnd = grow, rnd + 1
+    return AdaptiveResult(concat([p for s in names for p in parts[s]]), r, pd.DataFrame(history))

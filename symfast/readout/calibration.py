@@ -14,6 +14,7 @@ the family-wise false-negative rate when the null is right).
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import numpy as np
@@ -26,7 +27,7 @@ from symfast.readout.readout import readout
 from symfast.readout.training import fit_sdf
 
 __all__ = ["grid_shapes", "grid_encodings", "candidates_for", "score_table", "run", "rates", "first_seeds",
-           "replay_trainer", "score_pool"]
+           "replay_trainer", "score_pool", "train_snapshots"]
 
 # The irregular quadrilateral has no symmetry but the identity.
 _IRREGULAR = [[0.55, 0.05], [0.1, 0.5], [-0.5, 0.2], [-0.2, -0.45]]
@@ -115,9 +116,16 @@ def first_seeds(ens, n: int):
 
 def replay_trainer(pool):
     """A `symfast.readout.budget.adaptive_readout` trainer that takes members from a trained pool
-    instead of training them (members train independently, so this is what training would return)."""
+    instead of training them (members train independently, so this is what training would return).
+
+    `pool`: an Ensemble, or {steps: Ensemble} of one run read at several step counts (see
+    `train_snapshots`) for an adaptive budget that also adds steps."""
 
     def train(shapes, pe, seeds, steps, points, **_):
+        if isinstance(pool, dict):
+            if steps not in pool:
+                raise ValueError(f"the pool has snapshots at {sorted(pool)} steps, not {steps}")
+            return replay_trainer(pool[steps])(shapes, pe, seeds, steps, points)
         names = [getattr(s, "name", s) for s in shapes]
         idx = [i for n in names for sd in seeds for i, (s, d) in enumerate(zip(pool.shapes, pool.seeds))
                if s == n and d == sd]
@@ -137,3 +145,35 @@ def score_pool(pool, shapes, seed_counts, alpha: float = 0.05) -> pd.DataFrame:
         t = score_table(readout(first_seeds(pool, n), candidates=cands, sweep=0, alpha=alpha).table, shapes)
         out.append(t.assign(seeds=n, steps=steps, points=points))
     return pd.concat(out, ignore_index=True)
+
+
+def train_snapshots(shapes, pe, seeds: int, steps, points: int = 2048, directory=None, **fit_kw) -> dict:
+    """One training run read at several step counts: {steps: Ensemble} for increasing `steps`.
+
+    Each count continues the previous one through `fit_sdf`'s checkpoint (constant learning
+    rate, per-model point streams), so the ensemble at 500 steps is exactly the first 500 steps
+    of the 1500-step run and the whole dict costs one run of max(steps). With `directory`, the
+    checkpoint and each snapshot (`<pe>_<steps>.pt`) are kept there and reused by a rerun.
+    """
+    steps = sorted(int(s) for s in steps)
+    tmp = None
+    if directory is None:
+        import tempfile
+        tmp = tempfile.TemporaryDirectory()
+        directory = tmp.name
+    os.makedirs(directory, exist_ok=True)
+    from symfast.readout.ensemble import Ensemble
+    out = {}
+    try:
+        for n in steps:
+            path = os.path.join(directory, f"{pe.name}_{n}.pt")
+            if os.path.exists(path):
+                out[n] = Ensemble.load(path)
+                continue
+            out[n] = fit_sdf(shapes, pe, seeds=seeds, steps=n, points=points,
+                             checkpoint=os.path.join(directory, f"{pe.name}.ckpt"), **fit_kw)
+            out[n].save(path)
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return out

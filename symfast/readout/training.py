@@ -122,7 +122,10 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         dtype: float32 (default) or float64.
         checkpoint: optional path; the run is saved there every `checkpoint_every` steps
             (a positive integer) and on Ctrl-C (at the boundary of the interrupted step), and a
-            rerun with the same settings resumes from it exactly.
+            rerun with the same settings resumes from it exactly. A rerun with more `steps` (all
+            else the same) continues a finished run: the learning rate is constant and each
+            model's points come from its own generator, so the result is exactly what one run
+            with the larger step count trains (what an adaptive budget adds steps with).
         progress: show a tqdm bar (default: when the run is long).
 
     Returns:
@@ -305,15 +308,22 @@ def _resume(path, config, targets, params, opt, gens, losses) -> int:
     if not isinstance(ck, dict) or not keys <= set(ck):
         missing = sorted(keys - set(ck)) if isinstance(ck, dict) else "everything"
         raise ValueError(f"{path} is not a fit_sdf checkpoint (missing {missing}); remove it")
-    if ck["config"] != config or ck.get("targets", targets) != targets:
+    saved = ck["config"] if isinstance(ck["config"], dict) else {}
+    if {**saved, "steps": config["steps"]} != config or ck.get("targets", targets) != targets:
         raise ValueError(f"checkpoint {path} was written with other settings; remove it or change the path")
+    saved_steps = saved.get("steps")
+    if isinstance(saved_steps, bool) or not isinstance(saved_steps, int) or saved_steps < 1:
+        raise ValueError(f"checkpoint {path} is damaged: steps {saved_steps!r}; remove it to retrain")
+    if saved_steps > config["steps"]:
+        raise ValueError(f"checkpoint {path} holds a run of {saved_steps} steps, more than steps={config['steps']}; "
+                         f"ask for at least {saved_steps} steps or change the path")
 
     def bad(what):
         return ValueError(f"checkpoint {path} is damaged: {what}; remove it to retrain")
 
     step = ck["step"]
-    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= config["steps"]:
-        raise bad(f"step {step!r} is not an integer in [0, {config['steps']}]")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= saved_steps:
+        raise bad(f"step {step!r} is not an integer in [0, {saved_steps}]")
     values = ck["params"]
     if not isinstance(values, list) or len(values) != len(params):
         raise bad(f"{len(values) if isinstance(values, list) else type(values).__name__} parameter tensors, "
@@ -326,8 +336,8 @@ def _resume(path, config, targets, params, opt, gens, losses) -> int:
     if not isinstance(ck["gens"], list) or len(ck["gens"]) != len(gens) or \
             not all(isinstance(s, torch.Tensor) and s.dtype == torch.uint8 for s in ck["gens"]):
         raise bad(f"expected {len(gens)} generator states")
-    if not isinstance(ck["losses"], torch.Tensor) or ck["losses"].shape != losses.shape:
-        raise bad(f"losses must be {list(losses.shape)}")
+    if not isinstance(ck["losses"], torch.Tensor) or ck["losses"].shape != (saved_steps, losses.shape[1]):
+        raise bad(f"losses must be {[saved_steps, losses.shape[1]]}")
     try:
         opt.load_state_dict(ck["opt"])
         for g, s in zip(gens, ck["gens"]):
@@ -340,5 +350,34 @@ def _resume(path, config, targets, params, opt, gens, losses) -> int:
     with torch.no_grad():
         for p, v in zip(params, values):
             p.copy_(v)
-    losses.copy_(ck["losses"])
+    losses[:saved_steps].copy_(ck["losses"])
     return step
+
+
+def checkpoint_subset(path, shapes, out) -> None:
+    """Write to `out` the part of `fit_sdf` checkpoint `path` that holds `shapes` (names, a subset of
+    the run's shapes): parameters, Adam moments, point generators and losses of their members.
+
+    `fit_sdf(shapes, ..., checkpoint=out)` with the run's other settings then continues exactly as
+    the full run would for these members (members train independently), e.g. with more steps.
+    """
+    ck = safe_load(path, "fit_sdf checkpoint")
+    config = ck["config"]
+    names = list(config["shapes"])
+    missing = [s for s in shapes if s not in names]
+    if missing:
+        raise ValueError(f"checkpoint {path} holds shapes {names}, not {missing}")
+    per_shape = len(config["seeds"])
+    keep = [names.index(s) for s in shapes]
+    idx = torch.tensor([k * per_shape + j for k in keep for j in range(per_shape)])
+    B = len(names) * per_shape
+
+    def rows(t):  # batched tensors have the members first; Adam's step counters are scalars
+        return t[idx].clone() if isinstance(t, torch.Tensor) and t.ndim > 0 and t.shape[0] == B else t
+
+    opt = ck["opt"]
+    state = {k: {name: rows(v) for name, v in s.items()} for k, s in opt["state"].items()}
+    atomic_save({"config": dict(config, shapes=list(shapes)), "targets": [ck["targets"][k] for k in keep],
+                 "step": ck["step"], "params": [rows(p) for p in ck["params"]],
+                 "opt": dict(opt, state=state), "gens": [ck["gens"][int(i)] for i in idx],
+                 "losses": ck["losses"][:, idx].clone()}, out)

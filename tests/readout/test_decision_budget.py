@@ -8,11 +8,11 @@ from symfast.readout import budget
 from symfast.readout.ensemble import Ensemble
 
 
-def planted_trainer(groups, calls):
+def planted_trainer(groups, calls, with_steps=False):
     """A trainer whose members have first layers made of rho(group)-orbits: exact symmetry + seed noise."""
 
     def train(shapes, pe, seeds, steps, points):
-        calls.append(([getattr(s, "name", s) for s in shapes], list(seeds)))
+        calls.append(([getattr(s, "name", s) for s in shapes], list(seeds)) + ((steps,) if with_steps else ()))
         w0, names, sds = [], [], []
         for s in shapes:
             name = getattr(s, "name", s)
@@ -67,11 +67,45 @@ def test_unsettled_shape_gets_more_seeds_until_cap(monkeypatch):
     assert res.model_steps() == (6 + 15) * 10
 
 
+def test_steps_grow_before_seeds(monkeypatch):
+    calls = []
+    train = planted_trainer({"square": sf.dihedral(4), "triangle": sf.dihedral(2)}, calls, with_steps=True)
+    real = budget.settled
+    monkeypatch.setattr(budget, "settled", lambda table, alpha: real(table, alpha) & (table["shape"] != "triangle"))
+    res = budget.adaptive_readout(["square", "triangle"], sf.DyadicAxisPE(), start_seeds=6, add_seeds=4,
+                                  max_seeds=10, steps=30, start_steps=10, add_steps=10, train=train)
+    assert calls == [(["square", "triangle"], list(range(6)), 10), (["triangle"], list(range(6)), 20),
+                     (["triangle"], list(range(6)), 30), (["triangle"], list(range(6, 10)), 30)]
+    assert res.history[["shape", "seeds", "steps"]].values.tolist()[-1] == ["triangle", 10, 30]
+    assert res.model_steps() == 6 * 10 + 10 * 30
+
+
+def test_added_steps_continue_the_same_models_exactly(tmp_path, monkeypatch):
+    # the square settles at once, the triangle never: it gets every step and then every seed
+    monkeypatch.setattr(budget, "settled", lambda table, alpha: table["shape"] == "square")
+    kw = dict(hidden=(16, 16), points=64, backend="reference")
+    pe = sf.DyadicAxisPE(3)
+    res = budget.adaptive_readout(["square", "triangle"], pe, start_seeds=4, add_seeds=2, max_seeds=6, steps=8,
+                                  start_steps=4, add_steps=4, directory=tmp_path, **kw)
+    assert res.history.groupby("shape")["steps"].last().to_dict() == {"square": 4, "triangle": 8}
+    tri = res.ensemble.subset([i for i, s in enumerate(res.ensemble.shapes) if s == "triangle"])
+    assert tri.seeds == [0, 1, 2, 3, 4, 5]
+    direct = sf.fit_sdf(["triangle"], pe, seeds=6, steps=8, progress=False, **kw)
+    for name, a, b in zip(["W0", "W1", "W2", "b0", "b1", "b2"], tri.weights + tri.biases, direct.weights + direct.biases):
+        assert torch.equal(a, b), name
+    assert res.model_steps() == 4 * 4 + 6 * 8
+    again = budget.adaptive_readout(["square", "triangle"], pe, start_seeds=4, add_seeds=2, max_seeds=6, steps=8,
+                                    start_steps=4, add_steps=4, directory=tmp_path, **kw)  # resumes from the files
+    assert all(torch.equal(a, b) for a, b in zip(again.ensemble.weights, res.ensemble.weights))
+
+
 def test_budget_errors():
     with pytest.raises(ValueError, match="start_seeds"):
         budget.adaptive_readout(["square"], sf.DyadicAxisPE(), start_seeds=40, max_seeds=32)
     with pytest.raises(ValueError, match="alpha"):
         budget.adaptive_readout(["square"], sf.DyadicAxisPE(), alpha=2)
+    with pytest.raises(ValueError, match="start_steps"):
+        budget.adaptive_readout(["square"], sf.DyadicAxisPE(), steps=100, start_steps=200)
 
 
 def test_cli_budget_auto_and_alpha(tmp_path, capsys):

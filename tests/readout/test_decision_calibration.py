@@ -35,6 +35,22 @@ def test_first_seeds_and_replay_trainer():
     assert got.seeds == [2, 1] and torch.equal(got.weights[0][0], pool.weights[0][5])
     with pytest.raises(ValueError, match="lacks"):
         c.replay_trainer(pool)(["a"], pe, seeds=[3], steps=1, points=1)
+    later = pool.subset(range(B))
+    later.weights[0].add_(1)
+    by_steps = c.replay_trainer({10: pool, 20: later})
+    assert torch.equal(by_steps(["a"], pe, seeds=[1], steps=20, points=1).weights[0][0], pool.weights[0][1] + 1)
+    with pytest.raises(ValueError, match="snapshots at"):
+        by_steps(["a"], pe, seeds=[1], steps=15, points=1)
+
+
+def test_train_snapshots_are_one_run(tmp_path):
+    kw = dict(hidden=(8,), points=32, backend="reference", progress=False)
+    snaps = c.train_snapshots(["square"], sf.DyadicAxisPE(2), seeds=2, steps=[6, 3], directory=tmp_path, **kw)
+    once = sf.fit_sdf(["square"], sf.DyadicAxisPE(2), seeds=2, steps=6, **kw)
+    assert sorted(snaps) == [3, 6] and torch.equal(snaps[6].weights[0], once.weights[0])
+    assert torch.equal(snaps[3].losses, once.losses[:3])
+    again = c.train_snapshots(["square"], sf.DyadicAxisPE(2), seeds=2, steps=[3, 6], directory=tmp_path, **kw)
+    assert torch.equal(again[3].weights[1], snaps[3].weights[1])  # read back from the directory
 
 
 def test_grid_candidates_cover_every_lift_and_truth():

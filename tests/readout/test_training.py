@@ -55,6 +55,20 @@ def test_checkpoint_resume_after_interrupt(tmp_path, monkeypatch):
         sf.fit_sdf(["square"], sf.DyadicAxisPE(3), seeds=3, checkpoint=ck, **SMALL)
 
 
+def test_more_steps_continue_a_finished_run_exactly(tmp_path):
+    ck = tmp_path / "ck.pt"
+    kw = dict(SMALL, steps=5)
+    short = sf.fit_sdf(["square"], sf.DyadicAxisPE(3), seeds=2, checkpoint=ck, **kw)
+    longer = sf.fit_sdf(["square"], sf.DyadicAxisPE(3), seeds=2, checkpoint=ck, **SMALL)
+    full = sf.fit_sdf(["square"], sf.DyadicAxisPE(3), seeds=2, **SMALL)
+    for wf, wl in zip(full.weights + full.biases, longer.weights + longer.biases):
+        assert torch.equal(wf, wl)
+    assert torch.equal(full.losses, longer.losses) and torch.equal(short.losses, full.losses[:5])
+    assert longer.config["steps"] == SMALL["steps"]
+    with pytest.raises(ValueError, match="more than steps=5"):
+        sf.fit_sdf(["square"], sf.DyadicAxisPE(3), seeds=2, checkpoint=ck, **kw)
+
+
 def test_sequential_interop_and_save_load(tmp_path):
     ens = sf.fit_sdf(["triangle"], sf.RandomFourierPE(8), seeds=3, activation="tanh", **SMALL)
     x = torch.rand(50, 2) * 2 - 1
