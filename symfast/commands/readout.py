@@ -161,7 +161,9 @@ def run(args) -> int:
             res = adaptive_readout(shape_names, pe, alpha=args.alpha, start_seeds=min(8, args.seeds),
                                    max_seeds=args.seeds, steps=args.steps, points=args.points,
                                    observable=args.observable, hidden=hidden, activation=args.activation,
-                                   lr=args.lr, device=args.device, backend=args.backend, sampler=sampler)
+                                   lr=args.lr, device=args.device, backend=args.backend, sampler=sampler,
+                                   directory=os.path.join(args.out, f"adaptive_{pe.name}"),
+                                   progress=not args.quiet)
             ens = res.ensemble
             # a result, not progress: shown under --quiet too
             print(f"[{pe.name}] adaptive budget: seeds per shape "

@@ -34,15 +34,18 @@ def planted_trainer(groups, calls, with_steps=False):
 
 
 def test_settled_rule():
-    t = pd.DataFrame(dict(p_adjusted=[0.001, 0.02, 0.1, 0.2, float("nan")], liftable=[True] * 4 + [False]))
-    assert budget.settled(t, 0.05).tolist() == [True, False, False, True, True]
+    t = pd.DataFrame(dict(p_adjusted=[0.001, 0.02, 0.1, 0.2, 0.49, 0.51, float("nan")],
+                          liftable=[True] * 6 + [False]))
+    assert budget.settled(t, 0.05).tolist() == [True, False, False, False, False, True, True]
+    assert budget.settled(t.assign(p_adjusted=[0.1, 0.0, 0.5, 0.6, 0.62, 0.7, 0.0]), 0.21).tolist() == \
+        [False, True, False, False, False, True, True]  # above 1/2 the upper bound is 3 alpha
 
 
 def test_exact_symmetry_settles_in_the_first_round():
     calls = []
     train = planted_trainer({"square": sf.dihedral(4), "triangle": sf.dihedral(2)}, calls)
     res = budget.adaptive_readout(["square", "triangle"], sf.DyadicAxisPE(), start_seeds=6, max_seeds=18,
-                                  steps=10, train=train)
+                                  steps=10, start_steps=10, train=train)
     assert len(calls) == 1 and res.history["settled"].all()
     assert res.model_steps() == 2 * 6 * 10
     assert {g.name for g in res.readout.observed("square")} == {g.name for g in sf.dihedral(4)}
@@ -58,7 +61,7 @@ def test_unsettled_shape_gets_more_seeds_until_cap(monkeypatch):
 
     monkeypatch.setattr(budget, "settled", never_for_triangle)
     res = budget.adaptive_readout(["square", "triangle"], sf.DyadicAxisPE(), start_seeds=6, add_seeds=4,
-                                  max_seeds=15, steps=10, train=train)
+                                  max_seeds=15, steps=10, start_steps=10, train=train)
     assert calls == [(["square", "triangle"], list(range(6))), (["triangle"], list(range(6, 10))),
                      (["triangle"], list(range(10, 14))), (["triangle"], [14])]
     assert res.ensemble.shapes.count("square") == 6 and res.ensemble.shapes.count("triangle") == 15
@@ -78,6 +81,16 @@ def test_steps_grow_before_seeds(monkeypatch):
                      (["triangle"], list(range(6)), 30), (["triangle"], list(range(6, 10)), 30)]
     assert res.history[["shape", "seeds", "steps"]].values.tolist()[-1] == ["triangle", 10, 30]
     assert res.model_steps() == 6 * 10 + 10 * 30
+
+
+def test_default_policy_grows_thirds_of_steps_then_seeds_from_first_seed(monkeypatch):
+    calls = []
+    train = planted_trainer({"square": sf.dihedral(4), "triangle": sf.dihedral(2)}, calls, with_steps=True)
+    monkeypatch.setattr(budget, "settled", lambda table, alpha: table["shape"] == "square")
+    budget.adaptive_readout(["square", "triangle"], sf.DyadicAxisPE(), max_seeds=12, steps=30, first_seed=100,
+                            train=train)
+    assert calls == [(["square", "triangle"], list(range(100, 108)), 10), (["triangle"], list(range(100, 108)), 20),
+                     (["triangle"], list(range(100, 108)), 30), (["triangle"], list(range(108, 112)), 30)]
 
 
 def test_added_steps_continue_the_same_models_exactly(tmp_path, monkeypatch):
