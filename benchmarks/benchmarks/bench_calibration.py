@@ -29,3 +29,47 @@ class CalibrationSmallBudget:
 
     track_false_positive_rate.unit = track_false_negative_rate.unit = "fraction"
     track_cells_with_missed_symmetry.unit = "fraction"
+
+
+class AdaptiveVsFixedSmallBudget:
+    """The adaptive budget's default policy against the fixed 16 seeds x 300 steps on the same
+    models: TriAxisPE and MultiAxisPE(5) on the 7 shapes, one run per encoding read at 100, 200 and
+    300 steps, the adaptive side replaying its members. Tracked side by side: FPR, FNR, and the
+    training compute as a share of the fixed budget's (model-steps). A few minutes on 2 cores;
+    the default-budget version is `benchmarks/calibration_default_budget.py` (about 45 min)."""
+    params = ["fixed", "adaptive"]
+    param_names = ["budget"]
+    timeout = 1800
+
+    def setup_cache(self):
+        import pandas as pd
+
+        from symfast.readout import budget
+
+        shapes = calibration.grid_shapes()
+        cands = calibration.candidates_for(shapes)
+        scored = {"fixed": [], "adaptive": []}
+        model_steps = 0
+        for pe in (sf.TriAxisPE(), sf.MultiAxisPE(5, K=5)):
+            snaps = calibration.train_snapshots(shapes, pe, seeds=16, steps=[100, 200, 300], points=1024)
+            scored["fixed"].append(calibration.score_pool(snaps[300], shapes, [16]))
+            res = budget.adaptive_readout(shapes, pe, max_seeds=16, steps=300, points=1024, candidates=cands,
+                                          train=calibration.replay_trainer(snaps))
+            scored["adaptive"].append(calibration.score_table(res.readout.table, shapes)
+                                      .assign(seeds="auto", steps=300, points=1024))
+            model_steps += res.model_steps()
+        out = {k: calibration.rates(pd.concat(v)).iloc[0].to_dict() for k, v in scored.items()}
+        out["fixed"]["compute"] = 1.0
+        out["adaptive"]["compute"] = model_steps / (2 * len(shapes) * 16 * 300)
+        return out
+
+    def track_false_positive_rate(self, r, which):
+        return r[which]["FPR"]
+
+    def track_false_negative_rate(self, r, which):
+        return r[which]["FNR"]
+
+    def track_compute_share(self, r, which):
+        return r[which]["compute"]
+
+    track_false_positive_rate.unit = track_false_negative_rate.unit = track_compute_share.unit = "fraction"

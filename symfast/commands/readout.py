@@ -63,8 +63,9 @@ def add_arguments(p) -> None:
     p.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise rate of calling a true symmetry broken (Holm over the candidates)")
     p.add_argument("--budget", default="fixed", choices=["fixed", "auto"],
-                   help="fixed: --seeds per shape; auto: rounds of 8 seeds per shape until every decision "
-                        "is settled, at most --seeds")
+                   help="fixed: --seeds x --steps per shape; auto: start at 8 seeds x a third of --steps and "
+                        "give each shape with unsettled decisions more steps (up to --steps), then 4 more "
+                        "seeds at a time (up to --seeds)")
 
 
 def _check_out(out: str) -> None:
@@ -166,8 +167,9 @@ def run(args) -> int:
                                    progress=not args.quiet)
             ens = res.ensemble
             # a result, not progress: shown under --quiet too
-            print(f"[{pe.name}] adaptive budget: seeds per shape "
-                  f"{ {s: ens.shapes.count(s) for s in shape_names} }, {res.model_steps()} model-steps "
+            last = res.history.groupby("shape", sort=False).last()
+            per_shape = {s: f"{last.seeds[s]} x {last.steps[s]}" for s in shape_names}
+            print(f"[{pe.name}] adaptive budget: seeds x steps per shape {per_shape}, {res.model_steps()} model-steps "
                   f"({res.model_steps() / (args.seeds * args.steps * len(shape_names)):.0%} of fixed) "
                   f"in {time.perf_counter() - t:.1f}s", file=sys.stderr)
             with output_errors(path):

@@ -1,0 +1,86 @@
+"""Readout decision error rates at the default budget on the whole calibration grid: fixed vs adaptive.
+
+Per encoding of `symfast.readout.calibration.grid_encodings()`, one run trains the 7 grid shapes
+x 32 seeds x 1500 steps x 2048 points (the fixed default budget), read at 500, 1000 and 1500
+steps (`train_snapshots`: the shorter ones are prefixes of the same run, so they cost nothing).
+Then, on those models:
+- fixed: FPR / FNR at 8, 16 and 32 seeds x 500, 1000 and 1500 steps (the first seeds of the pool);
+- adaptive: `adaptive_readout` with its default policy, members replayed from the pool, so both
+  sides see the same models; compute in model-steps relative to the fixed 32 x 1500;
+- held-out (--heldout): the default adaptive policy training for real on fresh seeds 1000+,
+  with its wall time.
+
+About 45 min on 2 cores (--jobs 2: encodings in parallel processes, one thread each); a rerun
+reuses the pool under --out. Prints the tables; writes scored rows to --out/*.csv.
+
+    python benchmarks/calibration_default_budget.py --out calib [--jobs 2] [--heldout]
+"""
+import argparse
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import pandas as pd
+
+STEPS, SEEDS, POINTS = (500, 1000, 1500), (8, 16, 32), 2048
+
+
+def _one(name: str, out: str, heldout: bool) -> list:
+    import torch
+
+    from symfast.readout import budget, calibration as c
+
+    torch.set_num_threads(1)
+    pe = {p.name: p for p in c.grid_encodings()}[name]
+    shapes, cands = c.grid_shapes(), c.candidates_for(c.grid_shapes())
+    t = time.perf_counter()
+    snaps = c.train_snapshots(shapes, pe, seeds=max(SEEDS), steps=STEPS, points=POINTS,
+                              directory=os.path.join(out, "pool"))
+    train_s = time.perf_counter() - t
+    rows = [c.score_pool(snaps[n], shapes, SEEDS).assign(kind="fixed") for n in STEPS]
+    runs = [("adaptive", dict(train=c.replay_trainer(snaps)))]
+    if heldout:
+        runs.append(("heldout", dict(first_seed=1000, directory=os.path.join(out, f"heldout_{name}"))))
+    for kind, kw in runs:
+        t = time.perf_counter()
+        res = budget.adaptive_readout(shapes, pe, steps=max(STEPS), max_seeds=max(SEEDS), points=POINTS,
+                                      candidates=cands, **kw)
+        last = res.history.groupby("shape", sort=False).last()
+        sc = c.score_table(res.readout.table, shapes)
+        rows.append(sc.assign(kind=kind, seeds="auto", steps="auto", points=POINTS,
+                              model_steps=sc["shape"].map(last["model_steps"]),
+                              wall_s=time.perf_counter() - t))
+    return [r.assign(pe=name, pool_train_s=train_s) for r in rows]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="directory for the pool and the tables")
+    ap.add_argument("--jobs", type=int, default=1, help="encodings trained in parallel (one thread each)")
+    ap.add_argument("--heldout", action="store_true", help="also run the adaptive policy on fresh seeds")
+    args = ap.parse_args()
+    from symfast.readout import calibration as c
+
+    names = [p.name for p in c.grid_encodings()]
+    with ProcessPoolExecutor(args.jobs) as ex:
+        parts = list(ex.map(_one, names, [args.out] * len(names), [args.heldout] * len(names)))
+    scored = pd.concat([r for rows in parts for r in rows], ignore_index=True)
+    scored.to_csv(os.path.join(args.out, "scored.csv"), index=False)
+    full = max(SEEDS) * max(STEPS)
+    print("Fixed budgets, all encodings:\n")
+    print(c.rates(scored[scored.kind == "fixed"]).sort_values(["steps", "seeds"]).round(3).to_string(index=False))
+    for kind in ("adaptive", "heldout"):
+        t = scored[scored.kind == kind]
+        if t.empty:
+            continue
+        r = c.rates(t, by=("pe",)).set_index("pe")
+        per_cell = t.groupby(["pe", "shape"]).model_steps.first()
+        r["compute / fixed"] = per_cell.groupby("pe").sum() / (full * per_cell.groupby("pe").size())
+        r["wall_s"] = t.groupby("pe").wall_s.first()
+        print(f"\n{kind} (default policy); all: compute / fixed = {per_cell.sum() / (full * len(per_cell)):.3f}\n")
+        print(r.round(3).to_string())
+    print("\npool training s per encoding:", scored.groupby("pe").pool_train_s.first().round().to_dict())
+
+
+if __name__ == "__main__":
+    main()
