@@ -166,6 +166,13 @@ SYMFAST_INLINE void gram_tile(const double* W, py::ssize_t ldw, py::ssize_t nv, 
   }
   double c[RI * RJ];
   lane_sums<RI * RJ, P>(acc, c);
+  if (j0 >= i0 + RI && j0 + RJ <= d) {  // whole tile above the diagonal: rows, then their mirror
+    for (int r = 0; r < RI; ++r)
+      for (int s = 0; s < RJ; ++s) g[(i0 + r) * d + j0 + s] = static_cast<T>(c[r * RJ + s]);
+    for (int s = 0; s < RJ; ++s)
+      for (int r = 0; r < RI; ++r) g[(j0 + s) * d + i0 + r] = static_cast<T>(c[r * RJ + s]);
+    return;
+  }
   for (int r = 0; r < RI && i0 + r < d; ++r)
     for (int s = 0; s < RJ && j0 + s < d; ++s) {
       const py::ssize_t i = i0 + r, j = j0 + s;
@@ -180,13 +187,18 @@ bool all_finite(const T* w, py::ssize_t n) {
   return true;
 }
 
-// One model's Gram: w [d, H] -> g [d, d]; pad: [d, roundup(H, 8)] float64 scratch.
+// One model's Gram: w [d, H] -> g [d, d]; pad: [d, roundup(H, 8)] float64 scratch; next: the
+// weights of the model computed next (or null), prefetched a few lines per tile so that their
+// memory latency hides behind this model's arithmetic.
 // Returns 1 if w holds NaN or Inf, else 0. G[i, i] = |W_i|^2 is NaN/Inf iff row i holds
 // NaN/Inf or its square sum overflows, so the weights are scanned only in that rare case; finite
 // weights whose Gram overflows keep IEEE's Inf, as the reference's product does.
 template <int RI, int RJ, int P, typename T>
-SYMFAST_INLINE long long gram_one(const T* w, T* g, double* pad, py::ssize_t d, py::ssize_t H) {
-  const py::ssize_t Hp = ((H + 7) / 8) * 8;
+SYMFAST_INLINE long long gram_one(const T* w, T* g, double* pad, py::ssize_t d, py::ssize_t H, const T* next) {
+  const py::ssize_t Hp = ((H + 7) / 8) * 8, bytes = d * H * static_cast<py::ssize_t>(sizeof(T));
+  const py::ssize_t ti = (d + RI - 1) / RI, pf_per_tile = bytes / 64 / (ti * (ti + 1) / 2 + 1) + 1;
+  const char* pf = reinterpret_cast<const char*>(next);
+  const char* pf_end = next ? pf + bytes : pf;
   const double* W = pad;
   if constexpr (std::is_same<T, double>::value) {
     if (Hp == H) W = w;
@@ -195,7 +207,10 @@ SYMFAST_INLINE long long gram_one(const T* w, T* g, double* pad, py::ssize_t d, 
     for (py::ssize_t i = 0; i < d; ++i)
       for (py::ssize_t h = 0; h < Hp; ++h) pad[i * Hp + h] = h < H ? static_cast<double>(w[i * H + h]) : 0.0;
   for (py::ssize_t i0 = 0; i0 < d; i0 += RI)
-    for (py::ssize_t j0 = (i0 / RJ) * RJ; j0 < d; j0 += RJ) gram_tile<RI, RJ, P>(W, Hp, Hp / 8, i0, j0, d, g);
+    for (py::ssize_t j0 = (i0 / RJ) * RJ; j0 < d; j0 += RJ) {
+      for (py::ssize_t q = 0; q < pf_per_tile && pf < pf_end; ++q, pf += 64) __builtin_prefetch(pf);
+      gram_tile<RI, RJ, P>(W, Hp, Hp / 8, i0, j0, d, g);
+    }
   for (py::ssize_t i = 0; i < d; ++i)
     if (!std::isfinite(static_cast<double>(g[i * d + i]))) return all_finite(w, d * H) ? 0 : 1;
   return 0;
@@ -203,53 +218,55 @@ SYMFAST_INLINE long long gram_one(const T* w, T* g, double* pad, py::ssize_t d, 
 
 // Per-ISA instances (register tiles sized to the vector registers); picked at run time.
 template <typename T>
-using GramOne = long long (*)(const T*, T*, double*, py::ssize_t, py::ssize_t);
+using GramOne = long long (*)(const T*, T*, double*, py::ssize_t, py::ssize_t, const T*);
 template <typename T>
-long long gram_one_portable(const T* w, T* g, double* pad, py::ssize_t d, py::ssize_t H) {
-  return gram_one<2, 2, 4>(w, g, pad, d, H);  // SSE2: 16 xmm
+long long gram_one_generic(const T* w, T* g, double* pad, py::ssize_t d, py::ssize_t H, const T* next) {
+  return gram_one<2, 2, 4>(w, g, pad, d, H, next);  // SSE2: 16 xmm
 }
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define SYMFAST_GRAM_ISA 1
 template <typename T>
 __attribute__((target("avx2,fma"))) long long gram_one_avx2(const T* w, T* g, double* pad, py::ssize_t d,
-                                                            py::ssize_t H) {
-  return gram_one<3, 2, 2>(w, g, pad, d, H);  // 12 ymm accumulators of 16
+                                                            py::ssize_t H, const T* next) {
+  return gram_one<3, 2, 2>(w, g, pad, d, H, next);  // 12 ymm accumulators of 16
 }
 template <typename T>
 __attribute__((target("avx512f"))) long long gram_one_avx512(const T* w, T* g, double* pad, py::ssize_t d,
-                                                             py::ssize_t H) {
-  return gram_one<4, 4, 1>(w, g, pad, d, H);  // 16 zmm accumulators of 32
+                                                             py::ssize_t H, const T* next) {
+  return gram_one<4, 4, 1>(w, g, pad, d, H, next);  // 16 zmm accumulators of 32
 }
 #endif
 
-// kernel: "auto" (the widest this CPU runs), or "avx512", "avx2", "portable" (tests, benchmarks).
+// isa: "auto" (the widest this CPU runs), or "avx512", "avx2", "generic" to force one (tests, benchmarks).
 template <typename T>
-GramOne<T> gram_kernel(const std::string& kernel) {
+GramOne<T> gram_kernel(const std::string& isa) {
 #ifdef SYMFAST_GRAM_ISA
   const bool avx512 = __builtin_cpu_supports("avx512f");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (kernel == "avx512" || (kernel == "auto" && avx512)) {
-    if (!avx512) throw std::invalid_argument("kernel 'avx512' needs a CPU with AVX-512F");
+  if (isa == "avx512" || (isa == "auto" && avx512)) {
+    if (!avx512) throw std::invalid_argument("this CPU does not support isa avx512 (AVX-512F)");
     return gram_one_avx512<T>;
   }
-  if (kernel == "avx2" || (kernel == "auto" && avx2)) {
-    if (!avx2) throw std::invalid_argument("kernel 'avx2' needs a CPU with AVX2 and FMA");
+  if (isa == "avx2" || (isa == "auto" && avx2)) {
+    if (!avx2) throw std::invalid_argument("this CPU does not support isa avx2 (AVX2 and FMA)");
     return gram_one_avx2<T>;
   }
 #endif
-  if (kernel == "auto" || kernel == "portable") return gram_one_portable<T>;
-  throw std::invalid_argument("kernel must be 'auto', 'avx512', 'avx2' or 'portable' (x86-64 GCC builds), got '" +
-                              kernel + "'");
+  if (isa == "auto" || isa == "generic") return gram_one_generic<T>;
+#ifndef SYMFAST_GRAM_ISA
+  if (isa == "avx512" || isa == "avx2") throw std::invalid_argument("this build has only isa generic for gram");
+#endif
+  throw std::invalid_argument("isa must be auto, generic, avx2 or avx512, got " + isa);
 }
 
 // Below this many multiply-adds (about 50 us) one thread does the whole batch: waking the pool costs more.
 constexpr double GRAM_PARALLEL_MIN_FMAS = 1 << 18;
 
 template <typename T>
-carray<T> gram_fwd(carray<T> w, int num_threads, const std::string& kernel) {
+carray<T> gram_fwd(carray<T> w, int num_threads, const std::string& isa) {
   check_ndim(w, 3, "weights");
   const py::ssize_t M = w.shape(0), d = w.shape(1), H = w.shape(2), Hp = ((H + 7) / 8) * 8;
-  const GramOne<T> one = gram_kernel<T>(kernel);
+  const GramOne<T> one = gram_kernel<T>(isa);
   carray<T> out({M, d, d});
   const T* wp = w.data();
   T* gp = out.mutable_data();
@@ -261,7 +278,8 @@ carray<T> gram_fwd(carray<T> w, int num_threads, const std::string& kernel) {
     {
       std::vector<double> pad(static_cast<size_t>(d * Hp) + 1);
 #pragma omp for schedule(static)
-      for (py::ssize_t m = 0; m < M; ++m) bad += one(wp + m * d * H, gp + m * d * d, pad.data(), d, H);
+      for (py::ssize_t m = 0; m < M; ++m)
+        bad += one(wp + m * d * H, gp + m * d * d, pad.data(), d, H, m + 1 < M ? wp + (m + 1) * d * H : nullptr);
     }
   }
   if (bad) throw std::invalid_argument("weights contains NaN or Inf");
@@ -440,9 +458,9 @@ py::tuple sym_stats(carray<T> g, int num_threads) {
 // Bindings, called from module.cpp.
 void bind_gram_scores(py::module_& m) {
   m.def("gram_fwd_f32", &gram_fwd<float>, py::arg("weights").noconvert(), py::arg("num_threads") = 1,
-        py::arg("kernel") = "auto", "Grams W W^T, float32: [M, d, H] -> [M, d, d]");
+        py::arg("isa") = "auto", "Grams W W^T, float32: [M, d, H] -> [M, d, d]");
   m.def("gram_fwd_f64", &gram_fwd<double>, py::arg("weights").noconvert(), py::arg("num_threads") = 1,
-        py::arg("kernel") = "auto", "Grams W W^T, float64: [M, d, H] -> [M, d, d]");
+        py::arg("isa") = "auto", "Grams W W^T, float64: [M, d, H] -> [M, d, d]");
   m.def("blockperm_asym_f32", &blockperm_asym<float>, py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
         py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float32 phi -> [M, E] f64");
   m.def("blockperm_asym_f64", &blockperm_asym<double>, py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
