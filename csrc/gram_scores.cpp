@@ -204,8 +204,10 @@ SYMFAST_INLINE long long gram_one(const T* w, T* g, double* pad, py::ssize_t d, 
     if (Hp == H) W = w;
   }
   if (W == pad)
-    for (py::ssize_t i = 0; i < d; ++i)
-      for (py::ssize_t h = 0; h < Hp; ++h) pad[i * Hp + h] = h < H ? static_cast<double>(w[i * H + h]) : 0.0;
+    for (py::ssize_t i = 0; i < d; ++i) {
+      for (py::ssize_t h = 0; h < H; ++h) pad[i * Hp + h] = static_cast<double>(w[i * H + h]);
+      for (py::ssize_t h = H; h < Hp; ++h) pad[i * Hp + h] = 0.0;
+    }
   for (py::ssize_t i0 = 0; i0 < d; i0 += RI)
     for (py::ssize_t j0 = (i0 / RJ) * RJ; j0 < d; j0 += RJ) {
       for (py::ssize_t q = 0; q < pf_per_tile && pf < pf_end; ++q, pf += 64) __builtin_prefetch(pf);
@@ -259,8 +261,9 @@ GramOne<T> gram_kernel(const std::string& isa) {
   throw std::invalid_argument("isa must be auto, generic, avx2 or avx512, got " + isa);
 }
 
-// Below this many multiply-adds (about 50 us) one thread does the whole batch: waking the pool costs more.
-constexpr double GRAM_PARALLEL_MIN_FMAS = 1 << 18;
+// Below this many multiply-adds (about 50 us on one core) one thread does the whole batch:
+// waking the thread pool would cost a good part of what a second thread saves.
+constexpr double GRAM_PARALLEL_MIN_FMAS = 1 << 20;
 
 template <typename T>
 carray<T> gram_fwd(carray<T> w, int num_threads, const std::string& isa) {
