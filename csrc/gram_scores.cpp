@@ -113,13 +113,11 @@ SYMFAST_INLINE void lane_sums(const V (*acc)[P], double* out) {
       for (int p = 0; p < 4; ++p)  // lanes 0-3: a[2p] l + l4, lanes 4-7: a[2p + 1]
         b[p] = __builtin_shufflevector(a[2 * p], a[2 * p + 1], 0, 1, 2, 3, 8, 9, 10, 11) +
                __builtin_shufflevector(a[2 * p], a[2 * p + 1], 4, 5, 6, 7, 12, 13, 14, 15);
-      for (int p = 0; p < 2; ++p)  // lane pairs: (l0 + l4) + (l2 + l6), (l1 + l5) + (l3 + l7) of a[4p], a[4p + 2], ...
-        c[p] = __builtin_shufflevector(b[2 * p], b[2 * p + 1], 0, 1, 8, 9, 4, 5, 12, 13) +
+      for (int p = 0; p < 2; ++p)  // lanes 0-1: (l0 + l4) + (l2 + l6), (l1 + l5) + (l3 + l7) of a[4p], 2-3: a[4p + 2],
+        c[p] = __builtin_shufflevector(b[2 * p], b[2 * p + 1], 0, 1, 8, 9, 4, 5, 12, 13) +  // 4-5: a[4p + 1], 6-7: a[4p + 3]
                __builtin_shufflevector(b[2 * p], b[2 * p + 1], 2, 3, 10, 11, 6, 7, 14, 15);
-      const V r = __builtin_shufflevector(c[0], c[1], 0, 2, 4, 6, 8, 10, 12, 14) +
-                  __builtin_shufflevector(c[0], c[1], 1, 3, 5, 7, 9, 11, 13, 15);  // a0 a2 a1 a3 a4 a6 a5 a7
-      const int from[8] = {0, 2, 1, 3, 4, 6, 5, 7};
-      for (int k = 0; k < 8; ++k) out[8 * q + from[k]] = r[k];
+      *reinterpret_cast<V*>(out + 8 * q) = __builtin_shufflevector(c[0], c[1], 0, 4, 2, 6, 8, 12, 10, 14) +
+                                           __builtin_shufflevector(c[0], c[1], 1, 5, 3, 7, 9, 13, 11, 15);
     }
   } else {
     for (int k = 0; k < N; ++k) {
