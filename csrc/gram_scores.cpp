@@ -221,7 +221,7 @@ template <typename T>
 using GramOne = long long (*)(const T*, T*, double*, py::ssize_t, py::ssize_t, const T*);
 template <typename T>
 long long gram_one_generic(const T* w, T* g, double* pad, py::ssize_t d, py::ssize_t H, const T* next) {
-  return gram_one<2, 2, 4>(w, g, pad, d, H, next);  // SSE2: 16 xmm
+  return gram_one<2, 2, 4>(w, g, pad, d, H, next);  // 16-byte vectors (SSE2, NEON): 16 accumulators
 }
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define SYMFAST_GRAM_ISA 1
