@@ -7,7 +7,8 @@ M = 4096 models, d = 48, H = 64 (float64, as the readout uses), lift sets:
 - exact_<pe>: only the exact (block-permutation) lifts among them (gather path).
 Lifts are cached in the temp directory (fitting 360 Procrustes lifts takes a minute).
 Run as a script for a table: `PYTHONPATH=. python benchmarks/benchmarks/bench_gram_scores.py [--quick]`
-(--quick: every 10th sweep element, M = 1024).
+(--quick: every 10th sweep element, M = 1024); `--gram`: only `gram`, at the shapes in GRAM_SHAPES,
+float64 and float32, with torch's thread count and with one thread.
 """
 import os
 import sys
@@ -23,6 +24,7 @@ from symfast.ops.gram_scores import gram, gram_scores, reference
 from symfast.readout.observables import sweep_lifts
 
 M, D, H, NUM = 4096, 48, 64, 360
+GRAM_SHAPES = [(4096, 48, 64), (256, 64, 64), (32, 64, 64)]  # (M, d, H): the readout's, two small batches
 LIFT_SETS = ["sweep_paired", "sweep_independent", "d4d6_triaxis", "d4d6_dyadic", "exact_triaxis", "exact_dyadic"]
 
 
@@ -125,7 +127,45 @@ class GramRatio:
     track_speedup.unit = "x"
 
 
+class GramShapesRatio:
+    """gram: reference / symfast at GRAM_SHAPES in float64 and float32, side by side."""
+    params = ([f"{m}x{d}x{h}" for m, d, h in GRAM_SHAPES], ["float64", "float32"])
+    param_names = ["shape", "dtype"]
+
+    def setup(self, shape, dtype):
+        m, d, h = (int(x) for x in shape.split("x"))
+        self.w = torch.randn(m, d, h, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(
+            getattr(torch, dtype))
+
+    def track_speedup(self, shape, dtype):
+        repeat = 5 if self.w.shape[0] > 1000 else 50
+        tr, tf = timed_ratio(lambda: reference.gram(self.w), lambda: gram(self.w, backend="cpu"), repeat, repeat)
+        return tr / tf
+
+    track_speedup.unit = "x"
+
+
+def gram_table():
+    """gram at GRAM_SHAPES, float64 and float32, torch's thread count and one thread."""
+    threads = torch.get_num_threads()
+    print(f"{'gram M, d, H':<20}{'dtype':>8}{'threads':>8}{'reference s':>14}{'symfast s':>12}{'ratio':>9}")
+    try:
+        for n in dict.fromkeys((threads, 1)):
+            torch.set_num_threads(n)
+            for dtype in (torch.float64, torch.float32):
+                for m, d, h in GRAM_SHAPES:
+                    w = torch.randn(m, d, h, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+                    repeat = 7 if m > 1000 else 50
+                    tr, tf = timed_ratio(lambda: reference.gram(w), lambda: gram(w, backend="cpu"), repeat, repeat)
+                    print(f"{f'{m}, {d}, {h}':<20}{str(dtype)[6:]:>8}{n:>8}{tr:>14.5f}{tf:>12.5f}{tr / tf:>8.2f}x",
+                          flush=True)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def main(argv):
+    if "--gram" in argv:
+        return gram_table()
     quick = "--quick" in argv
     stride, m = (10, 1024) if quick else (1, M)
     w, phi = observables(m)

@@ -6,8 +6,11 @@
 
 Where things live:
   reference     symfast/ops/gram_scores/reference.py (chunked batched einsum)
-  CPU kernel    csrc/gram_scores.cpp via cpu.py: exact lifts that are permutations of 2x2
-                blocks are scored by gathers (`BlockPermLift`, O(d^2) per pair); other (dense,
+  CPU kernel    csrc/gram_scores.cpp via cpu.py. gram: dot products of W's rows in register
+                tiles (upper triangle, mirrored), float64 sums in one fixed order, one instance
+                per ISA (AVX-512, AVX2 + FMA, generic) picked at run time. gram_scores: exact
+                lifts that are permutations of 2x2 blocks are scored by gathers
+                (`BlockPermLift`, O(d^2) per pair); other (dense,
                 orthogonal) lifts by ||G rho - (G rho^T)^T|| with a fused register-blocked
                 product kernel over all models, sharing G rho^T when rho^T is itself in the
                 lift set (`lifts.transpose_pairs`)
@@ -77,7 +80,12 @@ def gram(weights: torch.Tensor, backend: str = "auto") -> torch.Tensor:
             "triton" raises (no Triton kernel).
 
     Returns:
-        [M, d, d] in weights' dtype; the "cpu" result is exactly symmetric.
+        [M, d, d] in weights' dtype. The "cpu" result is exactly symmetric, summed in float64 for
+        both dtypes in an order that does not depend on the thread count.
+
+    Raises:
+        ValueError: weights contain NaN or Inf (every backend). Finite weights whose Gram overflows
+            the dtype give Inf entries, as the reference's product does.
     """
     if not isinstance(weights, torch.Tensor):
         raise ValueError(f"weights must be a torch.Tensor [M, d, H], got {type(weights).__name__}")

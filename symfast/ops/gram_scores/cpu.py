@@ -23,7 +23,7 @@ def _sfx(dtype: torch.dtype) -> str:
 
 
 def gram(weights: torch.Tensor) -> torch.Tensor:
-    """weights: [M, d, H] float32/float64 CPU -> [M, d, d] (exactly symmetric)."""
+    """weights: [M, d, H] float32/float64 CPU -> [M, d, d] (exactly symmetric, float64 sums)."""
     C = _ext.require_cpp()
     fn = getattr(C, f"gram_fwd_{_sfx(weights.dtype)}")
     return torch.from_numpy(fn(weights.detach().contiguous().numpy(), _ext.num_threads()))
