@@ -147,6 +147,10 @@ def score_pool(pool, shapes, seed_counts, alpha: float = 0.05) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
+def _seed_list(seeds) -> list:
+    return list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
+
+
 def train_snapshots(shapes, pe, seeds: int, steps, points: int = 2048, directory=None, **fit_kw) -> dict:
     """One training run read at several step counts: {steps: Ensemble} for increasing `steps`.
 
@@ -169,6 +173,12 @@ def train_snapshots(shapes, pe, seeds: int, steps, points: int = 2048, directory
             path = os.path.join(directory, f"{pe.name}_{n}.pt")
             if os.path.exists(path):
                 out[n] = Ensemble.load(path)
+                want = dict(shapes=[getattr(s, "name", s) for s in shapes], seeds=_seed_list(seeds), steps=n,
+                            points=int(points))
+                got = {k: out[n].config.get(k) for k in want}
+                if got != want:
+                    raise ValueError(f"{path} holds another run ({got}, asked for {want}); remove it or use "
+                                     f"another directory")
                 continue
             out[n] = fit_sdf(shapes, pe, seeds=seeds, steps=n, points=points,
                              checkpoint=os.path.join(directory, f"{pe.name}.ckpt"), **fit_kw)

@@ -51,6 +51,8 @@ def test_train_snapshots_are_one_run(tmp_path):
     assert torch.equal(snaps[3].losses, once.losses[:3])
     again = c.train_snapshots(["square"], sf.DyadicAxisPE(2), seeds=2, steps=[3, 6], directory=tmp_path, **kw)
     assert torch.equal(again[3].weights[1], snaps[3].weights[1])  # read back from the directory
+    with pytest.raises(ValueError, match="holds another run"):
+        c.train_snapshots(["square"], sf.DyadicAxisPE(2), seeds=[5, 6], steps=[3], directory=tmp_path, **kw)
 
 
 def test_grid_candidates_cover_every_lift_and_truth():
