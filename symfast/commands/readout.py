@@ -1,6 +1,8 @@
 """`symfast readout`: train seed ensembles per encoding and read out observed symmetries."""
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import math
 import os
@@ -159,12 +161,21 @@ def run(args) -> int:
         if args.budget == "auto":
             from symfast.readout.budget import adaptive_readout
 
-            res = adaptive_readout(shape_names, pe, alpha=args.alpha, start_seeds=min(8, args.seeds),
-                                   max_seeds=args.seeds, steps=args.steps, points=args.points,
-                                   observable=args.observable, hidden=hidden, activation=args.activation,
-                                   lr=args.lr, device=args.device, backend=args.backend, sampler=sampler,
-                                   directory=os.path.join(args.out, f"adaptive_{pe.name}"),
-                                   progress=not args.quiet)
+            # checkpoints per training setting, so a rerun with other settings does not meet them
+            key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
+            directory = os.path.join(args.out, f"adaptive_{pe.name}_{key}")
+            try:
+                res = adaptive_readout(shape_names, pe, alpha=args.alpha, start_seeds=min(8, args.seeds),
+                                       max_seeds=args.seeds, steps=args.steps, points=args.points,
+                                       observable=args.observable, hidden=hidden, activation=args.activation,
+                                       lr=args.lr, device=args.device, backend=args.backend, sampler=sampler,
+                                       directory=directory, progress=not args.quiet)
+            except FloatingPointError as e:
+                raise UsageError(f"{e} (--lr {args.lr:g})") from None
+            except ValueError as e:  # only complaints about the checkpoint files are input errors
+                if directory not in str(e):
+                    raise
+                raise UsageError(str(e)) from None
             ens = res.ensemble
             # a result, not progress: shown under --quiet too
             last = res.history.groupby("shape", sort=False).last()
