@@ -187,6 +187,12 @@ class Readout:
 
             lines.append(f"- {head}: G_obs = {fmt('G_obs')}, G_lift ∩ G_true = {fmt('G_lift_and_true')}"
                          + (f", {r['violations']} violation(s)" if r["violations"] else ""))
+            rotating = self.table[(self.table["shape"] == r["shape"]) & (self.table["pe"] == r["pe"])
+                                  & (self.table["observable"] == r["observable"]) & self.table["liftable"].astype(bool)
+                                  & ~self.table["lift_permutation"].astype(bool)]["element"].tolist()
+            if rotating:
+                lines.append(f"  exact lift not a signed permutation: {{{' '.join(rotating)}}}; Adam training does "
+                             f"not respect it, so its decision tests an approximate symmetry")
             if r["true_not_liftable"]:
                 hidden, passing = r["hidden_under_best_lift"], r["passes_best_lift"]
                 lines.append(f"  true but not liftable: {fmt('true_not_liftable')}; "
@@ -385,6 +391,8 @@ def implied_by(rho: torch.Tensor, members: np.ndarray, seed: int = 0) -> np.ndar
 
 # Score of an exact invariant under an exact lift: rounding only.
 _IMPLIED_TOL = 1e-9
+# An entry of a lift above this is a nonzero (exact lifts have entries 0, +-1 or cos/sin values).
+_PERMUTATION_TOL = 1e-12
 
 
 def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alpha):
@@ -399,6 +407,8 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     score = score.numpy()
     nan = np.full(len(lifts), np.nan)
     exact = np.array([e for _, _, e, _ in lifts], dtype=bool)
+    # Adam's per-coordinate scaling and the uniform init respect only signed-permutation lifts
+    permutation = exact & ((rho.abs() > _PERMUTATION_TOL).sum(-1) == 1).all(-1).numpy()
     true = np.array([group is not None and g in group for g, _, _, _ in lifts], dtype=bool)
     implied = implied_by(rho, exact & true) & exact & ~true if group is not None else np.zeros(len(lifts), bool)
     # split halves: few distinct draws for small S (3 for S = 4); disjoint pairs: many
@@ -418,6 +428,7 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     for i, (g, _, ex, res) in enumerate(lifts):
         rows.append(dict(shape=shape, pe=pe_name, observable=obs, aggregate=aggregate, element=g.name,
                          kind=_kind(g), angle_deg=_angle_deg(g), liftable=ex, lift_residual=res,
+                         lift_permutation=bool(permutation[i]),
                          true_symmetry=bool(true[i]) if group is not None else np.nan,
                          implied=bool(implied[i]), score=float(score[i]),
                          score_std=float(spread[i]), noise_floor=float(floor[i]), z=float(approx["z"][i]),

@@ -55,3 +55,16 @@ def test_adam_training_breaks_the_rotating_lift_of_random_fourier_features():
     rho = np.asarray(pe.lift(g))
     assert ((np.abs(rho) > 1e-12).sum(1) == 2).all()  # 2 x 2 rotations of (cos, sin) pairs
     assert twin_gap(pe, g) > 1e-3
+
+
+def test_readout_marks_lifts_that_training_does_not_respect():
+    pe = sf.RandomFourierPE(n=8)
+    ens = sf.fit_sdf(["square"], pe, seeds=4, hidden=(8,), steps=3, points=32, backend="reference", progress=False)
+    r = sf.readout(ens, candidates=sf.dihedral(4), sweep=0)
+    t = r.table.set_index("element")
+    assert t.loc["r0", "lift_permutation"] and not t.loc["r180", "lift_permutation"]
+    assert not t.loc["r90", "lift_permutation"]  # not liftable at all
+    assert "exact lift not a signed permutation: {r180}" in r.report()
+    axis = sf.readout(sf.fit_sdf(["square"], sf.DyadicAxisPE(K=2), seeds=4, hidden=(8,), steps=3, points=32,
+                                 backend="reference", progress=False), candidates=sf.dihedral(4), sweep=0)
+    assert axis.table["lift_permutation"].all() and "signed permutation" not in axis.report()
