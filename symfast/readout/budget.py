@@ -22,6 +22,7 @@ proportional to for a fixed architecture and point count.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -160,26 +161,21 @@ def adaptive_readout(shapes, pe, alpha: float = 0.05, start_seeds: int = 8, add_
     names = {getattr(s, "name", s): s for s in shapes}
     if len(names) != len(shapes):
         raise ValueError("shape names must be distinct")
-    tmp = None
-    if train is None:
-        if directory is None:
-            tmp = tempfile.TemporaryDirectory(prefix="symfast_budget_")
-        else:
+    with contextlib.ExitStack() as stack:
+        if train is None:
+            if directory is None:
+                directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="symfast_budget_"))
             os.makedirs(directory, exist_ok=True)
-        train = CheckpointedTrainer(tmp.name if tmp else directory, **fit_kw)
-    try:
+            train = CheckpointedTrainer(directory, **fit_kw)
         return _rounds(names, pe, alpha, start_seeds, add_seeds, max_seeds, steps, start_steps, add_steps,
                        int(first_seed), points, candidates, observable, num_null, train)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
 
 
 def _rounds(names, pe, alpha, start_seeds, add_seeds, max_seeds, steps, start_steps, add_steps, first_seed, points,
             candidates, observable, num_null, train) -> AdaptiveResult:
     first = list(range(first_seed, first_seed + start_seeds))
     ens = train(list(names.values()), pe, seeds=first, steps=start_steps, points=points)
-    parts = {s: [ens.subset([i for i, n in enumerate(ens.shapes) if n == s])] for s in names}
+    parts = {s: [ens.subset(ens.indices(s))] for s in names}
     chunks = {s: [first] for s in names}  # seed lists trained together, per shape
     at = dict.fromkeys(names, start_steps)  # steps every member of the shape has now
     history, active, rnd = [], list(names), 0
@@ -213,6 +209,6 @@ def _rounds(names, pe, alpha, start_seeds, add_seeds, max_seeds, steps, start_st
             ens = train([names[s] for s in group], pe, seeds=list(new), steps=steps, points=points)
             for s in group:
                 chunks[s].append(list(new))
-                parts[s].append(ens.subset([i for i, n in enumerate(ens.shapes) if n == s]))
+                parts[s].append(ens.subset(ens.indices(s)))
         active, rnd = grow, rnd + 1
     return AdaptiveResult(concat([p for s in names for p in parts[s]]), r, pd.DataFrame(history))

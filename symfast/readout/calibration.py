@@ -13,18 +13,21 @@ the family-wise false-negative rate when the null is right).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import tempfile
 import time
 
 import numpy as np
 import pandas as pd
 
 from symfast.readout import shapes as shp
+from symfast.readout.ensemble import Ensemble
 from symfast.readout.encodings import DyadicAxisPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 from symfast.readout.groups import Group, as_element, dihedral, union
 from symfast.readout.readout import readout
-from symfast.readout.training import fit_sdf
+from symfast.readout.training import _as_seeds, fit_sdf
 
 __all__ = ["grid_shapes", "grid_encodings", "candidates_for", "score_table", "run", "rates", "first_seeds",
            "replay_trainer", "score_pool", "train_snapshots"]
@@ -147,10 +150,6 @@ def score_pool(pool, shapes, seed_counts, alpha: float = 0.05) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
-def _seed_list(seeds) -> list:
-    return list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
-
-
 def train_snapshots(shapes, pe, seeds: int, steps, points: int = 2048, directory=None, **fit_kw) -> dict:
     """One training run read at several step counts: {steps: Ensemble} for increasing `steps`.
 
@@ -160,30 +159,22 @@ def train_snapshots(shapes, pe, seeds: int, steps, points: int = 2048, directory
     checkpoint and each snapshot (`<pe>_<steps>.pt`) are kept there and reused by a rerun.
     """
     steps = sorted(int(s) for s in steps)
-    tmp = None
-    if directory is None:
-        import tempfile
-        tmp = tempfile.TemporaryDirectory()
-        directory = tmp.name
-    os.makedirs(directory, exist_ok=True)
-    from symfast.readout.ensemble import Ensemble
-    out = {}
-    try:
+    want = dict(shapes=[getattr(s, "name", s) for s in shapes], seeds=_as_seeds(seeds), points=int(points))
+    with contextlib.ExitStack() as stack:
+        if directory is None:
+            directory = stack.enter_context(tempfile.TemporaryDirectory())
+        os.makedirs(directory, exist_ok=True)
+        out = {}
         for n in steps:
             path = os.path.join(directory, f"{pe.name}_{n}.pt")
-            if os.path.exists(path):
-                out[n] = Ensemble.load(path)
-                want = dict(shapes=[getattr(s, "name", s) for s in shapes], seeds=_seed_list(seeds), steps=n,
-                            points=int(points))
-                got = {k: out[n].config.get(k) for k in want}
-                if got != want:
-                    raise ValueError(f"{path} holds another run ({got}, asked for {want}); remove it or use "
-                                     f"another directory")
+            if not os.path.exists(path):
+                out[n] = fit_sdf(shapes, pe, seeds=seeds, steps=n, points=points,
+                                 checkpoint=os.path.join(directory, f"{pe.name}.ckpt"), **fit_kw)
+                out[n].save(path)
                 continue
-            out[n] = fit_sdf(shapes, pe, seeds=seeds, steps=n, points=points,
-                             checkpoint=os.path.join(directory, f"{pe.name}.ckpt"), **fit_kw)
-            out[n].save(path)
-    finally:
-        if tmp is not None:
-            tmp.cleanup()
+            out[n] = Ensemble.load(path)
+            got = {k: out[n].config.get(k) for k in (*want, "steps")}
+            if got != dict(want, steps=n):
+                raise ValueError(f"{path} holds another run ({got}, asked for {dict(want, steps=n)}); remove it "
+                                 f"or use another directory")
     return out

@@ -177,6 +177,9 @@ class Readout:
         """The hierarchy in words, one paragraph per (shape, pe, observable), for reports.
 
         Sets of more than `max_names` elements (3D groups have up to 120) are given by their size."""
+        t = self.table
+        rotating = t[t["liftable"].astype(bool) & ~t["lift_permutation"].astype(bool)] \
+            .groupby(["shape", "pe", "observable"])["element"].apply(list)
         lines = []
         for _, r in self.summary().iterrows():
             head = f"{r['shape']} / {r['pe']} / {r['observable']}"
@@ -187,11 +190,9 @@ class Readout:
 
             lines.append(f"- {head}: G_obs = {fmt('G_obs')}, G_lift ∩ G_true = {fmt('G_lift_and_true')}"
                          + (f", {r['violations']} violation(s)" if r["violations"] else ""))
-            rotating = self.table[(self.table["shape"] == r["shape"]) & (self.table["pe"] == r["pe"])
-                                  & (self.table["observable"] == r["observable"]) & self.table["liftable"].astype(bool)
-                                  & ~self.table["lift_permutation"].astype(bool)]["element"].tolist()
-            if rotating:
-                lines.append(f"  exact lift not a signed permutation: {{{' '.join(rotating)}}}; Adam training does "
+            names = rotating.get((r["shape"], r["pe"], r["observable"]), [])
+            if names:
+                lines.append(f"  exact lift not a signed permutation: {{{' '.join(names)}}}; Adam training does "
                              f"not respect it, so its decision tests an approximate symmetry")
             if r["true_not_liftable"]:
                 hidden, passing = r["hidden_under_best_lift"], r["passes_best_lift"]
