@@ -12,7 +12,7 @@ import os
 import torch
 
 try:  # built by `pip install .` (scikit-build-core) or the in-place dev build
-    from symfast import _C  # type: ignore[attr-defined]
+    _C = importlib.import_module("symfast._C")  # by name: the package's __init__ sits above this module
 except ImportError:  # pragma: no cover - exercised only on broken installs
     _C = None
 

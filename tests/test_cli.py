@@ -161,7 +161,7 @@ def test_corrupt_checkpoint_is_one_line(tmp_path, trained, capsys, damage):
 
 
 def test_full_and_read_only_disks_are_one_line(tmp_path, capsys, monkeypatch):
-    from symfast.readout.ensemble import Ensemble
+    from symfast.nn.fields import Ensemble
 
     def full(self, path):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 import symfast as sf
-from symfast.readout.groups import union
+from symfast.groups import union
 from symfast.ops.gram_scores import gram, gram_scores, reference
 from symfast.readout.observables import sweep_lifts
 

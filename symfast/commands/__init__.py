@@ -62,12 +62,10 @@ def output_errors(path: str):
 
 def check_backend(backend: str, device: str) -> None:
     """Reject a training backend this build or device cannot run, before anything trains."""
-    import torch
-
-    from symfast.readout.training import _check_backend
+    from symfast.readout.training import check_backend as check_training_backend
 
     with input_errors("--backend"):
-        _check_backend(backend, torch.device(device))
+        check_training_backend(backend, device)
 
 
 # -- option types: argparse turns their ArgumentTypeError into one line and exit 2 ---------------

@@ -82,9 +82,9 @@ def _check_out(out: str) -> None:
 
 
 def run(args) -> int:
-    from symfast.readout import shapes as shp
-    from symfast.readout.encodings import encoding_by_name
-    from symfast.readout.ensemble import Ensemble
+    from symfast import shapes as shp
+    from symfast.nn.encodings import encoding_by_name
+    from symfast.nn.fields import Ensemble
     from symfast.readout.readout import readout
     from symfast.readout.training import fit_sdf
 

@@ -4,12 +4,12 @@
 Kohn): an end-to-end equivariant network whose parameters are identifiable carries a group
 action on every hidden layer that makes each layer equivariant; for MLPs a (signed / scaled)
 permutation of neurons. `layerwise_claims` turns the suite's `results.json` into
-`symfast.report.Claim` rows: what each claim predicts for the run, what was measured, whether
+`symfast.report.claim.Claim` rows: what each claim predicts for the run, what was measured, whether
 it held. The bars are fixed here, before any run is read.
 """
 from __future__ import annotations
 
-from symfast.report import Claim
+from symfast.report.claim import Claim
 
 __all__ = ["layerwise_claims", "RATIO_BAR", "ACCURACY_KEPT", "ACCURACY_LOST", "NEAR_LINEAR"]
 

@@ -16,6 +16,7 @@ import torch
 from symfast.layerwise.actions import DEFAULT_THRESHOLD, LatentActions, recover_latent_actions
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation
 from symfast.layerwise.identifiable import identifiable_submodel, near_linear_fraction
+from symfast.activations import ACTIVATION_TABLE
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.network import Act, as_mlp
 from symfast.layerwise.projection import projection_report
@@ -23,7 +24,7 @@ from symfast.layerwise.projection import projection_report
 __all__ = ["build_mlp", "default_sizes", "train_equivariant", "train_flip_pairs", "analyse", "run_experiment",
            "run_variants", "ExperimentResult", "format_results"]
 
-_TORCH_MODULES = {"tanh": torch.nn.Tanh, "relu": torch.nn.ReLU, "sigmoid": torch.nn.Sigmoid}
+_TORCH_MODULES = {name: ACTIVATION_TABLE[name].module for name in ("tanh", "relu", "sigmoid")}
 
 
 def default_sizes(model: str, dim: int, num_classes: int = 10) -> list:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from symfast.groups import closure as generate
 from symfast.layerwise.actions import LatentActions, transformed_rows
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.activations import post_action
@@ -26,35 +27,37 @@ __all__ = ["closure", "project_equivariant", "equivariance_error", "projection_r
            "normalise_scales"]
 
 
-def _same(a: list, b: list, tol: float = 1e-8) -> bool:
+def _same(a, b, tol: float = 1e-8) -> bool:
     return all(np.abs(x - y).max() <= tol for x, y in zip(a, b))
+
+
+class _Chain(tuple):
+    """A chain [rho_in, rho_1, ..., rho_out] as a group element: composed layer by layer, equal to tolerance."""
+
+    def __mul__(self, other):
+        return _Chain(x @ y for x, y in zip(self, other))
+
+    def __eq__(self, other):
+        return _same(self, other)
+
+    __hash__ = tuple.__hash__  # not used for bucketing (`closure` gets a constant key)
 
 
 def closure(chains: list, max_size: int = 512) -> list:
     """Close a set of chains [rho_in, rho_1, ..., rho_out] (matrices) under composition.
 
-    The identity chain is included. Raises ValueError when more than `max_size` elements
+    The identity chain is included (first). Raises ValueError when more than `max_size` elements
     appear (the actions do not generate a small finite group).
     """
     if not chains:
         raise ValueError("no actions given")
-    ident = [np.eye(m.shape[0]) for m in chains[0]]
-    group = [ident]
-    frontier = [ident]
-    gens = [list(c) for c in chains]
-    while frontier:
-        new = []
-        for h in frontier:
-            for g in gens:
-                p = [x @ y for x, y in zip(g, h)]
-                if not any(_same(p, q) for q in group):
-                    group.append(p)
-                    new.append(p)
-                    if len(group) > max_size:
-                        raise ValueError(f"the actions generate more than {max_size} elements; "
-                                         "they are not a representation of a small finite group")
-        frontier = new
-    return group
+    ident = _Chain(np.eye(m.shape[0]) for m in chains[0])
+    try:
+        group = generate([_Chain(c) for c in chains], ident, max_size, key=lambda _: 0)
+    except ValueError:
+        raise ValueError(f"the actions generate more than {max_size} elements; "
+                         "they are not a representation of a small finite group") from None
+    return [list(c) for c in group]
 
 
 def _chains(actions) -> list:

@@ -22,10 +22,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from symfast.readout import shapes as shp
-from symfast.readout.ensemble import Ensemble
-from symfast.readout.encodings import DyadicAxisPE, MultiAxisPE, RandomFourierPE, TriAxisPE
-from symfast.readout.groups import Group, as_element, dihedral, union
+from symfast import shapes as shp
+from symfast.nn.fields import Ensemble
+from symfast.nn.encodings import DyadicAxisPE, MultiAxisPE, RandomFourierPE, TriAxisPE
+from symfast.groups import Group, as_element, dihedral, union
 from symfast.readout.readout import readout
 from symfast.readout.training import _as_seeds, fit_sdf
 

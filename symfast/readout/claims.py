@@ -5,14 +5,14 @@ states an observation-dependent hierarchy G_obs ⊆ G_lift ∩ G_true: weights c
 show a symmetry the encoding lifts exactly, and only a true one; and an encoding
 *structurally* hides the true symmetries it cannot lift (a dyadic PE hides the
 120-degree rotations of a triangle). `readout_claims` turns a `Readout.table` into
-`symfast.report.Claim` rows: what the claim predicts for this run, what was measured,
+`symfast.report.claim.Claim` rows: what the claim predicts for this run, what was measured,
 and whether it held.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from symfast.report import Claim
+from symfast.report.claim import Claim
 
 __all__ = ["readout_claims", "readout3d_claims", "group_label"]
 
@@ -106,7 +106,7 @@ def readout_claims(table: pd.DataFrame) -> list:
 def group_label(elements) -> str:
     """The name of a finite subgroup of O_h ∪ I_h that `elements` (O(3) element names) form, e.g.
     "Oh", "Th", "Td", "Ih", "T"; "" when the set is none of them. 3D sets are too long to list."""
-    from symfast.readout import o3
+    from symfast.groups import o3
 
     names = {getattr(e, "name", e) for e in elements}  # by name: parsing a 3D name back is exact to ~1e-4 only
     oh, ih, td = o3.octahedral(), o3.icosahedral(), o3.tetrahedral()

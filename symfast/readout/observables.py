@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from symfast.ops.gram_scores import gram, gram_scores
-from symfast.readout.groups import rotation
+from symfast.groups import rotation
 
 __all__ = ["observable", "extend_lift", "scores", "split_half_null", "pair_null", "sweep_lifts", "OBSERVABLES"]
 

@@ -5,7 +5,7 @@ For each (shape, encoding, observable) the readout reports three sets
 G_lift (elements the encoding lifts exactly) and G_obs (elements whose score
 is within the measured noise floor), and flags violations of
 G_obs ⊆ G_lift ∩ G_true. Fields on R^2 are read over elements of O(2) (default candidates
-D4 ∪ D6), fields on R^3 over elements of O(3) (`symfast.readout.o3`; default O_h ∪ I_h).
+D4 ∪ D6), fields on R^3 over elements of O(3) (`symfast.groups.o3`; default O_h ∪ I_h).
 
 Some liftable non-symmetries cannot be told apart by any observable of this kind: when every
 symmetric Phi invariant under the lifts of G_lift ∩ G_true is also invariant under rho(g), the
@@ -26,7 +26,6 @@ symmetry the encoding cannot lift shows whether it stays hidden even under its b
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import warnings
 
@@ -36,8 +35,9 @@ import torch
 
 from symfast.readout.decision import ATOL as _ATOL
 from symfast.readout.decision import decide, split_halves
-from symfast.readout.ensemble import Ensemble
-from symfast.readout.groups import Group, as_element, dihedral, rotation_sweep, union
+from symfast.nn.fields import Ensemble
+from symfast.groups import Group, dihedral, rotation_sweep, union
+from symfast.readout.result import Readout
 from symfast.readout.observables import extend_lift, observable, pair_null, scores, split_half_null
 
 __all__ = ["readout", "Readout", "default_candidates"]
@@ -55,7 +55,7 @@ def default_candidates(dim: int = 2) -> Group:
     if dim == 2:
         return union([dihedral(4), dihedral(6)], name="D4+D6")
     if dim == 3:
-        from symfast.readout import o3
+        from symfast.groups import o3
 
         return union([o3.octahedral(), o3.icosahedral()], name="Oh+Ih")
     raise ValueError(f"dim must be 2 or 3, got {dim!r}")
@@ -65,22 +65,9 @@ def _sweep_group(num: int, dim: int, axis) -> Group:
     """`num` rotations evenly spaced over [0, 2 pi): about the origin (2D) or about `axis` (3D)."""
     if dim == 2:
         return rotation_sweep(num)
-    from symfast.readout import o3
+    from symfast.groups import o3
 
     return o3.rotation_sweep(axis, num)
-
-
-def _element_key(g) -> bytes:
-    """A hashable key of an element of O(2) or O(3): its matrix rounded well above float64 rounding."""
-    return (np.round(np.asarray(g.matrix, dtype=np.float64), 10) + 0.0).tobytes()
-
-
-_KINDS_3D = {"e": "rotation", "r": "rotation", "m": "reflection", "i": "inversion", "s": "rotoreflection"}
-
-
-def _kind(g) -> str:
-    """O(2): "rotation" / "reflection"; O(3): that, "inversion" or "rotoreflection" (from the name's letter)."""
-    return g.kind if hasattr(g, "kind") else _KINDS_3D.get(g.name[:1], "")
 
 
 def _angle_deg(g) -> float:
@@ -90,155 +77,6 @@ def _angle_deg(g) -> float:
     m = np.asarray(g.matrix, dtype=np.float64)
     m = m if np.linalg.det(m) > 0 else -m
     return math.degrees(math.acos(min(1.0, max(-1.0, (np.trace(m) - 1) / 2))))
-
-
-class Readout:
-    """Result of `symfast.readout.readout`: `.table` (one row per shape, pe, observable, element),
-    `.sweep` (rotation-sweep rows), `.observed(shape)`, `.violations`, plots."""
-
-    def __init__(self, table: pd.DataFrame, sweep: pd.DataFrame, elements: dict | None = None):
-        self.table = table
-        self.sweep = sweep
-        # name -> element of the candidates read (3D names carry axes to 4 digits, so parsing a name
-        # back gives the element only to ~1e-4; these are the exact ones)
-        self.elements = dict(elements or {})
-
-    def observed(self, shape, pe: str | None = None, observable: str | None = None) -> Group:
-        """G_obs for a shape (object or name); pe/observable select when several were read."""
-        name = getattr(shape, "name", shape)
-        t = self.table[self.table["shape"] == name]
-        if t.empty:
-            raise ValueError(f"shape {name!r} is not in this readout; have {sorted(self.table['shape'].unique())}")
-        for col, val in (("pe", pe), ("observable", observable)):
-            if val is not None:
-                t = t[t[col] == val]
-            elif t[col].nunique() > 1:
-                raise ValueError(f"this readout has several values of {col!r}: {sorted(t[col].unique())}; pass {col}=")
-        return Group([self.elements.get(e) or as_element(e) for e in t.loc[t["observed"], "element"]],
-                     name=f"G_obs({name})")
-
-    @property
-    def violations(self) -> pd.DataFrame:
-        """Rows observed but not in G_lift ∩ G_true (the hierarchy says there should be none)."""
-        t = self.table
-        return t[t["observed"] & ~(t["liftable"] & t["true_symmetry"])]
-
-    def summary(self) -> pd.DataFrame:
-        """One row per (shape, pe, observable): the hierarchy's sets by element names.
-
-        Columns: G_obs; G_lift_and_true; true_not_liftable (G_true minus G_lift among the
-        candidates); passes_best_lift (those that the same test accepts under their best
-        orthogonal lift); hidden_under_best_lift (those it rejects: hidden by the encoding, not
-        only by the exact-lift requirement); violations (observed outside G_lift ∩ G_true);
-        approx_violations (passing under the best lift but not a true symmetry)."""
-        rows = []
-        for key, t in self.table.groupby(["shape", "pe", "observable"], sort=False):
-            true = t["true_symmetry"].astype("boolean").fillna(False).astype(bool)
-            lift, obs, approx = t["liftable"].astype(bool), t["observed"], t["approx_observed"]
-
-            def names(mask):
-                return " ".join(t.loc[mask, "element"])
-
-            rows.append(dict(zip(["shape", "pe", "observable"], key), G_obs=names(obs),
-                             G_lift_and_true=names(lift & true), true_not_liftable=names(true & ~lift),
-                             passes_best_lift=names(true & ~lift & approx),
-                             hidden_under_best_lift=names(true & ~lift & ~approx),
-                             violations=int((obs & ~(lift & true)).sum()),
-                             approx_violations=int((approx & ~true).sum())))
-        return pd.DataFrame(rows)
-
-    def counts(self) -> pd.DataFrame:
-        """One row per (shape, pe, observable): sizes of the hierarchy's sets among the candidates.
-
-        Columns: candidates; G_true; G_lift; G_lift_and_true (the expected G_obs); G_obs; match
-        (G_obs == G_lift ∩ G_true as sets); true_not_liftable; passes_best_lift; hidden_under_best_lift;
-        liftable_false (liftable non-symmetries, which the rule must reject); liftable_false_rejected;
-        implied (liftable non-symmetries that no Gram-type observable can tell from G_lift ∩ G_true,
-        see `implied_by`); match_with_implied (G_obs == (G_lift ∩ G_true) ∪ implied); violations
-        (observed outside G_lift ∩ G_true)."""
-        rows = []
-        for key, t in self.table.groupby(["shape", "pe", "observable"], sort=False):
-            true = t["true_symmetry"].astype("boolean").fillna(False).astype(bool)
-            lift, obs, approx = t["liftable"].astype(bool), t["observed"].astype(bool), t["approx_observed"]
-            implied = t["implied"].astype(bool) if "implied" in t else pd.Series(False, index=t.index)
-            rows.append(dict(zip(["shape", "pe", "observable"], key), candidates=len(t), G_true=int(true.sum()),
-                             G_lift=int(lift.sum()), G_lift_and_true=int((lift & true).sum()), G_obs=int(obs.sum()),
-                             match=bool((obs == (lift & true)).all()), true_not_liftable=int((true & ~lift).sum()),
-                             passes_best_lift=int((true & ~lift & approx).sum()),
-                             hidden_under_best_lift=int((true & ~lift & ~approx).sum()),
-                             liftable_false=int((lift & ~true).sum()),
-                             liftable_false_rejected=int((lift & ~true & ~obs).sum()),
-                             implied=int(implied.sum()),
-                             match_with_implied=bool((obs == ((lift & true) | implied)).all()),
-                             violations=int((obs & ~(lift & true)).sum())))
-        return pd.DataFrame(rows)
-
-    def report(self, max_names: int = 16) -> str:
-        """The hierarchy in words, one paragraph per (shape, pe, observable), for reports.
-
-        Sets of more than `max_names` elements (3D groups have up to 120) are given by their size."""
-        t = self.table
-        rotating = t[t["liftable"].astype(bool) & ~t["lift_permutation"].astype(bool)] \
-            .groupby(["shape", "pe", "observable"])["element"].apply(list)
-        lines = []
-        for _, r in self.summary().iterrows():
-            head = f"{r['shape']} / {r['pe']} / {r['observable']}"
-
-            def fmt(col):
-                names = r[col].split()
-                return f"{{{r[col]}}}" if len(names) <= max_names else f"{len(names)} elements"
-
-            lines.append(f"- {head}: G_obs = {fmt('G_obs')}, G_lift ∩ G_true = {fmt('G_lift_and_true')}"
-                         + (f", {r['violations']} violation(s)" if r["violations"] else ""))
-            names = rotating.get((r["shape"], r["pe"], r["observable"]), [])
-            if names:
-                lines.append(f"  exact lift not a signed permutation: {{{' '.join(names)}}}; Adam training does "
-                             f"not respect it, so its decision tests an approximate symmetry")
-            if r["true_not_liftable"]:
-                hidden, passing = r["hidden_under_best_lift"], r["passes_best_lift"]
-                lines.append(f"  true but not liftable: {fmt('true_not_liftable')}; "
-                             + (f"hidden even under their best orthogonal lift: {fmt('hidden_under_best_lift')}"
-                                if hidden else "none stays hidden under its best orthogonal lift")
-                             + (f"; passes under its best lift: {fmt('passes_best_lift')}" if passing and hidden
-                                else ""))
-        return "\n".join(lines)
-
-    def separation(self) -> pd.DataFrame:
-        """Which observable separates true from false liftable elements best, per encoding.
-
-        Gap per (shape, pe, observable): the smallest z (null-sd units above the null mean) of a
-        liftable false element minus the largest z of a liftable true one; the row per (pe,
-        observable) keeps the worst shape. Larger is better; `best` marks the maximum per pe."""
-        rows = []
-        for (pe, obs), t in self.table.groupby(["pe", "observable"], sort=False):
-            gaps = []
-            for _, ts in t[t["liftable"].astype(bool)].groupby("shape"):
-                true = ts["true_symmetry"].astype("boolean").fillna(False).astype(bool)
-                if true.any() and (~true).any():
-                    gaps.append(ts.loc[~true, "z"].min() - ts.loc[true, "z"].max())
-            rows.append(dict(pe=pe, observable=obs, min_gap_z=min(gaps) if gaps else np.nan,
-                             n_shapes=len(gaps)))
-        out = pd.DataFrame(rows)
-        if not out.empty:
-            out["best"] = out["min_gap_z"] == out.groupby("pe")["min_gap_z"].transform("max")
-        return out
-
-    def plot_heatmap(self, path=None, axes=None):
-        """The decision per (shape, element) and encoding (`symfast.readout.plots.heatmap`; O(3) candidates:
-        `symfast.readout.plots3d.score_heatmap`); returns the figure."""
-        if self.table["element"].str.contains(r"\[|^[ei]$").any():  # O(3) elements: ~144 columns
-            from symfast.readout.plots3d import score_heatmap
-
-            return score_heatmap(self.table, path)
-        from symfast.readout.plots import heatmap
-
-        return heatmap(self.table, path, axes=axes)
-
-    def plot_sweep(self, path=None, axes=None):
-        """Score and lift residual against rotation angle, per encoding; returns the figure."""
-        from symfast.readout.plots import sweep_curves
-
-        return sweep_curves(self.sweep, path, axes=axes)
 
 
 def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ensemble",
@@ -335,28 +173,13 @@ def observable_fn(ens: Ensemble, kind: str) -> torch.Tensor:
     return observable(ens.weights, ens.biases, kind)
 
 
-_LIFT_CACHE: dict = {}
-
-
 def _lifts(pe, elements, kind):
-    """(element, rho [d', d'] float64 tensor, exact?, residual) for each element.
-
-    Lifts depend only on the encoding's frequencies/phases and the element; they are cached
-    (sweeps read out thousands of models with the same few encodings)."""
-    pe_key = hashlib.sha1(str(tuple(pe.frequencies.shape)).encode() + pe.frequencies.cpu().numpy().tobytes()
-                          + pe.phases.cpu().numpy().tobytes()).hexdigest()
+    """(element, rho [d', d'] float64 tensor, exact?, residual) for each element, from the
+    encoding's bounded lift cache (`FourierPE.best_lift`)."""
     out = []
     for g in elements:
-        key = (pe_key, _element_key(g))
-        if key not in _LIFT_CACHE:
-            rho = pe.lift(g)
-            if rho is not None:
-                _LIFT_CACHE[key] = (torch.as_tensor(rho), True, 0.0)
-            else:
-                rho, res = pe.lift_lstsq(g, orthogonal=True)
-                _LIFT_CACHE[key] = (torch.as_tensor(rho), False, res)
-        rho, exact, res = _LIFT_CACHE[key]
-        out.append((g, torch.as_tensor(extend_lift(rho.numpy(), kind)), exact, res))
+        rho, exact, res = pe.best_lift(g)
+        out.append((g, torch.tensor(extend_lift(rho, kind)), exact, res))  # a copy: the cached lift is read-only
     return out
 
 
@@ -428,7 +251,7 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     rows = []
     for i, (g, _, ex, res) in enumerate(lifts):
         rows.append(dict(shape=shape, pe=pe_name, observable=obs, aggregate=aggregate, element=g.name,
-                         kind=_kind(g), angle_deg=_angle_deg(g), liftable=ex, lift_residual=res,
+                         kind=g.kind, angle_deg=_angle_deg(g), liftable=ex, lift_residual=res,
                          lift_permutation=bool(permutation[i]),
                          true_symmetry=bool(true[i]) if group is not None else np.nan,
                          implied=bool(implied[i]), score=float(score[i]),

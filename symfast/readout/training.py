@@ -13,7 +13,7 @@ agrees with it trained alone to about 1e-7 relative (float32, 100 steps,
 reference backend) and 1e-15 (float64, fused CPU); runs with the same batch
 are bit-identical.
 
-Returns an `Ensemble` (see `symfast.readout.ensemble` for the data model) whose
+Returns an `Ensemble` (see `symfast.nn.fields` for the data model) whose
 members carry the Shape objects they were fitted to.
 
 Checkpoints (`checkpoint=path`) hold parameters, Adam state, per-model generator
@@ -26,27 +26,22 @@ uninterrupted one. (No per-step copy of parameters or Adam state is needed.)
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
 import os
-import signal
-import threading
 
 import torch
 from tqdm.auto import tqdm
 
-from symfast.readout import samplers
-from symfast.readout.encodings import FourierPE
-from symfast._io import atomic_save
-from symfast.readout.ensemble import Ensemble, safe_load
-from symfast.ops.fourier_mlp import fourier_mlp_train_step
-from symfast.ops.fourier_mlp.reference import ACTIVATIONS, fourier_mlp
-from symfast.readout.shapes import Shape, by_name
+from symfast._io import atomic_save, safe_load, sigint_deferred
+from symfast.nn.encodings import FourierPE
+from symfast.nn.fields import Ensemble, init_weights
+from symfast.ops import _dispatch
+from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp_train_step
+from symfast.shapes import Shape, by_name, samplers
 
-__all__ = ["fit_sdf", "BACKENDS", "DOMAINS"]
+__all__ = ["fit_sdf", "check_backend", "DOMAINS"]
 
-BACKENDS = ("auto", "reference", "cpu", "triton")
 # Training samplers per input dimension, the default first. The default domains (disk, ball) are
 # invariant under all of O(D); a box breaks every candidate outside its own group (O_h in 3D),
 # and "near_surface" concentrates points on the zero level set (x projected along the SDF gradient).
@@ -76,27 +71,9 @@ def _as_seeds(seeds) -> list[int]:
     return seeds
 
 
-def init_weights(seeds: list[int], dims: list[int], dtype=torch.float32) -> tuple[list, list]:
-    """nn.Linear's default init (U(-1/sqrt(fan_in), 1/sqrt(fan_in))) per model, from its seed."""
-    weights = [torch.empty(len(seeds), a, b, dtype=dtype) for a, b in zip(dims[:-1], dims[1:])]
-    biases = [torch.empty(len(seeds), b, dtype=dtype) for b in dims[1:]]
-    for i, seed in enumerate(seeds):
-        g = torch.Generator().manual_seed(seed)
-        for w, b in zip(weights, biases):
-            bound = 1.0 / math.sqrt(w.shape[1])
-            w[i] = (torch.rand(w.shape[1:], generator=g, dtype=torch.float64) * 2 - 1).mul_(bound)
-            b[i] = (torch.rand(b.shape[1:], generator=g, dtype=torch.float64) * 2 - 1).mul_(bound)
-    return weights, biases
-
-
-def _check_backend(backend: str, device: torch.device) -> None:
-    """"auto" lets the fused op pick (C++ on CPU, Triton on CUDA, or warn and fall back)."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "cpu" and device.type != "cpu":
-        raise ValueError(f"backend='cpu' needs device='cpu', got {device}")
-    if backend == "triton" and device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ValueError("backend='triton' needs a CUDA device (or TRITON_INTERPRET=1 on CPU)")
+def check_backend(backend: str, device) -> None:
+    """Reject a training backend this build or device cannot run (the fused op's own rule)."""
+    _dispatch.resolve("fourier_mlp_train_step", backend, torch.device(device), triton=True)
 
 
 def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = "relu", steps: int = 1500,
@@ -106,7 +83,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     """Train len(shapes) x len(seeds) PE+MLP models on SDFs at once.
 
     Args:
-        shapes: Shape objects or names (see `symfast.readout.shapes.NAMES`), 2D or 3D; all of
+        shapes: Shape objects or names (see `symfast.shapes.NAMES`), 2D or 3D; all of
             the encoding's input dimension (`shape.dim == pe.input_dim`).
         pe: the Fourier encoding shared by all models.
         seeds: a count (seeds 0..n-1) or a list of distinct integer seeds.
@@ -157,7 +134,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     if not (radius > 0 and math.isfinite(radius)):
         raise ValueError(f"radius must be positive and finite, got {radius}")
     device = torch.device(device)
-    _check_backend(backend, device)
+    check_backend(backend, device)
 
     member_shapes = [s for s in shape_objs for _ in seed_list]
     member_seeds = [sd for _ in shape_objs for sd in seed_list]
@@ -194,16 +171,11 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
                                 for i, s in enumerate(shape_objs)])
             x, target = x.to(device), target.to(device)
             opt.zero_grad(set_to_none=True)
-            if backend != "reference":
-                loss_b, gw, gb = fourier_mlp_train_step(x, target, freq, phase, params[:L], params[L:],
-                                                        activation, backend=backend)
-                for p, g in zip(params, list(gw) + list(gb)):
-                    p.grad = g
-            else:
-                pred = fourier_mlp(x, freq, phase, params[:L], params[L:], activation)
-                loss_b = (pred - target).pow(2).mean(dim=1)
-                loss_b.sum().backward()
-            with _sigint_deferred():  # the update and its bookkeeping happen together
+            loss_b, gw, gb = fourier_mlp_train_step(x, target, freq, phase, params[:L], params[L:],
+                                                    activation, backend=backend)
+            for p, g in zip(params, list(gw) + list(gb)):
+                p.grad = g
+            with sigint_deferred():  # the update and its bookkeeping happen together
                 opt.step()
                 losses[step] = loss_b.detach().float().cpu()
                 boundary, drawn_from = step + 1, None
@@ -269,24 +241,6 @@ def _sample3(sampler, gens, shapes, n, radius, dtype) -> torch.Tensor:
         else:
             out[i] = samplers.sample_near_surface(shapes[i], n, radius=radius, generator=g, dtype=dtype)
     return out
-
-
-@contextlib.contextmanager
-def _sigint_deferred():
-    """Hold a Ctrl-C that arrives inside the block and deliver it when the block ends (main
-    thread with a Python SIGINT handler only; elsewhere the block runs as is)."""
-    if threading.current_thread() is not threading.main_thread() or \
-            not callable(signal.getsignal(signal.SIGINT)):
-        yield
-        return
-    got = []
-    old = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, old)
-        if got:
-            signal.raise_signal(signal.SIGINT)
 
 
 def _adam_steps(opt, params) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from symfast.schur.rnn.tasks import EVAL_SEED
 from symfast.schur.blocks import BLOCKS, ablate, schur_blocks, subset_name
 
 __all__ = ["removed_direction_projections", "damage_predictors", "PREDICTORS"]
@@ -30,7 +31,7 @@ __all__ = ["removed_direction_projections", "damage_predictors", "PREDICTORS"]
 PREDICTORS = ("removed_rel_T", "pc_overlap", "readout_overlap", "manifold_overlap")
 
 
-def removed_direction_projections(model, task, alpha: float = 0.9, n_eval: int = 256, eval_seed: int = 10**6,
+def removed_direction_projections(model, task, alpha: float = 0.9, n_eval: int = 256, eval_seed: int = EVAL_SEED,
                                   pc_var: float = 0.9) -> pd.DataFrame:
     """One row per single block (subset "-T_RR", "-T_C->R", "-T_CC"): the overlaps above.
 

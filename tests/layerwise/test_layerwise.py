@@ -273,7 +273,7 @@ def test_bridge_compare_observables_on_planted_ensemble(activation):
     """Planted D2 (rectangle) first layers: matching is exactly 0 on D2 and > 0 off it. With ReLU the
     planted hidden action is a *scaled* permutation D P D^-1: matching ("scale") still sees it,
     the Gram W1^T W1 does not (P^T P != I), which is what matching adds to the readout."""
-    from symfast.layerwise.bridge import compare_observables, separation
+    from symfast.readout.matching import compare_observables, separation
 
     pe = sf.DyadicAxisPE(K=2)
     gens = [pe.lift(sf.rotation(np.pi)), pe.lift(sf.reflection(0.0))]

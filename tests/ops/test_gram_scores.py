@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import symfast as sf
-from symfast.readout.groups import union
+from symfast.groups import union
 from symfast.readout.observables import extend_lift
 from symfast.ops.gram_scores import BlockPermLift, gram, gram_scores, gram_scores_blockperm_op, gram_scores_op, reference
 from symfast.ops.gram_scores.lifts import split_lifts, transpose_pairs

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import symfast as sf
-from symfast.readout import shapes
-from symfast.readout.ensemble import Ensemble
-from symfast.readout.groups import Group, union
+from symfast import shapes
+from symfast.nn.fields import Ensemble
+from symfast.groups import Group, union
 from symfast.readout.readout import default_candidates
 from symfast.testing import assert_close
 
@@ -39,7 +39,7 @@ def true_set(t):
 
 
 def names(group, among):
-    return {sf.readout.groups.as_element(g).name for g in among if g in group}
+    return {sf.groups.as_element(g).name for g in among if g in group}
 
 
 CASES = {

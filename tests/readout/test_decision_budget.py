@@ -5,7 +5,7 @@ import torch
 
 import symfast as sf
 from symfast.readout import budget
-from symfast.readout.ensemble import Ensemble
+from symfast.nn.fields import Ensemble
 
 
 def planted_trainer(groups, calls, with_steps=False):

@@ -5,7 +5,7 @@ import torch
 
 import symfast as sf
 from symfast.readout import calibration as c
-from symfast.readout.ensemble import Ensemble
+from symfast.nn.fields import Ensemble
 
 
 def test_score_table_and_rates_count_errors():

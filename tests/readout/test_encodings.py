@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import symfast as sf
-from symfast.readout.groups import union
+from symfast.groups import union
 from symfast.ops.fourier_features import fourier_features, reference
 from symfast.testing import assert_close
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import symfast as sf
-from symfast.readout.groups import as_element, union
+from symfast.groups import as_element, union
 
 
 def test_names_and_matrices():

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import symfast as sf
-from symfast.readout.groups import Group, as_element, union
+from symfast.groups import Group, as_element, union
 
 o3 = sf.o3
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import symfast as sf
-from symfast.readout.ensemble import Ensemble
+from symfast.nn.fields import Ensemble
 from symfast.readout.readout import readout
 
 

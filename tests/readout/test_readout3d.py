@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 import symfast as sf
 from symfast.cli import main
-from symfast.readout import o3
+from symfast.groups import o3
 from symfast.readout.claims import group_label, readout3d_claims
-from symfast.readout.encodings import MultiAxisPE, cube_axes, encoding_by_name, icosahedron_axes
-from symfast.readout.ensemble import Ensemble
+from symfast.nn.encodings import MultiAxisPE, cube_axes, encoding_by_name, icosahedron_axes
+from symfast.nn.fields import Ensemble
 from symfast.readout.readout import default_candidates, readout
 
 CANDIDATES = default_candidates(3)

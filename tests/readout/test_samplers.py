@@ -3,7 +3,8 @@ import math
 import pytest
 import torch
 
-from symfast.readout import samplers, shapes
+import symfast.shapes as shapes
+from symfast.shapes import samplers
 
 
 def gen(seed=0):

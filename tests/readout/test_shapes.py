@@ -4,8 +4,9 @@ import pytest
 import torch
 
 import symfast as sf
-from symfast.readout import samplers, shapes
-from symfast.readout.groups import union
+import symfast.shapes as shapes
+from symfast.shapes import samplers
+from symfast.groups import union
 
 CANDIDATES = union([sf.dihedral(24), sf.dihedral(10), sf.dihedral(7)])
 

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import symfast as sf
-from symfast.readout import samplers, shapes, solids
-from symfast.readout.groups import Group, union
+import symfast.shapes as shapes
+from symfast.shapes import meshes, samplers, solids
+from symfast.groups import Group, union
 
 o3 = sf.o3
 # The candidates every solid is checked against: O_h, I_h (sharing T_h), D_5h, D_6h and a sweep of
@@ -87,7 +88,7 @@ def _closest_on_triangle(p, a, b, c):
 
 def brute_sdf(x, vertices):
     """Reference: min over hull triangles of the scalar closest-point distance, signed by Delaunay
-    containment (no code shared with symfast.readout.solids)."""
+    containment (no code shared with symfast.shapes.solids)."""
     from scipy.spatial import ConvexHull, Delaunay
 
     tri = vertices[ConvexHull(vertices).simplices]
@@ -229,9 +230,9 @@ def test_mesh_sign_and_culling_against_references():
     tri = torch.as_tensor(np.asarray(m.vertices)[m.faces])
     got = s.sdf(x)
     # sign: the pseudonormal test against the generalised winding number
-    assert torch.equal(got < 0, solids.winding_number(x, tri).abs() > 0.5)
+    assert torch.equal(got < 0, meshes.winding_number(x, tri).abs() > 0.5)
     # distance: the culled search against all pairs (the brute-force minimum)
-    brute = torch.stack([solids._point_triangle(x, *tri[t]) for t in range(len(tri))]).min(0).values
+    brute = torch.stack([meshes._point_triangle(x, *tri[t]) for t in range(len(tri))]).min(0).values
     assert (got.abs() - brute).abs().max() < 1e-15
     assert (got - shapes.torus(0.5, 0.2).sdf(x)).abs().max() < 0.02  # a coarse torus mesh
 
@@ -253,7 +254,7 @@ def test_mesh_errors(monkeypatch):
     closed = trimesh.creation.box()
     flipped = np.r_[closed.faces[:1, [0, 2, 1]], closed.faces[1:]]  # one face oriented the wrong way
     with pytest.raises(ValueError, match="consistently oriented"):
-        solids._mesh_shape(closed.vertices, flipped)
+        meshes._mesh_shape(closed.vertices, flipped)
     monkeypatch.setitem(sys.modules, "trimesh", None)
     with pytest.raises(ImportError, match=r"symfast\[mesh\]"):
         shapes.mesh("any.stl")

@@ -6,7 +6,7 @@ import torch
 
 import symfast as sf
 from symfast.readout import training
-from symfast.readout.ensemble import Ensemble
+from symfast.nn.fields import Ensemble
 from symfast.testing import assert_close
 
 SMALL = dict(hidden=(16, 16), steps=12, points=64, backend="reference", progress=False)

@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from symfast.readout.ensemble import Ensemble
+from symfast.nn.fields import Ensemble
 from symfast.readout.observables import observable, scores
 from symfast.readout.readout import _lifts, default_candidates, readout
 from symfast.readout.sweeps.spec import Batch, SweepSpec, make_encoding
@@ -69,7 +69,7 @@ def _ens_dict(ens: Ensemble) -> dict:
 
 
 def _ens_from(d: dict) -> Ensemble:
-    from symfast.readout.encodings import FourierPE
+    from symfast.nn.encodings import FourierPE
 
     return Ensemble(FourierPE.from_config(d["pe"]), d["weights"], d["biases"], d["activation"], d["shapes"],
                     d["seeds"], d["losses"], d["config"])

@@ -15,9 +15,9 @@ import re
 import tomllib
 from dataclasses import asdict, dataclass, field
 
-from symfast.readout import shapes as shp
+from symfast import shapes as shp
 from symfast.ops.fourier_mlp.reference import ACTIVATIONS
-from symfast.readout.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
+from symfast.nn.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 from symfast.readout.observables import OBSERVABLES
 
 __all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding"]

@@ -12,6 +12,10 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+# Seed of the held-out evaluation batches (ablations, subspace projections, convergence checks): far
+# above the seeds training batches are drawn with.
+EVAL_SEED = 10**6
+
 __all__ = ["Task", "FlipFlop", "SineGeneration", "ContextIntegration", "Copy", "make_task", "TASKS", "fvu"]
 
 

@@ -15,19 +15,26 @@ in. The features are computed in the input's dtype.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 import numbers
+from collections import OrderedDict
 
 import numpy as np
 import torch
 
-from symfast.readout.groups import as_element
+from symfast.groups import as_element
+from symfast.shapes import samplers
 from symfast.ops.fourier_features import fourier_features
 
 __all__ = ["FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE", "RandomFourierPE", "encoding_by_name",
            "cube_axes", "icosahedron_axes", "ENCODINGS"]
 
 _DIMS = (2, 3)
+# Lifts kept by `FourierPE.best_lift`, across encodings: a sweep reads thousands of models with the
+# same few encodings (the 144 default 3D candidates of ~28 encodings fit).
+LIFT_CACHE_SIZE = 4096
+_LIFT_CACHE: OrderedDict = OrderedDict()
 
 
 def _element_matrix(g, dim: int) -> np.ndarray:
@@ -152,6 +159,33 @@ class FourierPE(torch.nn.Module):
             rho[2 * j: 2 * j + 2, 2 * i: 2 * i + 2] = [[s * cc, sc], [-s * sc, cc]]
         return rho
 
+    def best_lift(self, g) -> tuple[np.ndarray, bool, float]:
+        """(rho [d, d] float64, exact?, relative residual): the exact lift where the encoding has one,
+        else the orthogonal least-squares lift (`lift_lstsq(g, orthogonal=True)`).
+
+        Cached by the encoding's frequencies and phases and the element's matrix, for the
+        `LIFT_CACHE_SIZE` most recently used pairs. The returned array is read-only.
+        """
+        mat = _element_matrix(g, self.input_dim)
+        key = (self._fingerprint(), (np.round(mat, 10) + 0.0).tobytes())
+        hit = _LIFT_CACHE.get(key)
+        if hit is None:
+            rho, exact, residual = self.lift(g), True, 0.0
+            if rho is None:
+                (rho, residual), exact = self.lift_lstsq(g, orthogonal=True), False
+            rho.setflags(write=False)
+            hit = (rho, exact, residual)
+            _LIFT_CACHE[key] = hit
+            if len(_LIFT_CACHE) > LIFT_CACHE_SIZE:
+                _LIFT_CACHE.popitem(last=False)
+        else:
+            _LIFT_CACHE.move_to_end(key)
+        return hit
+
+    def _fingerprint(self) -> str:
+        w, b = self.frequencies.detach().cpu().numpy(), self.phases.detach().cpu().numpy()
+        return hashlib.sha1(str(w.shape).encode() + w.tobytes() + b.tobytes()).hexdigest()
+
     def is_liftable(self, g) -> bool:
         return self.lift(g) is not None
 
@@ -167,8 +201,6 @@ class FourierPE(torch.nn.Module):
         Returns:
             (rho_hat [d, d] float64 numpy, relative residual ||phi(gX) - rho_hat phi(X)|| / ||phi(gX)||).
         """
-        from symfast.readout import samplers
-
         mat = torch.as_tensor(_element_matrix(g, self.input_dim))
         key = (num_samples, radius, seed)
         if getattr(self, "_lstsq_cache", (None,))[0] != key:  # samples and phi(X) reused across a sweep

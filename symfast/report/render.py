@@ -14,39 +14,11 @@ import html
 import os
 import platform
 import subprocess
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-__all__ = ["Claim", "Section", "VERDICTS", "run_details", "write_claims", "read_claims", "render_markdown",
-           "render_html", "write_report"]
-
-VERDICTS = ("held", "missed", "not comparable")
-
-
-@dataclass
-class Claim:
-    """One checked claim.
-
-    Args:
-        study: "readout", "schur" or "layerwise".
-        claim: the paper's statement, in a few words.
-        expected: what the claim predicts for this run.
-        measured: what this run measured.
-        verdict: one of `VERDICTS`.
-        note: why, in words (thin margins, unconverged models, a different setting).
-    """
-
-    study: str
-    claim: str
-    expected: str
-    measured: str
-    verdict: str
-    note: str = ""
-
-    def __post_init__(self):
-        if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+__all__ = ["Section", "run_details", "render_markdown", "render_html", "write_report"]
 
 
 @dataclass
@@ -109,33 +81,21 @@ def run_details(seconds: float | None = None) -> dict:
     """Version, commit, date, machine and threads of this run (the report's first table)."""
     import torch
 
-    import symfast
+    from symfast._ext import cpp_available
+    from symfast._version import __version__
 
     d = {
-        "symfast": symfast.__version__,
+        "symfast": __version__,
         "commit": _commit(),
         "date (UTC)": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
         "machine": f"{_cpu_model()}, {os.cpu_count()} cores, {_isa()}",
         "torch threads": str(torch.get_num_threads()),
         "python / torch": f"{platform.python_version()} / {torch.__version__}",
-        "C++ kernels": "built" if symfast.cpp_available() else "not built (PyTorch references)",
+        "C++ kernels": "built" if cpp_available() else "not built (PyTorch references)",
     }
     if seconds is not None:
         d["wall time"] = f"{seconds / 60:.1f} min"
     return d
-
-
-def write_claims(path: str, claims: list) -> None:
-    """Write `Claim` rows to a CSV file (the study's `claims.csv`)."""
-    pd.DataFrame([asdict(c) for c in claims], columns=[f.name for f in fields(Claim)]).to_csv(path, index=False)
-
-
-def read_claims(path: str) -> list:
-    """Read `claims.csv`; a missing file gives no claims."""
-    if not os.path.exists(path):
-        return []
-    t = pd.read_csv(path, dtype=str, keep_default_na=False)
-    return [Claim(**row) for row in t.to_dict("records")]
 
 
 def _md_table(df: pd.DataFrame, floatfmt: str = ".3g") -> str:

@@ -1,4 +1,6 @@
-"""The trained-model data type of the readout study: B PE+MLP neural fields sharing one encoding.
+"""Neural fields: B PE+MLP models sharing one Fourier encoding, as plain tensors (`Ensemble`, the
+package's one PE+MLP data type) and as trainable nn.Modules on the fused kernels
+(`FourierMLPEnsemble`, and `FourierMLP` for one model).
 
 Data model:
 - `symfast.fit_sdf` returns an `Ensemble`; `symfast.readout` reads one (or a list).
@@ -9,7 +11,7 @@ Data model:
   and its seed. The readout takes G_true from these Shape objects (declared group, or the
   group `Shape.symmetries` finds when none was declared), never from a name lookup.
 - Conversions, all exact (same tensors, same activation):
-  `to_module()` / `from_module()` with `symfast.nn.FourierMLPEnsemble` (the trainable
+  `to_module()` / `from_module()` with `FourierMLPEnsemble` (the trainable
   nn.Module form on the fused kernels; `FourierMLP` is its one-model case), and
   `to_sequential(i)` / `from_sequentials()` with `nn.Sequential(FourierPE, Linear, act, ...,
   Linear)`. `symfast.readout` also accepts a `FourierMLPEnsemble` that knows its shapes.
@@ -18,27 +20,44 @@ Data model:
   training config and each shape as `Shape.to_dict()` (recipe such as polygon vertices,
   name and group elements). `load(path)` reads it with `torch.load(weights_only=True)`
   (no arbitrary unpickling) and validates every field; files of the first format, which
-  stored shape names only, load with a warning and take the shapes from `shapes.by_name`.
+  stored shape names only, load with a warning and take the shapes from `symfast.shapes.by_name`.
 """
 from __future__ import annotations
 
 import copy
-import os
+import math
 import warnings
 from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
+from torch import nn
 
-from symfast._io import atomic_save
-from symfast.readout.encodings import FourierPE
-from symfast.readout.shapes import Shape, by_name
-from symfast.ops.fourier_mlp.reference import ACTIVATIONS, fourier_mlp
+from symfast._io import atomic_save, safe_load
+from symfast.nn.encodings import FourierPE
+from symfast.nn.sequential import parse_sequential, stack_sequentials, to_sequential
+from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp, fourier_mlp_train_step
+from symfast.shapes import Shape, by_name
 
-__all__ = ["Ensemble"]
+__all__ = ["Ensemble", "FourierMLPEnsemble", "FourierMLP", "init_weights"]
 
 FORMAT = "symfast.Ensemble/2"
 _OLD_FORMAT = "symfast.Ensemble/1"  # shapes by name only
+
+
+def init_weights(seeds: list[int], dims: list[int], dtype=torch.float32) -> tuple[list, list]:
+    """nn.Linear's default init (U(-1/sqrt(fan_in), 1/sqrt(fan_in))) per model, from its seed: the one
+    initialisation of `fit_sdf` and of `FourierMLPEnsemble`. Returns weights [B, fan_in, fan_out] and
+    biases [B, fan_out] per layer (float64 draws, cast to `dtype`)."""
+    weights = [torch.empty(len(seeds), a, b, dtype=dtype) for a, b in zip(dims[:-1], dims[1:])]
+    biases = [torch.empty(len(seeds), b, dtype=dtype) for b in dims[1:]]
+    for i, seed in enumerate(seeds):
+        g = torch.Generator().manual_seed(seed)
+        for w, b in zip(weights, biases):
+            bound = 1.0 / math.sqrt(w.shape[1])
+            w[i] = (torch.rand(w.shape[1:], generator=g, dtype=torch.float64) * 2 - 1).mul_(bound)
+            b[i] = (torch.rand(b.shape[1:], generator=g, dtype=torch.float64) * 2 - 1).mul_(bound)
+    return weights, biases
 
 
 def _as_target(s) -> Shape | None:
@@ -60,7 +79,7 @@ class Ensemble:
     Attributes:
         pe: the shared Fourier encoding.
         weights, biases: lists of [B, fan_in, fan_out] and [B, fan_out] tensors.
-        activation: hidden activation name (a key of `symfast.ops.fourier_mlp.reference.ACTIVATIONS`).
+        activation: hidden activation name (one of `symfast.ops.fourier_mlp.ACTIVATIONS`).
         shapes: per-member shape name (length B). The constructor takes Shape objects or
             names; `targets` keeps the Shape objects (None for a name it does not know).
         seeds: per-member seed (length B).
@@ -157,14 +176,13 @@ class Ensemble:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Evaluate every member at x: [N, D] (shared) or [B, N, D] -> [B, N] (D = `pe.input_dim`)."""
         x = torch.as_tensor(x, dtype=self.weights[0].dtype)
-        return fourier_mlp(x, self.pe.frequencies, self.pe.phases, self.weights, self.biases, self.activation)
+        return fourier_mlp(x, self.pe.frequencies, self.pe.phases, self.weights, self.biases, self.activation,
+                           backend="reference")
 
     # -- interop with ordinary PyTorch ---------------------------------------------------------
     def to_module(self, backend: str = "auto"):
         """The ensemble as a trainable `symfast.nn.FourierMLPEnsemble` (parameters are copies;
         the module keeps `shapes` and `seeds`, so `module.to_ensemble()` gives this back)."""
-        from symfast.nn import FourierMLPEnsemble
-
         return FourierMLPEnsemble.from_tensors(self.pe, self.weights, self.biases, self.activation, backend,
                                                shapes=[self._shape_arg(i) for i in range(len(self))],
                                                seeds=list(self.seeds))
@@ -173,8 +191,6 @@ class Ensemble:
     def from_module(module, shapes=None, seeds=None) -> "Ensemble":
         """An Ensemble from a `symfast.nn.FourierMLPEnsemble` (or `FourierMLP`): its weights
         (detached copies) and activation; `shapes`/`seeds` default to the module's own."""
-        from symfast.nn import FourierMLPEnsemble
-
         if not isinstance(module, FourierMLPEnsemble):
             raise TypeError(f"expected a symfast.nn.FourierMLPEnsemble, got {type(module).__name__}")
         shapes = module.shapes if shapes is None else list(shapes)
@@ -195,19 +211,15 @@ class Ensemble:
 
     def to_sequential(self, i: int) -> torch.nn.Sequential:
         """Member i as nn.Sequential(FourierPE, Linear, act, ..., Linear) (output [..., 1])."""
-        from symfast.nn import _to_sequential
-
         if not 0 <= i < len(self):
             raise IndexError(f"member {i} out of range for an ensemble of {len(self)}")
-        return _to_sequential(self.pe, [w[i] for w in self.weights], [b[i] for b in self.biases], self.activation)
+        return to_sequential(self.pe, [w[i] for w in self.weights], [b[i] for b in self.biases], self.activation)
 
     @staticmethod
     def from_sequentials(models, shapes, seeds=None) -> "Ensemble":
         """Stack nn.Sequential(FourierPE, Linear, act, ..., Linear) models (same encoding and
         architecture) into an Ensemble; `shapes` gives each model's target (Shape or name)."""
-        from symfast.nn import _stack_sequentials
-
-        pe, weights, biases, act = _stack_sequentials(models)
+        pe, weights, biases, act = stack_sequentials(models)
         seeds = list(range(len(models))) if seeds is None else list(seeds)
         return Ensemble(pe, weights, biases, act, list(shapes), seeds)
 
@@ -241,7 +253,7 @@ class Ensemble:
                 raise ValueError("losses must be a tensor and config a dict")
             if d["format"] == _OLD_FORMAT:
                 warnings.warn(f"{path}: old ensemble format with shape names only; taking each shape from "
-                              "symfast.readout.shapes.by_name (save again to store the shapes themselves)")
+                              "symfast.shapes.by_name (save again to store the shapes themselves)")
                 shapes = list(d["shapes"])
             else:
                 shapes = [_shape_from_dict(s) for s in d["shapes"]]
@@ -261,13 +273,152 @@ def _shape_from_dict(d: dict):
     return Shape.from_dict(d)
 
 
-def safe_load(path, what: str):
-    """torch.load(weights_only=True) on CPU; a truncated or corrupt file raises ValueError naming it."""
-    path = os.fspath(path)
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except (FileNotFoundError, IsADirectoryError, PermissionError):
-        raise
-    except Exception as e:  # EOFError, RuntimeError (zip), UnpicklingError, ...: all mean "not readable"
-        raise ValueError(f"{path}: cannot read {what} file; it is truncated, corrupt or not such a file "
-                         f"({type(e).__name__}: {e})") from None
+class FourierMLPEnsemble(nn.Module):
+    """B independent PE + MLP models trained and evaluated together by the fused kernels.
+
+    Args:
+        pe: the Fourier encoding shared by all models (d = pe.dim features).
+        hidden: hidden widths, e.g. (64, 64) for d -> 64 -> 64 -> 1.
+        num_models: B.
+        activation: "relu", "tanh", "silu" or "sine".
+        backend: "auto", "cpu", "triton" or "reference" (see `symfast.fourier_mlp`).
+        dtype, device: of the parameters. Initialised like nn.Linear (U(+-1/sqrt(fan_in))) by
+            `init_weights`, from `seeds` when given (as `fit_sdf` does), else from seeds drawn
+            with `generator`.
+        shapes, seeds: optional, the Shape each model is fitted to and its seed (length B),
+            carried into `to_ensemble()` (and so into `symfast.readout(module)`).
+
+    Parameters: weights[l]: [B, fan_in, fan_out], biases[l]: [B, fan_out].
+    """
+
+    def __init__(self, pe: FourierPE, hidden=(64, 64), num_models: int = 1, activation: str = "relu",
+                 backend: str = "auto", dtype=torch.float32, device=None, generator=None,
+                 shapes=None, seeds=None):
+        super().__init__()
+        self.shapes = None if shapes is None else list(shapes)
+        self.seeds = None if seeds is None else list(seeds)
+        for name, v in (("shapes", self.shapes), ("seeds", self.seeds)):
+            if v is not None and len(v) != num_models:
+                raise ValueError(f"{name} must have one entry per model ({num_models}), got {len(v)}")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"unsupported activation {activation!r}; choose from {list(ACTIVATIONS)}")
+        if not isinstance(pe, FourierPE):
+            raise ValueError(f"pe must be a symfast FourierPE, got {type(pe).__name__}")
+        dims = [pe.dim, *[int(h) for h in hidden], 1]
+        if len(dims) < 3 or min(dims) < 1 or num_models < 1:
+            raise ValueError(f"need >= 1 hidden layer of positive width and num_models >= 1, got {hidden}")
+        self.pe, self.activation, self.backend = pe, activation, backend
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        init_seeds = self.seeds if self.seeds is not None else \
+            torch.randint(2**62, (num_models,), generator=generator).tolist()
+        ws, bs = init_weights(init_seeds, dims, dtype)
+        for w, bb in zip(ws, bs):
+            self.weights.append(nn.Parameter(w.to(device)))
+            self.biases.append(nn.Parameter(bb.to(device)))
+
+    @property
+    def num_models(self) -> int:
+        return self.weights[0].shape[0]
+
+    @classmethod
+    def from_tensors(cls, pe, weights, biases, activation: str = "relu", backend: str = "auto",
+                     shapes=None, seeds=None) -> "FourierMLPEnsemble":
+        """A module holding copies of weights[l]: [B, fan_in, fan_out] and biases[l]: [B, fan_out]."""
+        ws, bs = list(weights), list(biases)
+        m = cls.__new__(cls)
+        FourierMLPEnsemble.__init__(m, copy.deepcopy(pe), [w.shape[2] for w in ws[:-1]], ws[0].shape[0], activation,
+                                    backend, dtype=ws[0].dtype, device=ws[0].device, shapes=shapes, seeds=seeds)
+        with torch.no_grad():
+            for l, (w, b) in enumerate(zip(ws, bs)):
+                if m.weights[l].shape != w.shape or m.biases[l].shape != b.shape:
+                    raise ValueError(f"layer {l}: weights {list(w.shape)} / biases {list(b.shape)} do not chain")
+                m.weights[l].copy_(w)
+                m.biases[l].copy_(b)
+        return m
+
+    def to_ensemble(self, shapes=None, seeds=None):
+        """This module as a `symfast.Ensemble` (copies); shapes/seeds default to the module's."""
+        return Ensemble.from_module(self, shapes, seeds)
+
+    def _pe_args(self, x):
+        return self.pe.frequencies.to(x.device, x.dtype), self.pe.phases.to(x.device, x.dtype)
+
+    def _as_input(self, x, name: str = "x") -> torch.Tensor:
+        """Tensors pass through; numpy arrays and lists become tensors of the parameters' dtype/device."""
+        if not isinstance(x, torch.Tensor):
+            try:
+                x = torch.as_tensor(x, dtype=self.weights[0].dtype, device=self.weights[0].device)
+            except (TypeError, ValueError, RuntimeError) as e:
+                raise TypeError(f"{name} must be a tensor or numeric array, got {type(x).__name__}: {e}") from None
+        return x.contiguous()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [B, N, 2] (per model) or [N, 2] (shared) -> [B, N]."""
+        x = self._as_input(x)
+        f, p = self._pe_args(x)
+        return fourier_mlp(x, f, p, list(self.weights), list(self.biases), self.activation, self.backend)
+
+    def train_step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Fused forward + per-model MSE + backward; sets p.grad (replacing it) and returns loss [B].
+
+        x: [B, N, 2] or [N, 2]; targets: [B, N]. Follow with optimizer.step().
+        """
+        x, targets = self._as_input(x), self._as_input(targets, "targets")
+        f, p = self._pe_args(x)
+        loss, dw, db = fourier_mlp_train_step(x, targets, f, p, list(self.weights), list(self.biases),
+                                              self.activation, self.backend)
+        for param, g in zip(list(self.weights) + list(self.biases), dw + db):
+            param.grad = g
+        return loss
+
+    def __getitem__(self, i: int) -> "FourierMLP":
+        """Model i as a standalone FourierMLP (a copy, with its shape and seed if known)."""
+        m = FourierMLP._from_params(self.pe, [w[i].detach() for w in self.weights],
+                                    [b[i].detach() for b in self.biases], self.activation, self.backend)
+        m.shapes = None if self.shapes is None else [self.shapes[i]]
+        m.seeds = None if self.seeds is None else [self.seeds[i]]
+        return m
+
+    def to_sequential(self, i: int) -> nn.Sequential:
+        """Model i as nn.Sequential(pe, Linear, act, ..., Linear) (output [..., 1])."""
+        return to_sequential(self.pe, [w[i].detach() for w in self.weights],
+                              [b[i].detach() for b in self.biases], self.activation)
+
+    @classmethod
+    def from_sequentials(cls, seqs, backend: str = "auto") -> "FourierMLPEnsemble":
+        """Stack same-architecture nn.Sequential(pe, Linear, act, ..., Linear) models into one ensemble."""
+        pe, ws, bs, act = stack_sequentials(seqs)
+        return FourierMLPEnsemble.from_tensors(pe, ws, bs, act, backend)
+
+
+class FourierMLP(FourierMLPEnsemble):
+    """One PE + MLP model on the fused kernels: x [..., 2] -> [...] (an ensemble of size 1)."""
+
+    def __init__(self, pe: FourierPE, hidden=(64, 64), activation: str = "relu", backend: str = "auto",
+                 dtype=torch.float32, device=None, generator=None, shapes=None, seeds=None):
+        super().__init__(pe, hidden, 1, activation, backend, dtype, device, generator, shapes, seeds)
+
+    @classmethod
+    def _from_params(cls, pe, ws, bs, activation, backend):
+        """One model from ws[l]: [fan_in, fan_out], bs[l]: [fan_out]."""
+        return cls.from_tensors(pe, [w[None] for w in ws], [b[None] for b in bs], activation, backend)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x: [..., D] (D: the encoding's input dimension, 2 or 3) -> [...]."""
+        x = self._as_input(x)
+        lead = x.shape[:-1]
+        return super().forward(x.reshape(-1, x.shape[-1]))[0].reshape(lead)
+
+    def train_step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """x: [N, D], targets: [N] -> scalar MSE; sets p.grad."""
+        x, targets = self._as_input(x), self._as_input(targets, "targets")
+        return super().train_step(x.reshape(-1, x.shape[-1]), targets.reshape(1, -1))[0]
+
+    def to_sequential(self, i: int = 0) -> nn.Sequential:
+        return super().to_sequential(i)
+
+    @classmethod
+    def from_sequential(cls, seq: nn.Sequential, backend: str = "auto") -> "FourierMLP":
+        pe, ws, bs, act = parse_sequential(seq)
+        return cls._from_params(pe, ws, bs, act, backend)

@@ -1,4 +1,4 @@
-"""Bridge to the neural-field readout: the matching observable next to the Gram scores.
+"""The matching observable of the readout, next to the Gram scores.
 
 The Gram W1^T W1 forgets which neuron is which; the matching observable asks the
 stronger, layerwise question directly: is W1 rho(g) = P W1 for a
@@ -12,9 +12,15 @@ import numpy as np
 import pandas as pd
 import torch
 
-from symfast.ops.matching import matching_scores
+from symfast.nn.fields import init_weights
+from symfast.ops.gram_scores import gram, gram_scores
+from symfast.ops.matching import MatchingScores, matching_scores
 
-__all__ = ["first_layer", "compare_observables", "separation"]
+__all__ = ["matching_scores", "MatchingScores", "first_layer", "compare_observables", "separation"]
+
+# Seeds of the freshly initialised first layers that give each element's null at init
+# (`compare_observables`'s match_<mode>_init): disjoint from the seeds models are trained with.
+INIT_NULL_FIRST_SEED = 1000
 
 
 def first_layer(ensemble, idx=None, with_bias: bool = False):
@@ -27,14 +33,10 @@ def first_layer(ensemble, idx=None, with_bias: bool = False):
     return W1, b.detach().double()
 
 
-def _gram_scores(W1: torch.Tensor, rho: torch.Tensor):
-    """Per-model and ensemble-mean Gram scores: ([M, G], [G])."""
-    G = W1.transpose(1, 2) @ W1  # [M, d, d]
-    t = torch.einsum("eji,mjk,ekl->meil", rho, G, rho) - G[:, None]
-    per = t.flatten(2).norm(dim=2) / G.flatten(1).norm(dim=1)[:, None]
-    Gm = G.mean(0)
-    tm = torch.einsum("eji,jk,ekl->eil", rho, Gm, rho) - Gm
-    return per, tm.flatten(1).norm(dim=1) / Gm.norm()
+def _gram_scores(ensemble, idx, rho: torch.Tensor):
+    """Per-model and ensemble-mean Gram scores of the members idx: ([M, G], [G])."""
+    G = gram(ensemble.weights[0][torch.as_tensor(list(idx))].detach().double())  # [M, d, d] = W1^T W1
+    return gram_scores(G, rho), gram_scores(G.mean(0, keepdim=True), rho)[0]
 
 
 def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"), with_bias: bool = True):
@@ -42,7 +44,9 @@ def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"),
 
     Args:
         ensemble: a `symfast.Ensemble` (weights[0]: [B, d, H]).
-        shape: shape name; its models are `ensemble.indices(shape)`; its group gives "true".
+        shape: a Shape or its name; its models are `ensemble.indices(shape)`; "true" is the
+            members' G_true (`ensemble.true_group`: their Shape's declared group, or the
+            elements the field is invariant under when none was declared).
         elements: candidate O(2) elements (e.g. `sf.dihedral(6)`); non-liftable ones are skipped.
         modes: matching families ("sign" = signed permutations; "scale" = the ReLU
             hidden action, positively scaled permutations; "perm").
@@ -55,24 +59,23 @@ def compare_observables(ensemble, shape: str, elements, modes=("sign", "scale"),
         initialised first layers (an element-specific null: lifts with fixed points score lower
         even at init).
     """
-    from symfast.readout.shapes import by_name
-
     idx = ensemble.indices(shape)
-    group = by_name(shape).group
+    group = ensemble.true_group(shape, elements)
+    if group is None:
+        raise ValueError(f"the members trained on {getattr(shape, 'name', shape)!r} carry no Shape, so their "
+                         "true group is unknown")
     lifts = {g.name: ensemble.pe.lift(g) for g in elements}
     lifts = {k: v for k, v in lifts.items() if v is not None}
     if not lifts:
         raise ValueError("no candidate element is exactly liftable by this encoding")
     W1, b1 = first_layer(ensemble, idx, with_bias=True)
     rho = torch.as_tensor(np.stack(list(lifts.values())))
-    gm, ge = _gram_scores(W1, rho)
+    gm, ge = _gram_scores(ensemble, idx, rho)
     names = list(lifts)
     df = pd.DataFrame({"element": names, "true_symmetry": [n in group for n in names],
                        "gram_model": gm.mean(0).numpy(), "gram_model_std": gm.std(0).numpy(),
                        "gram_ensemble": ge.numpy()})
-    from symfast.readout.training import init_weights
-
-    w0, _ = init_weights([1000 + i for i in range(len(idx))], [ensemble.pe.dim, W1.shape[1], 1], torch.float64)
+    w0, _ = init_weights([INIT_NULL_FIRST_SEED + i for i in range(len(idx))], [ensemble.pe.dim, W1.shape[1], 1], torch.float64)
     for mode in modes:
         s = matching_scores(W1, lifts, layout="HD", mode=mode)
         df[f"match_{mode}_init"] = matching_scores(w0[0], lifts, layout="DH", mode=mode).mean

@@ -1,0 +1,111 @@
+"""The studies' prose in the report: what each study does (its introduction), what each
+column of its summary tables means (glossaries) and what each figure shows (captions).
+
+Papers are cited by title and arXiv id; `symfast reproduce` puts these beside its tables and figures.
+"""
+from __future__ import annotations
+
+__all__ = ["INTROS", "READOUT_GLOSSARY", "READOUT3D_GLOSSARY", "FIGURE_CAPTIONS"]
+
+INTROS = {  # study -> (title, introduction)
+    'readout': (
+        'Symmetry readout from neural-field weights',
+        'Seed ensembles of Fourier-encoded MLPs are fitted to the signed distance functions of shapes '
+        'with known symmetry groups (Chiba, Sugiyama, Uranishi, arXiv 2607.03108). For every candidate '
+        'element g of O(2) the readout scores how much the seed-mean first-layer Gram W1ᵀW1 changes under '
+        'the exact lift ρ(g) of g through the encoding, and compares the score with a split-half noise '
+        'floor of the seeds. G_obs (observed) must lie inside G_lift ∩ G_true: elements the encoding '
+        'lifts exactly and that are true symmetries of the shape.'
+    ),
+    'readout3d': (
+        'Symmetry readout on solids (3D)',
+        'The readout on 3D neural fields: seed ensembles fitted to the SDFs of the cube, tetrahedron, '
+        "octahedron and icosahedron under four encodings of R³ (dyadic3: x, y, z axes; cube4: the cube's "
+        "four three-fold axes; ico6: the icosahedron's six five-fold axes; rff3: random features). "
+        'Candidates are the 144 elements of O_h ∪ I_h. The expected G_obs per (solid, encoding) is G_lift '
+        "∩ G_true, computed from the exact lifts and the solid's declared group; e.g. a dyadic PE lifts "
+        "O_h only, so it structurally hides the icosahedron's five-fold rotations, as it hides the "
+        "triangle's 120° rotations in 2D."
+    ),
+    'schur': (
+        'Schur ablations of recurrent weights',
+        'Tanh RNNs are trained on four tasks; the recurrent matrix is put into ordered real Schur form W '
+        '= Q T Qᵀ, its eigenvalues split into a leading sector R (|λ| ≥ α ρ(W)) and the rest C, and the '
+        'coupling blocks T_RR, T_C→R and T_CC of the strictly block-upper part are zeroed, alone and '
+        'together, with input and readout weights fixed ("Task-Restricted Symmetries in Recurrent Weight '
+        'Space", arXiv 2606.18457). ΔFVU is the change in the fraction of variance unexplained; the '
+        'random control perturbs W by a random matrix of the same Frobenius norm.'
+    ),
+    'layerwise': (
+        'Layerwise equivariance: latent actions of MLPs, CNNs and attention',
+        'Networks trained to be invariant or equivariant to a horizontal flip of their input images '
+        'should carry, when their parameters are identifiable, a group action on every hidden layer that '
+        'makes each layer equivariant ("Identifiable Equivariant Networks are Layerwise Equivariant", '
+        'Shahverdi, Marchetti, Bökman, Kohn). The action is recovered layer by layer as a signed (tanh) '
+        'or positively scaled (ReLU) permutation of neurons by linear assignment; its weight-level error '
+        'is read against random permutations.'
+    ),
+}
+
+READOUT_GLOSSARY = {
+    "G_obs": "elements whose score passes the decision rule (observed in the weights)",
+    "G_lift_and_true": "elements the encoding lifts exactly and that are true symmetries of the shape",
+    "match": "whether G_obs equals G_lift ∩ G_true",
+    "violations": "observed elements outside G_lift ∩ G_true",
+    "true_not_liftable": "true symmetries of the shape that the encoding cannot lift exactly",
+    "passes_best_lift": "elements that pass the same test under their best orthogonal (Procrustes) lift",
+    "hidden_under_best_lift": "true, non-liftable elements that fail even under their best orthogonal lift: "
+                              "hidden by the encoding, not only by the exact-lift requirement",
+    "approx_violations": "elements passing under their best lift that are not true symmetries",
+    "observable": "prefixK: Gram of the weight prefix W_K ... W_1 (prefix1 is the first-layer Gram)",
+}
+
+READOUT3D_GLOSSARY = {
+    "G_true": "declared symmetries of the solid among the candidates", "G_lift": "elements the encoding lifts exactly",
+    "G_lift_and_true": "the expected G_obs", "G_obs": "elements observed (decision rule, exact lifts)",
+    "match": "G_obs equals G_lift ∩ G_true", "true_not_liftable": "true symmetries without an exact lift",
+    "hidden_under_best_lift": "of those, failing even under their best orthogonal lift",
+    "liftable_false": "liftable non-symmetries", "liftable_false_rejected": "of those, rejected",
+}
+
+# Captions of the figures (by file name), in the order they are shown; figures not listed follow.
+_FILTERS = ("grouped by the orbit of the recovered flip action on the first hidden layer; 's+' / 's−' is the "
+            "sign with which the flip maps a unit to its partner (symmetric: s+, antisymmetric: s−); grey "
+            "pixels are never lit by the data.")
+FIGURE_CAPTIONS = {
+    # readout
+    "summary_grid.png": "Observed vs expected over the whole grid: per shape and (encoding, observable), how many "
+                        "of the expected elements (G_lift ∩ G_true) were observed, which were missed, and any "
+                        "extra (a violation of G_obs ⊆ G_lift ∩ G_true).",
+    "heatmap.png": "The decision per element: colour = Holm-adjusted p-value of 'g is a symmetry of the weights', "
+                   "the colour bar's black line is the level alpha (above: observed). Amber boxes mark true symmetries; "
+                   "hatching marks elements without an exact lift, so a hatched box is a true symmetry the "
+                   "encoding hides.",
+    "sweep.png": "Rotation sweep: score over its lift-only null against the rotation angle (dips = symmetries); "
+                 "dashed: residual of the least-squares lift (0 where the encoding lifts the rotation exactly).",
+    "fields.png": "Fitted zero-level sets f = 0 of the first members (dashed) beside the true boundary (black), "
+                  "per shape and encoding: what the weights being read actually represent.",
+    "loss.png": "Readout training loss per (encoding, shape): median over the ensemble's members, band = min to max.",
+    # schur
+    "schur_ablation.png": "Effect of zeroing each coupling block, for every alpha, with 95% intervals over seeds "
+                          "and single seeds as dots, next to the equal-norm random control (open squares); "
+                          "right: eigenvalues of every seed over rho(W) with the cuts alpha rho. Notes state "
+                          "empty sectors and exactly normal matrices (every ablation a no-op).",
+    "schur_T.png": "|entries| of the ordered real Schur form T (first seed per setting); blue lines separate the "
+                   "R sector (|lambda| >= alpha rho) from C, so T_RR is the upper triangle of the top-left "
+                   "block, T_C->R the top-right block and T_CC the upper triangle of the bottom-right block.",
+    "schur_loss.png": "RNN training loss per (task, construction, H): median over seeds of a running mean, "
+                      "band = min to max.",
+    "schur_stabilisers.png": "Share of seeds where each ablation is an eps-stabiliser (behaviour kept), per "
+                             "alpha; grey: no-op (nothing removed).",
+    "schur_subspace.png": "Which predictor ranks the damage of an ablation: Spearman correlation with ΔFVU "
+                          "(95% bootstrap) and the scatter behind each.",
+    # layerwise
+    "filters_equivariant.png": "First-layer filters of the flip-equivariant MLP classifier, " + _FILTERS,
+    "filters_control.png": "First-layer filters of the control MLP (no equivariance loss), " + _FILTERS,
+    "filters_cnn_equivariant.png": "First-layer kernels of the flip-equivariant CNN, " + _FILTERS,
+    "filters_cnn_control.png": "First-layer kernels of the control CNN, " + _FILTERS,
+    "regimes.png": "Autoencoders with the equivariance loss: layer-1 error of the recovered action against the "
+                   "near-linear fraction of tanh units, and the units per orbit type, per input scale s and "
+                   "weight decay wd.",
+}

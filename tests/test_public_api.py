@@ -1,0 +1,88 @@
+"""The names users import keep working across the package layout, and the layout's own rules hold."""
+import importlib
+import warnings
+
+import numpy as np
+import pytest
+
+import symfast as sf
+
+# name -> attributes that must exist on it
+PUBLIC = {
+    "symfast": ["fit_sdf", "readout", "Readout", "Ensemble", "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE",
+                "RandomFourierPE", "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic",
+                "rotation_sweep", "orthogonal_group", "ordered_schur", "ordschur", "OrderedSchur", "schur_ablation",
+                "schur_ablation_summary", "recover_latent_actions", "matching_scores", "MatchingScores",
+                "identifiable_submodel", "project_equivariant", "LatentActions", "LayerAction", "GroupActions",
+                "fourier_mlp", "fourier_mlp_train_step", "cpp_available", "__version__",
+                "shapes", "o3", "nn", "rnn", "samplers", "sweeps", "groups"],
+    "symfast.shapes": ["Shape", "circle", "square", "rectangle", "ellipse", "regular_polygon", "triangle", "pentagon",
+                       "hexagon", "star", "polygon", "by_name", "NAMES", "NAMES_3D", "sphere", "box", "cube",
+                       "tetrahedron", "octahedron", "icosahedron", "dodecahedron", "polyhedron", "cylinder", "torus",
+                       "mesh"],
+    "symfast.o3": ["O3Element", "rotation", "reflection", "inversion", "identity", "rotoreflection", "from_name",
+                   "octahedral", "tetrahedral", "icosahedral", "dihedral", "cyclic", "rotations_only",
+                   "rotation_sweep", "orthogonal_group", "cylindrical_group", "closure", "PHI"],
+    "symfast.nn": ["FourierMLP", "FourierMLPEnsemble", "Sine", "ACTIVATION_MODULES", "FourierPE", "Ensemble",
+                   "encoding_by_name"],
+    "symfast.rnn": ["TanhRNN", "make_task", "TASKS"],
+    "symfast.samplers": ["sample_disk", "sample_ball", "sample_box", "sample_near_surface"],
+    "symfast.readout": ["readout", "Readout", "fit_sdf"],
+}
+
+
+@pytest.mark.parametrize("module", sorted(PUBLIC))
+def test_public_names_import(module):
+    mod = importlib.import_module(module)
+    missing = [n for n in PUBLIC[module] if not hasattr(mod, n)]
+    assert not missing, f"{module} lost {missing}"
+
+
+def test_readout_is_the_function_and_the_package_stays_importable():
+    from symfast.readout import budget
+    from symfast.readout.readout import readout
+
+    assert sf.readout is readout and callable(sf.readout)
+    assert budget.adaptive_readout is not None
+    assert sf.shapes.by_name("triangle").group.name == "D3"
+    assert sf.o3.octahedral().name == "Oh"
+
+
+@pytest.mark.parametrize("old, new", [("groups", "symfast.groups"), ("o3", "symfast.groups.o3"),
+                                      ("shapes", "symfast.shapes"), ("encodings", "symfast.nn.encodings"),
+                                      ("ensemble", "symfast.nn.fields")])
+def test_moved_readout_modules_warn_and_resolve(old, new):
+    study = importlib.import_module("symfast.readout")  # (`import symfast.readout as x` binds sf.readout, the function)
+    with pytest.warns(DeprecationWarning, match=f"symfast.readout.{old} moved to {new}"):
+        got = getattr(study, old)
+    assert got is importlib.import_module(new)
+    with pytest.raises(AttributeError):
+        study.no_such_module
+
+
+def test_o3_kind_read_from_the_matrix_agrees_with_the_name():
+    letter = {"rotation": "re", "reflection": "m", "inversion": "i", "rotoreflection": "s"}
+    for g in list(sf.o3.octahedral()) + list(sf.o3.icosahedral()):
+        assert g.name[0] in letter[g.kind], (g.name, g.kind)
+        assert np.isclose(np.linalg.det(g.matrix), 1.0 if g.kind == "rotation" else -1.0)
+
+
+def test_lift_cache_is_bounded_and_returns_the_lifts(monkeypatch):
+    from symfast.nn import encodings
+
+    monkeypatch.setattr(encodings, "LIFT_CACHE_SIZE", 3)
+    monkeypatch.setattr(encodings, "_LIFT_CACHE", type(encodings._LIFT_CACHE)())
+    pe = sf.TriAxisPE(4)
+    for g in sf.dihedral(6):
+        rho, exact, res = pe.best_lift(g)
+        assert exact and res == 0.0 and np.array_equal(rho, pe.lift(g))
+        assert not rho.flags.writeable
+    assert len(encodings._LIFT_CACHE) == 3
+    rho, exact, res = pe.best_lift(sf.rotation(0.3))  # not liftable: the orthogonal least-squares lift
+    assert not exact and res > 0 and np.allclose(rho @ rho.T, np.eye(pe.dim), atol=1e-10)
+
+
+def test_no_warnings_on_import():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        importlib.reload(importlib.import_module("symfast.groups"))
