@@ -1,22 +1,33 @@
 """Schur block ablations of a trained tanh RNN, with the controls that make them readable.
 
-`schur_ablation(model, task)` rolls out, on one held-out batch, the trained model, the
-7 block-ablated variants `W~ = Q (B + N~) Q^T` (symfast.schur), and for every ablation
-`n_random` random perturbations of W with the same Frobenius norm (the control that
-tells whether a dFVU is specific to the Schur direction); all variants go through one
-fused rollout call (symfast.rnn_rollout). U and V stay fixed (the paper's default);
-`refit=True` adds a ridge refit of V on the ablated dynamics as a separate column.
+`schur_ablation(model, task)` rolls out, on one held-out batch, the trained model and, for each
+alpha: the 7 block-ablated variants `W~ = Q (B + N~) Q^T` of "Task-Restricted Symmetries in
+Recurrent Weight Space" (arXiv 2606.18457) in the modulus order; the same ablations in 1 + n_orders
+other within-sector orders (`symfast.schur.orderings`); the ordering-invariant variants
+(`symfast.schur.invariant`); and equal-norm random controls anywhere, in the ablated blocks' Schur
+pattern and outside it (`symfast.schur.controls`). All variants go through one fused rollout call
+(symfast.rnn_rollout). U and V stay fixed (the paper's default); `refit=True` adds a ridge refit of V
+on the ablated dynamics as a separate column.
 
 Columns of the returned table (one row per alpha x subset):
-    alpha, subset, n_blocks (how many blocks removed), n_R, n_near_cut (eigenvalues
-    within `margin * rho` of the cut), fvu, dfvu = fvu - fvu(full), removed_mass
-    (||T - T~||_F), removed_rel_N (/ ||N||_F), removed_rel_T (/ ||T||_F), sensitivity
-    (dfvu / removed_rel_T, dFVU per unit relative Schur mass), rand_dfvu_mean /
-    rand_dfvu_std (equal-norm random control), rand_ratio (rand_dfvu_mean / dfvu),
-    nonadditivity (dfvu - sum of the single-block dfvu's in the subset), dep_rel
-    (departure from normality of W / ||W||_F), dep_2x2_frac (share of it inside the 2x2
-    blocks, never ablated), failed_swaps; for the copy task also replay_acc and
-    rand_replay_acc; with refit also fvu_refit.
+    alpha, subset, n_blocks (how many blocks removed), n_R, n_near_cut (eigenvalues within
+    `margin * rho` of the cut), fvu, dfvu = fvu - fvu(full) (modulus order, the paper's),
+    removed_mass (||T - T~||_F), removed_rel_N (/ ||N||_F), removed_rel_T (/ ||T||_F), sensitivity
+    (dfvu / removed_rel_T), nonadditivity (dfvu - sum of the single-block dfvu's in the subset),
+    dep_rel (departure from normality of W / ||W||_F), dep_2x2_frac (share of it inside the 2x2
+    blocks, never ablated), failed_swaps, d_D (rollout distance to the full model), noop_tol and
+    stabiliser (no-op when removed_rel_T <= noop_tol, `blocks.noop_tolerance`; else eps-stabiliser
+    when d_D <= epsilon, else fragile);
+  over within-sector orderings (NaN at alphas without them):
+    n_orders, order_failed_swaps, dfvu_order_min / _median / _max, dfvu_order_spread (max - min),
+    order_dependent (`orderings.order_spread`'s rule; for copy also on the replay-accuracy drop);
+  the invariant variant:
+    removed_rel_T_inv, fvu_inv, dfvu_inv, d_D_inv, stabiliser_inv, eigvec_cond_R, eigvec_cond_C;
+  controls (n_random draws each, same Frobenius norm as the removed mass):
+    rand_dfvu_mean / rand_dfvu_std / rand_ratio (anywhere: rand_dfvu_mean / dfvu),
+    rand_pattern_dfvu_mean, rand_outside_dfvu_mean (NaN at alphas without them);
+  copy task also: replay_acc, replay_acc_inv, replay_order_min / _max, rand_replay_acc,
+    rand_pattern_replay_acc, rand_outside_replay_acc; with refit also fvu_refit.
 """
 from __future__ import annotations
 
@@ -28,12 +39,17 @@ import torch
 
 from symfast.ops.rnn_rollout import rnn_rollout
 from symfast.schur.rnn.tasks import EVAL_SEED, Copy, Task, fvu
-from symfast.schur.blocks import SUBSETS, ablate, departure_from_normality, schur_blocks, subset_name
+from symfast.schur.blocks import (NOOP_C, SUBSETS, ablate, departure_from_normality, noop_tolerance, schur_blocks,
+                                  subset_name)
+from symfast.schur.controls import CONTROLS, pattern_perturbations
+from symfast.schur.invariant import invariant_ablate
+from symfast.schur.orderings import order_spread, within_sector_orderings
 
 __all__ = ["schur_ablation", "summarize", "rollout_distance", "ALPHAS", "EPSILON"]
 
 ALPHAS = (0.85, 0.9, 0.95)
 EPSILON = 0.05  # default tolerance on d_D: 5% of the target variance
+ACC_FLOOR = 0.01  # replay-accuracy spreads below 1 point are never "order-dependent"
 
 
 def rollout_distance(y_a: torch.Tensor, y_b: torch.Tensor, y: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
@@ -67,90 +83,156 @@ def _ridge_readout(hs: torch.Tensor, y: torch.Tensor, m: torch.Tensor, lam: floa
 def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: int = EVAL_SEED,
                    n_random: int = 4, seed: int = 0, refit: bool = False, ridge: float = 1e-3,
                    margin: float = 0.01, tie_tol: float = 1e-9, epsilon: float = EPSILON,
-                   backend: str = "auto") -> pd.DataFrame:
-    """All 8 Schur block ablations of `model` on `task`, with the equal-norm random control.
+                   backend: str = "auto", n_orders: int = 8, detail_alphas=None,
+                   noop_c: float = NOOP_C) -> pd.DataFrame:
+    """All 8 Schur block ablations of `model` on `task`, with orderings, invariant variants and controls.
 
     Args:
         model: a symfast.schur.rnn.TanhRNN (or anything with recurrent_weight(dtype), input_weight [H, I]
             and readout [O, H]).
         task: the task it was trained on (its held-out batch comes from `eval_seed`).
         alpha: sector cut, or a sequence of cuts (an alpha sweep, e.g. ALPHAS).
-        n_eval: held-out sequences; n_random: random draws per ablation; seed: their seed.
+        n_eval: held-out sequences; n_random: random draws per ablation and control; seed: their seed
+            (also seeds the random within-sector orders).
         refit: also report fvu with V refit by ridge regression (penalty `ridge`) on a
             separate batch of the ablated dynamics.
         margin: eigenvalues within margin * rho of the alpha * rho cut are counted in n_near_cut.
         epsilon: tolerance on d_D; a subset with d_D <= epsilon is an eps-stabiliser on the
             task's distribution, else fragile.
         backend: passed to rnn_rollout ("auto", "cpu", "reference").
+        n_orders: random within-sector orders beside the modulus and reversed orders (>= 0).
+        detail_alphas: the alphas at which the orderings and the pattern controls run (None: all).
+        noop_c: safety factor of the no-op tolerance (`blocks.noop_tolerance`).
 
     Returns:
         pandas DataFrame, one row per (alpha, subset); see the module docstring.
     """
     alphas = [float(alpha)] if np.isscalar(alpha) else [float(a) for a in alpha]
-    if n_random < 0 or n_eval < 1:
-        raise ValueError(f"n_random must be >= 0 and n_eval >= 1, got {n_random}, {n_eval}")
+    if n_random < 0 or n_eval < 1 or n_orders < 0:
+        raise ValueError(f"n_random, n_orders must be >= 0 and n_eval >= 1, got {n_random}, {n_orders}, {n_eval}")
     if not (math.isfinite(epsilon) and epsilon >= 0):
         raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon}")
+    detail = set(alphas if detail_alphas is None else [float(a) for a in detail_alphas])
     with torch.no_grad():
         W = model.recurrent_weight(torch.float64).detach().cpu()
         U = model.input_weight.detach().cpu().float()
         V = model.readout.detach().cpu().float()
+    # the precision W is held in (float32 parameters; a Cayley W formed in float64 from P: float64)
+    tol = noop_tolerance(W, noop_c)
     x, y, m = task.sample(n_eval, eval_seed)
     if refit:
         xf, yf, mf = task.sample(n_eval, eval_seed + 1)
     g = torch.Generator().manual_seed(int(seed))
+    is_copy = isinstance(task, Copy)
+    S = len(SUBSETS)
     rows = []
     for a in alphas:
         sb = schur_blocks(W, alpha=a, tie_tol=tie_tol, margin=margin)
         W_ab, mass = ablate(sb, SUBSETS)
+        W_inv, mass_inv = invariant_ablate(sb, SUBSETS)
         dep = departure_from_normality(sb)
-        S = len(SUBSETS)
-        # equal-norm random perturbations for every non-empty subset
-        rand = []
-        for k in range(1, S):
-            for _ in range(n_random):
-                G = torch.randn(W.shape, generator=g, dtype=torch.float64)
-                rand.append(W + mass[k]["removed_mass"] * G / G.norm())
-        allW = torch.cat([W_ab, torch.stack(rand)]) if rand else W_ab
+        parts = {"paper": W_ab, "inv": W_inv[1:]}
+        if a in detail:
+            orders = within_sector_orderings(sb, n_orders, seed)[1:]
+            parts["orders"] = torch.cat([ablate(o, SUBSETS[1:])[0] for _, o in orders])
+        ctl = [pattern_perturbations(sb, SUBSETS[k], mass[k]["removed_mass"], n_random, g) for k in range(1, S)]
+        kinds = CONTROLS if a in detail else ("anywhere",)
+        for c in kinds:
+            parts[c] = torch.cat([d[c] for d in ctl]) if n_random else W.new_zeros(0, *W.shape)
+        sizes = {k: len(v) for k, v in parts.items()}
         if refit:
             Wf = W_ab.float()
             _, hs_fit = rnn_rollout(Wf, U, V, xf, return_hidden=True, backend=backend)
             _, hs_ev = rnn_rollout(Wf, U, V, x, return_hidden=True, backend=backend)
-        yh = rnn_rollout(allW.float(), U, V, x, backend=backend)  # [S + 7 n_random, B, T, O]
-        f = fvu(yh.double(), y.double(), m)
-        dd = rollout_distance(yh[:S].double(), yh[0].double(), y.double(), m)
-        acc = task.replay_accuracy(yh, y) if isinstance(task, Copy) else None
-        f_ab = f[:S]
-        f_rand = f[S:].view(S - 1, n_random) if n_random else None
-        single = {SUBSETS[k][0]: float(f_ab[k] - f_ab[0]) for k in range(1, S) if len(SUBSETS[k]) == 1}
+        yh = rnn_rollout(torch.cat(list(parts.values())).float(), U, V, x, backend=backend)
+        f_all = fvu(yh.double(), y.double(), m)
+        acc_all = task.replay_accuracy(yh, y) if is_copy else None
+        dd_all = rollout_distance(yh.double(), yh[0].double(), y.double(), m)
+        off, sl = 0, {}
+        for k, nk in sizes.items():
+            sl[k] = slice(off, off + nk)
+            off += nk
+        f0 = float(f_all[0])
+
+        def per(kind, what):  # [S - 1, draws] of a metric for a part (drawn per non-empty subset)
+            v = (f_all if what == "fvu" else acc_all if what == "acc" else dd_all)[sl[kind]]
+            return v.view(S - 1, -1)
+
+        f_ab = f_all[sl["paper"]]
+        f_ord = f_all[sl["orders"]].view(-1, S - 1) if "orders" in sl else None
+        acc_ord = acc_all[sl["orders"]].view(-1, S - 1) if "orders" in sl and is_copy else None
+        single = {SUBSETS[k][0]: float(f_ab[k]) - f0 for k in range(1, S) if len(SUBSETS[k]) == 1}
         for k, sub in enumerate(SUBSETS):
-            d = float(f_ab[k] - f_ab[0])
+            d = float(f_ab[k]) - f0
             rel_t = mass[k]["removed_rel_T"]
+            dd = float(dd_all[k])
             row = {"alpha": a, "subset": subset_name(sub), "n_blocks": len(sub), "n_R": sb.n_R,
-                   "n_near_cut": int(sb.near_cut.sum()), "fvu": float(f_ab[k]), "dfvu": d, **{
-                       kk: v for kk, v in mass[k].items() if kk != "subset"},
+                   "n_near_cut": int(sb.near_cut.sum()), "fvu": float(f_ab[k]), "dfvu": d,
+                   **{kk: v for kk, v in mass[k].items() if kk != "subset"},
                    "sensitivity": d / rel_t if rel_t > 0 else math.nan,
                    "nonadditivity": d - sum(single[b] for b in sub) if len(sub) > 1 else 0.0,
                    "dep_rel": dep["dep_rel"], "dep_2x2_frac": dep["dep_2x2"] / dep["dep"] if dep["dep"] > 0 else 0.0,
-                   "failed_swaps": sb.failed_swaps, "d_D": float(dd[k]),
-                   "stabiliser": ("no-op" if mass[k]["removed_rel_T"] < 1e-12 else
-                                  "eps-stabiliser" if float(dd[k]) <= epsilon else "fragile")}
-            if k > 0 and n_random:
-                rd = f_rand[k - 1] - f_ab[0]
-                row["rand_dfvu_mean"] = float(rd.mean())
-                row["rand_dfvu_std"] = float(rd.std()) if n_random > 1 else 0.0
-                row["rand_ratio"] = float(rd.mean()) / d if d != 0 else math.nan
-            else:
-                row["rand_dfvu_mean"], row["rand_dfvu_std"], row["rand_ratio"] = 0.0, 0.0, math.nan
-            if acc is not None:
-                row["replay_acc"] = float(acc[k])
-                row["rand_replay_acc"] = float(acc[S + (k - 1) * n_random: S + k * n_random].mean()) \
-                    if k > 0 and n_random else float(acc[k])
+                   "failed_swaps": sb.failed_swaps, "d_D": dd, "noop_tol": tol,
+                   "stabiliser": _classify(rel_t, dd, tol, epsilon)}
+            inv = mass_inv[k]
+            fi = f0 if k == 0 else float(f_all[sl["inv"]][k - 1])
+            ddi = 0.0 if k == 0 else float(dd_all[sl["inv"]][k - 1])
+            row.update({"removed_rel_T_inv": inv["removed_rel_T_inv"], "fvu_inv": fi, "dfvu_inv": fi - f0,
+                        "d_D_inv": ddi, "stabiliser_inv": _classify(inv["removed_rel_T_inv"], ddi, tol, epsilon),
+                        "eigvec_cond_R": inv["eigvec_cond_R"], "eigvec_cond_C": inv["eigvec_cond_C"]})
+            row.update(_order_columns(k, d, f_ord, acc_ord, f0, acc_all, float(acc_all[k]) if is_copy else 0.0,
+                                      orders if "orders" in sl else None))
+            for c, name in (("anywhere", "rand"), ("pattern", "rand_pattern"), ("outside", "rand_outside")):
+                have = k > 0 and n_random and c in sl
+                rd = per(c, "fvu")[k - 1] - f0 if have else None
+                row[f"{name}_dfvu_mean"] = float(rd.mean()) if have else (0.0 if k == 0 else math.nan)
+                if c == "anywhere":
+                    row["rand_dfvu_std"] = float(rd.std()) if have and n_random > 1 else 0.0
+                    row["rand_ratio"] = float(rd.mean()) / d if have and d != 0 else math.nan
+                if is_copy:
+                    row[f"{name}_replay_acc"] = (float(per(c, "acc")[k - 1].mean()) if have else
+                                                 float(acc_all[k]) if k == 0 else math.nan)
+            if is_copy:
+                row["replay_acc"] = float(acc_all[k])
+                row["replay_acc_inv"] = float(acc_all[0] if k == 0 else acc_all[sl["inv"]][k - 1])
             if refit:
                 Vr = _ridge_readout(hs_fit[k], yf, mf, ridge)
                 row["fvu_refit"] = float(fvu((hs_ev[k] @ Vr.T).double(), y.double(), m))
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _classify(rel_t: float, d_D: float, tol: float, epsilon: float) -> str:
+    return "no-op" if rel_t <= tol else "eps-stabiliser" if d_D <= epsilon else "fragile"
+
+
+def _order_columns(k: int, d: float, f_orders, acc_orders, f0: float, acc_all, acc_k, orders) -> dict:
+    """The spread of subset k's effect over within-sector orderings (the modulus order first).
+
+    f_orders, acc_orders: [n_other_orders, S - 1] FVU and replay accuracy of the other orderings' ablations.
+    """
+    nan = math.nan
+    is_copy = acc_all is not None
+    if orders is None:
+        return {"n_orders": 0, "order_failed_swaps": nan, "dfvu_order_min": nan, "dfvu_order_median": nan,
+                "dfvu_order_max": nan, "dfvu_order_spread": nan, "order_dependent": nan,
+                **({"replay_order_min": nan, "replay_order_max": nan} if is_copy else {})}
+    out = {"n_orders": 1 + len(orders), "order_failed_swaps": sum(o.failed_swaps for _, o in orders)}
+    if k == 0:
+        out.update({"dfvu_order_min": 0.0, "dfvu_order_median": 0.0, "dfvu_order_max": 0.0,
+                    "dfvu_order_spread": 0.0, "order_dependent": False})
+        if is_copy:
+            out["replay_order_min"] = out["replay_order_max"] = float(acc_all[0])
+        return out
+    sp = order_spread([d] + [float(v) - f0 for v in f_orders[:, k - 1]])
+    out.update({"dfvu_order_min": sp["min"], "dfvu_order_median": sp["median"], "dfvu_order_max": sp["max"],
+                "dfvu_order_spread": sp["spread"], "order_dependent": sp["order_dependent"]})
+    if is_copy:
+        acc = [acc_k] + [float(v) for v in acc_orders[:, k - 1]]
+        drop = order_spread([float(acc_all[0]) - v for v in acc], effect_floor=ACC_FLOOR)
+        out.update({"replay_order_min": min(acc), "replay_order_max": max(acc),
+                    "order_dependent": sp["order_dependent"] or drop["order_dependent"]})
+    return out
 
 
 def _t95(n: int) -> float:

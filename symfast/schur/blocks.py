@@ -24,8 +24,8 @@ import torch
 
 from symfast.ops.ordered_schur import ordered_schur
 
-__all__ = ["BLOCKS", "SUBSETS", "SchurBlocks", "schur_blocks", "ablate", "subset_name",
-           "departure_from_normality"]
+__all__ = ["BLOCKS", "SUBSETS", "SchurBlocks", "schur_blocks", "split_blocks", "ablate", "subset_name",
+           "departure_from_normality", "subset_mask", "NOOP_C", "storage_dtype", "noop_tolerance"]
 
 BLOCKS = ("T_RR", "T_C->R", "T_CC")
 # all 8 subsets, in order of size then name: (), (RR,), (C->R,), (CC,), (RR,C->R), ...
@@ -88,12 +88,25 @@ def schur_blocks(W, alpha: float = 0.9, tie_tol: float = 1e-9, margin: float = 0
     res = ordered_schur(Wt, sector_alpha=alpha, tie_tol=tie_tol)
     if int(res.sector_failures) != 0:
         raise RuntimeError("ordered_schur could not separate the R and C sectors (dtrexc rejected a swap)")
-    n = Wt.shape[0]
-    T = res.T
-    blockdiag = res.block_start.unsqueeze(1) == res.block_start.unsqueeze(0)  # [n, n] same block
+    return split_blocks(Wt, res.Q, res.T, res.block_start, res.eigvals, int(res.n_R), alpha, margin,
+                        int(res.failed_swaps))
+
+
+def split_blocks(W, Q, T, block_start, eigvals, n_R: int, alpha: float, margin: float = 0.01,
+                 failed_swaps: int = 0) -> SchurBlocks:
+    """`SchurBlocks` from a given real Schur pair with the R sector in the first `n_R` rows.
+
+    Used by `schur_blocks` and by within-sector reorderings (`symfast.schur.orderings`).
+
+    Args:
+        W, Q, T: [n, n] float64 (W = Q T Q^T); block_start: [n] start row of each row's block;
+        eigvals: [n] complex; n_R: size of R; alpha, margin: as in `schur_blocks`.
+    """
+    n = T.shape[0]
+    blockdiag = block_start.unsqueeze(1) == block_start.unsqueeze(0)  # [n, n] same block
     B = torch.where(blockdiag, T, torch.zeros_like(T))
     N = T - B
-    nR = int(res.n_R)
+    nR = int(n_R)
     rows = torch.arange(n)
     inR = rows < nR
     upper = ~blockdiag & (rows.unsqueeze(1) < rows.unsqueeze(0))
@@ -102,10 +115,20 @@ def schur_blocks(W, alpha: float = 0.9, tie_tol: float = 1e-9, margin: float = 0
         "T_C->R": upper & inR.unsqueeze(1) & ~inR.unsqueeze(0),
         "T_CC": upper & ~inR.unsqueeze(1) & ~inR.unsqueeze(0),
     }
-    mod = res.eigvals.abs()
+    mod = eigvals.abs()
     rho = float(mod.max())
     near = (mod - alpha * rho).abs() <= margin * rho
-    return SchurBlocks(Wt, res.Q, T, B, N, res.eigvals, rho, alpha, nR, masks, near, int(res.failed_swaps))
+    return SchurBlocks(W, Q, T, B, N, eigvals, rho, alpha, nR, masks, near, int(failed_swaps))
+
+
+def subset_mask(sb: SchurBlocks, subset) -> torch.Tensor:
+    """[n, n] bool: the entries of T (in sb's Schur basis) the blocks of `subset` own."""
+    m = torch.zeros_like(sb.T, dtype=torch.bool)
+    for b in subset:
+        if b not in sb.masks:
+            raise ValueError(f"unknown block {b!r}; expected one of {BLOCKS}")
+        m |= sb.masks[b]
+    return m
 
 
 def ablate(sb: SchurBlocks, subsets=SUBSETS) -> tuple[torch.Tensor, list[dict]]:
@@ -162,3 +185,39 @@ def departure_from_normality(sb: SchurBlocks) -> dict:
     dep = float(np.sqrt(dN ** 2 + d2))
     nW = float(sb.W.norm())
     return {"dep": dep, "dep_N": dN, "dep_2x2": float(np.sqrt(d2)), "dep_rel": dep / nW if nW > 0 else 0.0}
+
+
+# An ablation is a no-op when the Schur mass it removes is within what storing W and
+# factorising it can leave behind: NOOP_C * max(eps(storage dtype), n * eps(float64)) * ||T||_F.
+# Rounding W to a dtype moves each entry by <= eps/2 of itself, so ||W - fl(W)||_F <= eps/2 ||W||_F,
+# and the coupling it creates in the Schur form of a normal W is of that size to first order; the
+# float64 Schur factorisation adds a backward error of ~ n eps(float64) ||W||_F. NOOP_C = 4 is a
+# safety factor of 8 over the rounding bound (a float32-rounded orthogonal W at n = 64 measures
+# ||N||/||T|| ~ 3e-8 = 0.25 eps(float32)).
+NOOP_C = 4.0
+
+
+def storage_dtype(W) -> torch.dtype:
+    """The narrowest of float32 / float64 that holds every entry of W exactly (its storage precision)."""
+    Wt = torch.as_tensor(W).detach().cpu()
+    if Wt.dtype == torch.float32:
+        return torch.float32
+    Wd = Wt.double()
+    return torch.float32 if bool((Wd.float().double() == Wd).all()) else torch.float64
+
+
+def noop_tolerance(W, c: float = NOOP_C) -> float:
+    """Relative Schur mass (removed ||T - T~||_F / ||T||_F) below which an ablation is a no-op.
+
+    Args:
+        W: [n, n] the recurrent matrix as stored (its dtype, or the narrowest float dtype that holds
+            it exactly, sets the precision).
+        c: safety factor (default NOOP_C = 4).
+
+    Returns:
+        c * max(eps(storage dtype), n * eps(float64)).
+    """
+    if not c > 0:
+        raise ValueError(f"c must be > 0, got {c}")
+    n = torch.as_tensor(W).shape[-1]
+    return float(c * max(torch.finfo(storage_dtype(W)).eps, n * torch.finfo(torch.float64).eps))
