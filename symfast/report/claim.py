@@ -12,7 +12,7 @@ import pandas as pd
 
 __all__ = ["Claim", "VERDICTS", "write_claims", "read_claims"]
 
-VERDICTS = ("held", "missed", "not comparable")
+VERDICTS = ("held", "missed", "not comparable", "order-dependent", "by construction")
 
 
 @dataclass

@@ -10,6 +10,12 @@ from symfast.report.claim import Claim
 
 __all__ = ["schur_claims"]
 
+# schur_paper_comparison.csv's verdicts -> the report's (`symfast.report.claim.VERDICTS`): a number
+# the paper's definition does not fix (order-dependent) or that holds for every W of its kind (by
+# construction) is never counted as held
+_VERDICT = {"held": "held", "differs": "missed", "order-dependent": "order-dependent",
+            "by construction": "by construction"}
+
 
 def schur_claims(path: str) -> list:
     """The comparison with the paper written by `symfast schur` (`schur_paper_comparison.csv` at
@@ -21,7 +27,7 @@ def schur_claims(path: str) -> list:
         paper = "" if math.isnan(r.paper) else f"paper {r.paper:.3g}"
         ours = f"{r.ours:.3g}" + (f" [{r.lo:.3g}, {r.hi:.3g}]" if math.isfinite(r.lo) and math.isfinite(r.hi) else "")
         out.append(Claim("schur", f"{r.table}: {r.setting}, {r.subset}, {r.metric}", paper or f"{r.subset} first",
-                         f"{ours}, n = {r.n}", "held" if r.verdict == "held" else "missed", str(r.reason)))
+                         f"{ours}, n = {r.n}", _VERDICT.get(r.verdict, "missed"), str(r.reason)))
     if len(skipped):
         untrained = skipped["reason"].astype(str).str.startswith("no converged model")
         parts = [f"{int(untrained.sum())} without a converged model at their settings"] if untrained.any() else []

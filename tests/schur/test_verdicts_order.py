@@ -1,0 +1,48 @@
+"""Verdicts against the paper: order-dependent numbers are never held; Cayley rows are by construction."""
+import pandas as pd
+
+from symfast.report.claim import VERDICTS
+from symfast.schur.claims import schur_claims
+from symfast.schur.paper import PAPER_COPY, compare_with_paper
+
+
+def _row(task, cons, hidden, subset, metric, mu, lo, hi, n=3, alpha=0.9, **extra):
+    return {"task": task, "construction": cons, "hidden": hidden, "alpha": alpha, "subset": subset, "n": n,
+            f"{metric}_mean": mu, f"{metric}_lo": lo, f"{metric}_hi": hi,
+            **{f"{k}_mean": v for k, v in extra.items()}}
+
+
+def test_order_dependent_and_by_construction_verdicts(tmp_path):
+    od = dict(order_dependent=1 / 3, dfvu_order_min=0.01, dfvu_order_max=0.2)
+    calm = dict(order_dependent=0.0, dfvu_order_min=0.09, dfvu_order_max=0.1)
+    rows = [_row("copy", "orthogonal", 72, s, "replay_acc", p, p - 0.01, p + 0.01, **calm) for s, p in PAPER_COPY.items()]
+    rows[list(PAPER_COPY).index("-T_RR")] = _row("copy", "orthogonal", 72, "-T_RR", "replay_acc", 0.876, 0.87, 0.88, **od)  # would be "held"
+    rows += [_row("flipflop", "orthogonal", 64, "-T_C->R", "dfvu", 0.0945, 0.05, 0.12, **calm),
+             _row("flipflop", "orthogonal", 64, "-T_CC", "dfvu", 0.0496, 0.03, 0.07, **od),
+             _row("flipflop", "orthogonal", 64, "-T_RR", "dfvu", 0.001, -0.001, 0.003, **calm)]
+    rows += [_row("copy", "cayley", 72, s, "replay_acc", 1.0, 1.0, 1.0, alpha=a, noop=1.0)
+             for a in (0.85, 0.9, 0.95) for s in ("-T_C->R", "-T_RR,-T_C->R,-T_CC")]
+    cmp = compare_with_paper(pd.DataFrame(rows))
+    v = cmp.set_index(["table", "setting", "subset"])
+    assert v.loc[("copy", "copy orthogonal H=72 alpha=0.9", "-T_RR"), "verdict"] == "order-dependent"
+    assert v.loc[("copy", "copy orthogonal H=72 alpha=0.9", "-T_CC"), "verdict"] == "held"  # calm: not flagged
+    assert v.loc[("cross-task", "flipflop orthogonal H=64 alpha=0.9", "-T_CC"), "verdict"] == "order-dependent"
+    assert v.loc[("cross-task", "flipflop orthogonal H=64 alpha=0.9", "-T_C->R"), "verdict"] == "held"
+    # -T_C->R largest in the modulus order, but -T_CC's range over orderings reaches above it
+    claim = v.loc[("claim", "flipflop orthogonal H=64 alpha=0.9", "-T_C->R")]
+    assert claim["verdict"] == "order-dependent" and "-T_CC" in claim["reason"]
+    cay = cmp[cmp.setting.str.contains("cayley")]
+    assert len(cay) == 6 and (cay["verdict"] == "by construction").all()
+    assert cay["reason"].str.contains("no-op in 100%").all()
+    assert "held" not in set(cmp[cmp.verdict.isin(["order-dependent", "by construction"])]["verdict"])
+    path = tmp_path / "cmp.csv"
+    cmp.to_csv(path, index=False)
+    claims = schur_claims(str(path))
+    got = {c.verdict for c in claims}
+    assert {"order-dependent", "by construction", "held"} <= got and got <= set(VERDICTS)
+
+
+def test_cayley_without_a_converged_model_is_still_by_construction():
+    cmp = compare_with_paper(pd.DataFrame([_row("copy", "orthogonal", 72, "full", "replay_acc", 1.0, 1.0, 1.0)]))
+    cay = cmp[cmp.setting.str.contains("cayley")]
+    assert (cay["verdict"] == "by construction").all() and cay["reason"].str.contains("no converged").all()
