@@ -47,7 +47,14 @@ def add_arguments(p) -> None:
                    help="keep models below the convergence target in the tables")
     p.add_argument("--alpha", type=float, default=0.9, help="sector cut for the main table")
     p.add_argument("--alphas", default="0.85,0.9,0.95", help="alpha sweep (comma list; '' for none)")
-    p.add_argument("--n-random", type=int, default=4, help="equal-norm random draws per ablation")
+    p.add_argument("--n-random", type=int, default=4,
+                   help="equal-norm random draws per ablation and control (anywhere, same pattern, outside)")
+    p.add_argument("--n-orders", type=int, default=8,
+                   help="random within-sector block orders (beside modulus and reversed) at --alpha")
+    p.add_argument("--alpha-grid", default="0.85:0.95:0.01",
+                   help="fine alpha grid for the stability table, start:stop:step or a comma list ('' for none)")
+    p.add_argument("--near-cut", type=float, default=0.02,
+                   help="list eigenvalues within this relative distance of alpha * rho")
     p.add_argument("--n-eval", type=int, default=256, help="held-out sequences")
     p.add_argument("--refit", action="store_true", help="also report the ridge-refit readout variant")
     p.add_argument("--threads", type=int, default=1, help="torch threads for training")
@@ -88,12 +95,60 @@ def _models(task, construction, hidden, args, cfg, ckdir):
     return [models[s] for s in seeds], [losses[s] for s in seeds]
 
 
+def _grid(arg: str) -> list[float]:
+    """'0.85:0.95:0.01' (inclusive) or '0.85,0.9' or '' -> sorted alphas in (0, 1]."""
+    try:
+        if ":" in arg:
+            a, b, h = (float(v) for v in arg.split(":"))
+            if not h > 0 or b < a:
+                raise ValueError
+            out = [round(a + h * i, 10) for i in range(int(round((b - a) / h)) + 1)]
+        else:
+            out = [float(v) for v in arg.split(",") if v.strip()]
+    except ValueError as e:
+        raise UsageError(f"bad --alpha-grid {arg!r}: start:stop:step or a comma list") from e
+    if any(not 0 < v <= 1 for v in out) or len(out) > 200:
+        raise UsageError(f"--alpha-grid must hold at most 200 values in (0, 1], got {arg!r}")
+    return sorted(set(out))
+
+
 def _fmt_ci(mu, lo, hi):
     if not np.isfinite(mu):
         return "nan"
     if not np.isfinite(lo):
         return f"{mu:.3g}"
     return f"{mu:.3g} [{lo:.3g}, {hi:.3g}]"
+
+
+def _order_table(s, copy: bool) -> pd.DataFrame:
+    """Per subset (means over seeds): the paper's dFVU beside its range over within-sector orderings, the
+    ordering-invariant variant, and the equal-norm random controls."""
+    fmt = "{:.3g}".format
+    cols = {"subset": s["subset"], "dFVU paper": s["dfvu_mean"].map(fmt),
+            "over orderings min / med / max": [f"{a:.3g} / {b:.3g} / {c:.3g}" for a, b, c in
+                                               s[["dfvu_order_min_mean", "dfvu_order_median_mean",
+                                                  "dfvu_order_max_mean"]].to_numpy()],
+            "order-dep. (share)": s["order_dependent_mean"].map("{:.2g}".format),
+            "dFVU inv": s["dfvu_inv_mean"].map(fmt), "mass inv": s["removed_rel_T_inv_mean"].map(fmt),
+            "rand pattern": s["rand_pattern_dfvu_mean_mean"].map(fmt),
+            "rand outside": s["rand_outside_dfvu_mean_mean"].map(fmt), "rand anywhere": s["rand_dfvu_mean_mean"].map(fmt)}
+    if copy and "replay_order_min_mean" in s:
+        cols["replay over orderings"] = [f"{a:.3g}..{b:.3g}" for a, b in
+                                         s[["replay_order_min_mean", "replay_order_max_mean"]].to_numpy()]
+        cols["replay inv"] = s["replay_acc_inv_mean"].map(fmt)
+    return pd.DataFrame(cols)
+
+
+def _grid_table(g) -> pd.DataFrame:
+    out = []
+    for key, gg in g.groupby(["task", "construction", "hidden", "subset"], sort=False):
+        per_seed = gg.groupby("seed").agg(nR_lo=("n_R", "min"), nR_hi=("n_R", "max"), rng=("dfvu_range", "first"),
+                                          rng_inv=("dfvu_inv_range", "first"), med=("dfvu", "median"))
+        out.append(dict(zip(["task", "construction", "H", "subset"], key),
+                        n_R=f"{per_seed.nR_lo.min()}..{per_seed.nR_hi.max()}",
+                        dfvu_median=f"{per_seed.med.median():.3g}", dfvu_range=f"{per_seed.rng.median():.3g}",
+                        dfvu_inv_range=f"{per_seed.rng_inv.median():.3g}"))
+    return pd.DataFrame(out)
 
 
 CLASS_CODE = {"eps-stabiliser": 0, "fragile": 1, "no-op": 2}
@@ -134,6 +189,7 @@ def run(args) -> int:
     from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper, converged
     from symfast.schur.rnn import TrainConfig, make_task
     from symfast.schur.rnn.model import CONSTRUCTIONS
+    from symfast.schur.nearcut import alpha_stability, near_cut_eigenvalues
     from symfast.schur.subspace import damage_predictors, removed_direction_projections
 
     tasks = _list(args.task, TASK_NAMES, "task")
@@ -155,8 +211,11 @@ def run(args) -> int:
     for name in ("seeds", "batches", "batch", "n_eval"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.epochs < 0 or args.n_random < 0:
-        raise UsageError("--epochs and --n-random must be >= 0")
+    if args.epochs < 0 or args.n_random < 0 or args.n_orders < 0:
+        raise UsageError("--epochs, --n-random and --n-orders must be >= 0")
+    if not args.near_cut > 0:
+        raise UsageError(f"--near-cut must be > 0, got {args.near_cut}")
+    grid = _grid(args.alpha_grid)
     if not 0 < args.alpha <= 1:
         raise UsageError(f"--alpha must be in (0, 1], got {args.alpha}")
     if args.clip is not None and not args.clip > 0:
@@ -176,7 +235,7 @@ def run(args) -> int:
         raise UsageError(f"cannot create output directory {args.out!r}: {e}") from e
     cfg = TrainConfig(epochs=args.epochs, batches_per_epoch=args.batches, batch=args.batch, lr=args.lr,
                       clip=args.clip, threads=args.threads)
-    frames, spectra, facts, projs, schur_T, losses = [], {}, [], [], {}, {}
+    frames, spectra, facts, projs, schur_T, losses, nears, grids = [], {}, [], [], {}, {}, [], []
     for tname in tasks:
         task = make_task(tname)
         for cn in cons_of[tname]:
@@ -185,7 +244,8 @@ def run(args) -> int:
                                                                           os.path.join(args.out, "ckpt"))
                 for seed, model in enumerate(models):
                     df = schur_ablation(model, task, alpha=sweep, n_eval=args.n_eval, n_random=args.n_random,
-                                        seed=seed, refit=args.refit, epsilon=epsilon)
+                                        seed=seed, refit=args.refit, epsilon=epsilon, n_orders=args.n_orders,
+                                        detail_alphas=[args.alpha])
                     full = df[(df.subset == "full") & (df.alpha == args.alpha)].iloc[0]
                     acc = float(full["replay_acc"]) if "replay_acc" in df else None
                     ok = converged(tname, float(full["fvu"]), acc)
@@ -194,8 +254,9 @@ def run(args) -> int:
                         df.insert(0, col, v)
                     frames.append(df)
                     pr = removed_direction_projections(model, task, alpha=args.alpha, n_eval=args.n_eval)
-                    pr = pr.merge(df[df.alpha == args.alpha][["subset", "dfvu", "task", "construction", "hidden",
-                                                              "seed", "converged"]], on="subset")
+                    pr = pr.merge(df[df.alpha == args.alpha][["subset", "dfvu", "rand_dfvu_mean", "rand_pattern_dfvu_mean",
+                                                              "task", "construction", "hidden", "seed", "converged"]],
+                                  on="subset")
                     projs.append(pr)
                     sb = schur_blocks(model.recurrent_weight(torch.float64).detach(), alpha=args.alpha)
                     facts.append({"task": tname, "construction": cn, "hidden": hidden, "seed": seed,
@@ -203,19 +264,35 @@ def run(args) -> int:
                                   "N_over_T": float(sb.N.norm() / sb.T.norm()), "n_R": sb.n_R,
                                   "rho": sb.rho, "n_near_cut": int(sb.near_cut.sum())})
                     spectra.setdefault((tname, cn, hidden), []).append((sb.eigvals.numpy(), sb.rho))
+                    key = {"task": tname, "construction": cn, "hidden": hidden, "seed": seed, "converged": ok}
+                    nc = near_cut_eigenvalues(model.recurrent_weight(torch.float64).detach(), args.alpha, args.near_cut)
+                    nears.append(nc.assign(**key))
+                    facts[-1]["n_near_cut_rel"] = len(nc)
+                    if grid:
+                        grids.append(alpha_stability(model, task, grid, n_eval=min(64, args.n_eval)).assign(**key))
                     schur_T.setdefault(f"{tname} / {cn}, H = {hidden}, seed {seed}", (sb.T.numpy(), sb.n_R))
     raw = pd.concat(frames, ignore_index=True)
     facts = pd.DataFrame(facts)
     proj = pd.concat(projs, ignore_index=True)
+    raw["noop"] = (raw["stabiliser"] == "no-op").astype(float)
+    raw["order_dependent"] = raw["order_dependent"].astype(float)
     used = raw if args.include_unconverged else raw[raw.converged]
+    proj["dfvu_excess"] = proj["dfvu"] - proj["rand_pattern_dfvu_mean"]  # matched size: minus same-pattern random
     proj_used = proj if args.include_unconverged else proj[proj.converged]
+    near = pd.concat(nears, ignore_index=True)
+    grid_df = pd.concat(grids, ignore_index=True) if grids else pd.DataFrame()
     values = ("fvu", "dfvu", "d_D", "removed_rel_T", "sensitivity", "rand_dfvu_mean", "replay_acc",
-              "nonadditivity", "fvu_refit")
+              "nonadditivity", "fvu_refit", "dfvu_order_min", "dfvu_order_median", "dfvu_order_max",
+              "order_dependent", "replay_order_min", "replay_order_max", "dfvu_inv", "replay_acc_inv",
+              "removed_rel_T_inv", "rand_pattern_dfvu_mean", "rand_outside_dfvu_mean", "noop")
     summ = summarize(used, by=("task", "construction", "hidden", "alpha", "subset"), values=values)
     raw.to_csv(os.path.join(args.out, "schur_ablation_raw.csv"), index=False)
     summ.to_csv(os.path.join(args.out, "schur_ablation_summary.csv"), index=False)
     facts.to_csv(os.path.join(args.out, "schur_models.csv"), index=False)
     proj.to_csv(os.path.join(args.out, "schur_subspace.csv"), index=False)
+    near.to_csv(os.path.join(args.out, "schur_near_cut.csv"), index=False)
+    if grids:
+        grid_df.to_csv(os.path.join(args.out, "schur_alpha_grid.csv"), index=False)
 
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
@@ -245,6 +322,7 @@ def run(args) -> int:
         if "fvu_refit_mean" in s:
             cols["FVU refit"] = s["fvu_refit_mean"].map("{:.3g}".format)
         print(pd.DataFrame(cols).to_string(index=False))
+        print(_order_table(s, tname == "copy").to_string(index=False))
         r = used[(used.task == tname) & (used.construction == cn) & (used.hidden == hidden) & used.subset.isin(SINGLE)]
         winners = r.loc[r.groupby(["seed", "alpha"])["dfvu"].idxmax()].copy()
         winners.loc[winners["dfvu"] <= 1e-9, "subset"] = "none"  # no block hurts (e.g. Cayley, empty C sector)
@@ -263,6 +341,20 @@ def run(args) -> int:
           "[95% bootstrap]")
     print(pred.to_string(index=False, float_format="{:.3g}".format))
     print(pred_task.to_string(index=False, float_format="{:.3g}".format))
+    pred_m = damage_predictors(proj_used, target="dfvu_excess")
+    print("matched size: the same with dFVU(block) - dFVU(same-pattern random of equal norm) as the target")
+    print(pred_m.to_string(index=False, float_format="{:.3g}".format))
+    print(f"\n== eigenvalues within {args.near_cut:g} rho of the cut alpha rho = {args.alpha:g} rho "
+          "(per model; each listed in schur_near_cut.csv)")
+    cnt = facts.groupby(["task", "construction", "hidden"], sort=False)["n_near_cut_rel"].agg(list)
+    print(cnt.to_string())
+    if grids:
+        g_used = grid_df if args.include_unconverged else grid_df[grid_df.converged]
+        if not g_used.empty:
+            print(f"\n== stability over the alpha grid {grid[0]:g}..{grid[-1]:g} ({len(grid)} values, "
+                  f"{min(64, args.n_eval)} held-out sequences): n_R range and median over seeds of each effect's "
+                  "range (max - min over alpha); schur_alpha_grid.csv")
+            print(_grid_table(g_used).to_string(index=False))
     cmp = compare_with_paper(summ, alpha=0.9)
     cmp.to_csv(os.path.join(args.out, "schur_paper_comparison.csv"), index=False)
     print("\n== comparison with the paper (ours: mean [95% CI] over converged seeds)")
@@ -279,5 +371,5 @@ def run(args) -> int:
     plots.loss_curves(losses, os.path.join(args.out, "schur_loss.png"))
     print(f"\nwrote {os.path.join(args.out, 'schur_ablation_raw.csv')}, schur_ablation_summary.csv, schur_models.csv, "
           f"schur_subspace.csv, schur_paper_comparison.csv, {png}, schur_stabilisers.png, schur_subspace.png, "
-          "schur_T.png, schur_loss.png")
+          "schur_T.png, schur_loss.png, schur_near_cut.csv" + (", schur_alpha_grid.csv" if grids else ""))
     return 0

@@ -10,7 +10,7 @@ def test_schur_cli_tiny(tmp_path, capsys):
     out = str(tmp_path / "run")
     argv = ["schur", "--task", "copy", "--construction", "orthogonal,cayley", "--seeds", "2", "--hidden", "8",
             "--epochs", "1", "--batches", "2", "--batch", "4", "--n-eval", "8", "--n-random", "2", "--alphas", "0.95",
-            "--out", out, "--no-progress", "--include-unconverged"]
+            "--n-orders", "2", "--alpha-grid", "0.85,0.95", "--out", out, "--no-progress", "--include-unconverged"]
     assert main(argv) == 0
     for f in ["schur_ablation_raw.csv", "schur_ablation_summary.csv", "schur_models.csv", "schur_ablation.png",
               "schur_subspace.csv", "schur_paper_comparison.csv", "schur_stabilisers.png", "schur_subspace.png",
@@ -23,7 +23,14 @@ def test_schur_cli_tiny(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "Cayley: W orthogonal => normal" in text and "dFVU raw [95% CI]" in text and "normalised sens." in text
     assert "eps-stabilisers" in text and "subspace or coupling" in text and "comparison with the paper" in text
-    assert {"d_D", "stabiliser", "converged"} <= set(raw.columns)
+    assert {"d_D", "stabiliser", "converged", "dfvu_order_min", "dfvu_order_max", "order_dependent", "dfvu_inv",
+            "replay_acc_inv", "rand_pattern_dfvu_mean", "rand_outside_dfvu_mean", "noop_tol"} <= set(raw.columns)
+    assert (cay["stabiliser"] == "no-op").all() and (cay["stabiliser_inv"] == "no-op").all()
+    assert "over orderings min / med / max" in text and "stability over the alpha grid" in text
+    for f in ["schur_near_cut.csv", "schur_alpha_grid.csv"]:
+        assert os.path.exists(os.path.join(out, f)), f
+    cmp = pd.read_csv(os.path.join(out, "schur_paper_comparison.csv"))
+    assert (cmp[cmp.setting.str.contains("cayley")]["verdict"] == "by construction").all()
     ck = sorted(os.listdir(os.path.join(out, "ckpt")))
     assert len(ck) == 4
     mtime = os.path.getmtime(os.path.join(out, "ckpt", ck[0]))
@@ -55,3 +62,6 @@ def test_schur_cli_bad_input(tmp_path, capsys):
     assert main(["schur", "--hidden", "a,b", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--clip", "0", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--epsilon", "-1", "--out", str(tmp_path)]) == 2
+    assert main(["schur", "--n-orders", "-1", "--out", str(tmp_path)]) == 2
+    assert main(["schur", "--alpha-grid", "0.9:0.8:0.01", "--out", str(tmp_path)]) == 2
+    assert main(["schur", "--near-cut", "0", "--out", str(tmp_path)]) == 2
