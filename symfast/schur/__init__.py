@@ -2,12 +2,15 @@
 
 Ordered real Schur coordinates of a tanh RNN's recurrent matrix, sectors and
 coupling blocks (`blocks`), zeroing coupling blocks and measuring behaviour, with the
-rollout distance d_D and eps-stabiliser classes (`ablation`), where the removed
+rollout distance d_D and eps-stabiliser classes (`ablation`), within-sector orderings and the
+spread of an ablation over them (`orderings`), ordering-invariant ablations (`invariant`),
+equal-norm random controls in and outside the Schur pattern (`controls`), eigenvalues near the
+cut and a fine alpha grid (`nearcut`), where the removed
 directions sit relative to task activity (`subspace`), the paper's settings, targets and
 numbers (`paper`), and the RNNs, tasks and training the study runs on (`rnn`)
 ("Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457).
 """
-from symfast.schur import paper, rnn, subspace
+from symfast.schur import controls, invariant, nearcut, orderings, paper, rnn, subspace
 from symfast.schur.ablation import rollout_distance, schur_ablation
 from symfast.schur.ablation import summarize as schur_ablation_summary
 from symfast.schur.blocks import (BLOCKS, SUBSETS, SchurBlocks, ablate, departure_from_normality, schur_blocks,
@@ -15,4 +18,4 @@ from symfast.schur.blocks import (BLOCKS, SUBSETS, SchurBlocks, ablate, departur
 
 __all__ = ["BLOCKS", "SUBSETS", "SchurBlocks", "schur_blocks", "ablate", "subset_name",
            "departure_from_normality", "schur_ablation", "schur_ablation_summary", "rollout_distance", "rnn",
-           "subspace", "paper"]
+           "subspace", "paper", "orderings", "invariant", "controls", "nearcut"]
