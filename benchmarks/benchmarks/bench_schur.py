@@ -52,6 +52,7 @@ class OrderedSchur:
     def setup(self, impl):
         self.W = _schur_data()
         self.backend = "reference" if impl == "reference" else "cpu"
+        sf.ordered_schur(self.W, backend=self.backend)  # warm-up (LAPACK handles, op registration)
 
     def time_ordered_schur(self, impl):
         sf.ordered_schur(self.W, backend=self.backend)
