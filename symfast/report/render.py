@@ -139,8 +139,9 @@ def counts_line(claims: list) -> str:
 
 
 def _claims_frame(claims: list) -> pd.DataFrame:
-    return pd.DataFrame([{"claim": c.claim, "expected": c.expected, "measured": c.measured, "verdict": c.label,
-                          "note": c.note} for c in claims], columns=["claim", "expected", "measured", "verdict", "note"])
+    cols = ["study", "claim", "expected", "measured", "verdict", "note"]
+    return pd.DataFrame([{"study": c.study, "claim": c.claim, "expected": c.expected, "measured": c.measured,
+                          "verdict": c.label, "note": c.note} for c in claims], columns=cols)
 
 
 def _by_study(claims: list) -> list:
