@@ -38,6 +38,9 @@ def add_arguments(p):
                    help="run the summary instead: mlp and cnn x tanh/sigmoid/relu (equivariant + control) and "
                         "the autoencoder regime grid; writes suite.md, regimes.png, results.json")
     p.add_argument("--quick", action="store_true", help="with --suite: fewer steps and smaller CNNs")
+    p.add_argument("--seed-offset", type=int, default=0,
+                   help="with --suite: training seed of every model (default 0, the seed the claims' bars were set "
+                        "after); a fresh value gives a held-out replicate (symfast reproduce uses 1000)")
     p.add_argument("--equivariance-weight", type=float, default=1.0)
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (e.g. 0.5)")
     p.add_argument("--steps", type=int, default=1500)
@@ -60,11 +63,12 @@ def _run_suite(args, data) -> int:
     log = lambda m: print("  " + m, file=sys.stderr, flush=True)  # noqa: E731
     t0 = time.perf_counter()
     steps, cnn_steps, ae_steps = (400, 300, 300) if args.quick else (args.steps, args.steps, args.steps)
+    seed = args.seed_offset
     rows = run_suite(data, steps=steps, cnn_steps=cnn_steps, cnn_channels=(8, 16) if args.quick else (16, 32),
-                     equivariance_weight=args.equivariance_weight, progress=log, figures_dir=args.out)
-    regimes = autoencoder_regimes(data, steps=ae_steps, progress=log)
+                     equivariance_weight=args.equivariance_weight, seed=seed, progress=log, figures_dir=args.out)
+    regimes = autoencoder_regimes(data, steps=ae_steps, seed=seed, progress=log)
     log("attention block (synthetic smoothing task)")
-    att = attention_experiment(steps=200 if args.quick else args.steps)
+    att = attention_experiment(steps=200 if args.quick else args.steps, seed=seed)
     fig = os.path.join(args.out, "regimes.png")
     plot_regimes(regimes, fig)
     text = ["## Latent groups by activation", "", table_markdown(), "",
@@ -78,7 +82,9 @@ def _run_suite(args, data) -> int:
     with open(os.path.join(args.out, "suite.md"), "w") as f:
         f.write("\n".join(text) + "\n")
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"suite": rows, "autoencoder_regimes": regimes, "attention": att, "seconds": time.perf_counter() - t0}, f, indent=1)
+        settings = {"quick": bool(args.quick), "steps": steps, "seed_offset": seed}
+        json.dump({"suite": rows, "autoencoder_regimes": regimes, "attention": att, "settings": settings,
+                   "seconds": time.perf_counter() - t0}, f, indent=1)
     print(f"wrote {args.out}/suite.md, results.json ({time.perf_counter() - t0:.1f} s)")
     return 0
 

@@ -5,18 +5,38 @@ Kohn): an end-to-end equivariant network whose parameters are identifiable carri
 action on every hidden layer that makes each layer equivariant; for MLPs a (signed / scaled)
 permutation of neurons. `layerwise_claims` turns the suite's `results.json` into
 `symfast.report.claim.Claim` rows: what each claim predicts for the run, what was measured, whether
-it held. The bars are fixed here, before any run is read.
+it held.
+
+The theorem's identifiability hypothesis is known to hold for some activations and only
+conjectured for others, so the fit is checked in two rows: activations for which the paper's
+result applies (`PROVEN`: tanh, sigmoid, polynomials) and those for which it is conjectural
+(ReLU and the rest).
+
+Where the bars come from, truthfully: they were set *after* the suite's numbers at seed 0 (1500
+steps) were seen and documented, not before any run. They are kept as they are, and the verdicts
+are read on a held-out replicate instead: `symfast reproduce` runs the suite on a fresh seed set
+(`symfast layerwise --suite --seed-offset`, `REPLICATE_SEED`) that was never used while the bars
+were chosen. A suite run at seed 0 (in-sample) or with --quick (a smaller budget than the bars were
+set on) gives "not comparable" rows, with the reason.
 """
 from __future__ import annotations
 
-from symfast.report.claim import Claim
+from symfast.report.claim import Claim, not_comparable
 
-__all__ = ["layerwise_claims", "RATIO_BAR", "ACCURACY_KEPT", "ACCURACY_LOST", "NEAR_LINEAR"]
+__all__ = ["layerwise_claims", "RATIO_BAR", "ACCURACY_KEPT", "ACCURACY_LOST", "NEAR_LINEAR", "PROVEN",
+           "IN_SAMPLE_SEED", "REPLICATE_SEED"]
+
+# Set after the seed-0 suite's numbers were documented (see the module docstring); kept unchanged.
 
 RATIO_BAR = 0.5  # layer-1 weight error at most half of the random-permutation level: a real action
 ACCURACY_KEPT = 0.02  # projecting onto the recovered actions may cost at most 2 accuracy points
 ACCURACY_LOST = 0.2  # projecting onto random actions must cost at least 20 points (the control bites)
 NEAR_LINEAR = 0.9  # tanh units with >= 90% of pre-activations in |z| < 0.5: basis defined only up to GL
+
+# Activations for which the paper's identifiability hypothesis is established; the rest (ReLU) conjectural.
+PROVEN = ("tanh", "sigmoid", "cube", "square", "odd_poly", "even_poly")
+IN_SAMPLE_SEED = 0  # the seed whose suite numbers were seen before the bars were set
+REPLICATE_SEED = 1000  # first seed of the held-out replicate `symfast reproduce` reads its verdicts from
 
 
 def _verdict(ok: bool) -> str:
@@ -42,13 +62,23 @@ def layerwise_claims(results: dict) -> list:
     eq = [r for r in rows if r["variant"] == "equivariant"]
     ctl = {_label(r): r for r in rows if r["variant"] == "control"}
     if eq:
-        ratio = {_label(r): r["weight_error"] / r["random"] for r in eq}
-        ok = [k for k, v in ratio.items() if v < RATIO_BAR]
-        claims.append(Claim(
-            "layerwise", "Flip-invariant networks are layerwise equivariant: the recovered layer-1 action fits",
-            f"layer-1 weight error < {RATIO_BAR:g} x random permutations in {len(eq)} of {len(eq)} settings",
-            f"{len(ok)} of {len(eq)}: " + ", ".join(f"{k} {v:.2f}" for k, v in ratio.items()),
-            _verdict(len(ok) == len(eq)), "error / random-permutation error, layer 1, weight level"))
+        for proven in (True, False):
+            group = [r for r in eq if (r["activation"] in PROVEN) == proven]
+            if not group:
+                continue
+            ratio = {_label(r): r["weight_error"] / r["random"] for r in group}
+            ok = [k for k, v in ratio.items() if v < RATIO_BAR]
+            acts = ", ".join(dict.fromkeys(r["activation"] for r in group))
+            claims.append(Claim(
+                "layerwise", ("Flip-invariant networks are layerwise equivariant: the recovered layer-1 action fits"
+                              + (" (proven: tanh, sigmoid, polynomial activations)" if proven else
+                                 " (conjectural: ReLU and other activations)")),
+                f"layer-1 weight error < {RATIO_BAR:g} x random permutations in {len(group)} of {len(group)} settings",
+                f"{len(ok)} of {len(group)}: " + ", ".join(f"{k} {v:.2f}" for k, v in ratio.items()),
+                _verdict(len(ok) == len(group)),
+                f"error / random-permutation error, layer 1, weight level; activations here: {acts}; "
+                + ("the paper's identifiability hypothesis holds for them" if proven else
+                   "identifiability is conjectured, not proven, for them: a miss does not contradict the theorem")))
         paired = [(k, r["weight_error"], ctl[k]["weight_error"]) for k, r in ((_label(r), r) for r in eq) if k in ctl]
         if paired:
             better = [p for p in paired if p[1] < p[2]]
@@ -83,4 +113,18 @@ def layerwise_claims(results: dict) -> list:
             f"{a['param_error']:.3f} vs random {a['random']:.3f} (heads fixed/cycled "
             f"{a['heads']['fixed']}/{a['heads']['cycled']})",
             _verdict(a["param_error"] < RATIO_BAR * a["random"]), "synthetic token-smoothing task, 4 heads"))
+    return _gate(claims, results.get("settings"))
+
+
+def _gate(claims: list, settings: dict | None) -> list:
+    """Held / missed rows become "not comparable" for a --quick suite or an in-sample (seed-0) one;
+    results without `settings` (written by hand or by an older version) are read as they are."""
+    if not settings:
+        return claims
+    if settings.get("quick"):
+        return not_comparable(claims, "not converged", "--quick suite: fewer training steps than the 1500 the "
+                              "bars were set on")
+    if int(settings.get("seed_offset", IN_SAMPLE_SEED)) == IN_SAMPLE_SEED:
+        return not_comparable(claims, "not held out", f"seed {IN_SAMPLE_SEED} is the run the bars were set after; "
+                              f"verdicts come from a fresh seed set (--seed-offset, e.g. {REPLICATE_SEED})")
     return claims

@@ -34,10 +34,42 @@ import math
 
 import numpy as np
 
-__all__ = ["Decision", "decide", "null_pvalues", "holm", "split_halves"]
+__all__ = ["Decision", "decide", "null_pvalues", "holm", "split_halves", "CALIBRATED_SEEDS", "CALIBRATED_STEPS",
+           "budget_shortfall"]
 
 # Rounding slack for exactly symmetric weights, whose score and null are both ~1e-16.
 ATOL = 1e-9
+
+# The smallest budget at which the decision rule's error rates were measured and met alpha (the
+# calibration grids of the readout-decisions guide: 8 seeds x 300 steps is the smallest cell whose
+# family-wise rate of missed true symmetries stayed at or below alpha; 4 seeds had almost no power,
+# 100 steps left the expected Gram not invariant enough; the default budget is 32 x 1500, the
+# adaptive one starts at 8 x 500). Below it, the rule's stated error rates do not apply.
+CALIBRATED_SEEDS = 8
+CALIBRATED_STEPS = 300
+
+
+def budget_shortfall(seeds: int | None, steps: int | None) -> tuple[str, str] | None:
+    """Why a budget is below the calibrated range, or None when it is inside it.
+
+    Args:
+        seeds: models per shape (None: unknown, not checked).
+        steps: training steps per model (None: unknown, not checked).
+
+    Returns:
+        (reason class, sentence): "too few seeds" when seeds < CALIBRATED_SEEDS, else "not
+        converged" when steps < CALIBRATED_STEPS; None when neither.
+    """
+    where = (f"the decision rule's error rates were measured from {CALIBRATED_SEEDS} seeds x {CALIBRATED_STEPS} "
+             f"steps up (default 32 x 1500)")
+    few = seeds is not None and seeds < CALIBRATED_SEEDS
+    short = steps is not None and steps < CALIBRATED_STEPS
+    what = " and ".join(([f"{seeds} seeds per shape"] if few else []) + ([f"{steps} training steps"] if short else []))
+    if few:
+        return "too few seeds", f"{what}; {where}"
+    if short:
+        return "not converged", f"{what}; {where}"
+    return None
 
 
 class Decision(dict):

@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from symfast.readout.decision import ATOL as _ATOL
-from symfast.readout.decision import decide, split_halves
+from symfast.readout.decision import budget_shortfall, decide, split_halves
 from symfast.nn.fields import Ensemble
 from symfast.groups import Group, dihedral, rotation_sweep, union
 from symfast.readout.result import Readout
@@ -126,6 +126,7 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         for layer in ens.weights + ens.biases:
             if not torch.isfinite(layer).all():
                 raise ValueError("ensemble weights contain NaN or Inf")
+        _warn_small_budget(ens)
         dim = ens.pe.input_dim
         cands = default_candidates(dim) if given is None else given
         swept = list(_sweep_group(sweep, dim, sweep_axis)) if sweep else []
@@ -151,6 +152,19 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
                         sweep_rows.append(dict(row, score_null=nl,  # identity: 0 / 0, undefined
                                                score_norm=r["score"] / nl if nl > _ATOL else np.nan))
     return Readout(pd.DataFrame(rows), pd.DataFrame(sweep_rows), elements)
+
+
+def _warn_small_budget(ens: Ensemble) -> None:
+    """Warn when an ensemble's seeds per shape or training steps (`ens.config["steps"]`) are below the
+    budgets at which the decision rule's error rates were measured (`decision.CALIBRATED_SEEDS`,
+    `CALIBRATED_STEPS`): e.g. 4 seeds x 30 steps of the triangle under DyadicAxisPE observe all of D4."""
+    seeds = min((len(ens.indices(s)) for s in dict.fromkeys(ens.shapes)), default=None)
+    steps = ens.config.get("steps") if isinstance(ens.config, dict) else None
+    short = budget_shortfall(seeds, int(steps) if steps is not None else None)
+    if short is not None:
+        warnings.warn(f"{ens.pe.name}: budget below the calibrated range ({short[1]}); the readout's false-positive "
+                      "and false-negative rates are unknown here and observed sets may include false symmetries",
+                      stacklevel=3)
 
 
 # Haar conjugates per shape for the sweep's spectrum-matched null (its mean is stable to ~1%).

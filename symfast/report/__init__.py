@@ -1,8 +1,11 @@
-"""The report of `symfast reproduce`: verdict rows (`claim`, imported by the studies), the rendering
-of tables, figures and run details as Markdown and HTML (`render`), and the studies' prose (`texts`).
+"""The report of `symfast reproduce`: verdict rows and the rules that give them (`claim`, imported by
+the studies), the rendering of tables, figures and run details as Markdown and HTML (`render`), and
+the studies' prose (`texts`).
 """
-from symfast.report.claim import VERDICTS, Claim, read_claims, write_claims
-from symfast.report.render import Section, render_html, render_markdown, run_details, write_report
+from symfast.report.claim import (MIN_SEEDS, TOLERANCE, VERDICTS, Claim, equivalence_verdict, not_comparable,
+                                  ranking_verdict, read_claims, verdict_counts, write_claims)
+from symfast.report.render import Section, counts_line, render_html, render_markdown, run_details, write_report
 
-__all__ = ["Claim", "Section", "VERDICTS", "run_details", "write_claims", "read_claims", "render_markdown",
-           "render_html", "write_report"]
+__all__ = ["Claim", "Section", "VERDICTS", "MIN_SEEDS", "TOLERANCE", "equivalence_verdict", "ranking_verdict",
+           "not_comparable", "verdict_counts", "counts_line", "run_details", "write_claims", "read_claims",
+           "render_markdown", "render_html", "write_report"]

@@ -1,18 +1,69 @@
-"""`Claim`: one checked statement of a paper (expected, measured, verdict), and its CSV form.
+"""`Claim`: one checked statement of a paper (expected, measured, verdict), its CSV form, and the
+rules that turn a measurement into a verdict.
 
 The studies build their verdict rows from this module, which imports nothing of symfast, so that
 any layer may use it; the report renders them (`symfast.report.render`).
+
+Verdict classes (`VERDICTS`):
+
+- **held** / **missed**: the row was *tested* — the measurement could have come out either way,
+  and it is counted as evidence for or against the paper.
+- **not comparable**: the row could not be tested in this run; `reason` says why, one of
+  `NOT_COMPARABLE_REASONS` (not converged, too few seeds, task definition differs, interval too
+  wide) or a short sentence.
+- **by construction**: the row cannot fail (e.g. G_obs ⊆ G_lift when only exactly liftable elements
+  are scored); shown with its reason, never counted as held.
+- **order-dependent**: the quantity depends on an arbitrary choice the paper does not fix (e.g. the
+  order of the blocks inside a Schur sector), so no single value can be compared.
+
+A paper's *number* is held only by equivalence (`equivalence_verdict`): our 95% interval must lie
+inside a tolerance band around the paper's value, with the band fixed per kind of quantity
+(`TOLERANCE`) before any run; a *ranking* (`ranking_verdict`) needs intervals that do not overlap.
+Both need at least `MIN_SEEDS` converged seeds.
 """
 from __future__ import annotations
 
+import math
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
+from typing import NamedTuple
 
 import pandas as pd
 
-__all__ = ["Claim", "VERDICTS", "write_claims", "read_claims"]
+__all__ = ["Claim", "VERDICTS", "TESTED", "NOT_COMPARABLE_REASONS", "MIN_SEEDS", "TOLERANCE", "Band", "Verdict",
+           "equivalence_verdict", "ranking_verdict", "not_comparable", "verdict_counts", "write_claims",
+           "read_claims"]
 
-VERDICTS = ("held", "missed", "not comparable", "order-dependent", "by construction")
+VERDICTS = ("held", "missed", "not comparable", "by construction", "order-dependent")
+TESTED = ("held", "missed")  # the verdicts that count as evidence
+NOT_COMPARABLE_REASONS = ("not converged", "too few seeds", "task definition differs", "interval too wide")
+
+MIN_SEEDS = 3  # converged seeds needed for any held / missed on a number or a ranking
+
+
+class Band(NamedTuple):
+    """Tolerance band around a paper's value: half-width max(relative * |paper|, absolute)."""
+
+    relative: float
+    absolute: float
+
+
+# Fixed per kind of quantity, before any run; `kind` of `equivalence_verdict`.
+TOLERANCE = {
+    # ΔFVU: relative (effects span 0.05-2 across tasks); the absolute floor makes a paper value of ~0 testable.
+    "dfvu": Band(relative=0.25, absolute=0.01),
+    # normalised sensitivity (ΔFVU per unit of removed Schur mass): relative, like ΔFVU.
+    "sensitivity": Band(relative=0.25, absolute=0.0),
+    # accuracies (replay accuracy, test accuracy) in [0, 1]: absolute, 5 points.
+    "accuracy": Band(relative=0.0, absolute=0.05),
+}
+
+
+class Verdict(NamedTuple):
+    """A verdict and why (the rule applied, or the reason it could not be tested)."""
+
+    verdict: str
+    reason: str
 
 
 @dataclass
@@ -25,7 +76,9 @@ class Claim:
         expected: what the claim predicts for this run.
         measured: what this run measured.
         verdict: one of `VERDICTS`.
-        note: why, in words (thin margins, unconverged models, a different setting).
+        note: why, in words (thin margins, the mechanism behind a miss, a different setting).
+        reason: for "not comparable", "by construction" and "order-dependent": why the row is not a
+            test (for "not comparable" preferably one of `NOT_COMPARABLE_REASONS`).
     """
 
     study: str
@@ -34,10 +87,123 @@ class Claim:
     measured: str
     verdict: str
     note: str = ""
+    reason: str = ""
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict must be one of {VERDICTS}, got {self.verdict!r}")
+
+    @property
+    def tested(self) -> bool:
+        """Whether the row is evidence (held or missed)."""
+        return self.verdict in TESTED
+
+    @property
+    def label(self) -> str:
+        """The verdict with its reason, e.g. "not comparable: not converged"."""
+        return f"{self.verdict}: {self.reason}" if self.reason and not self.tested else self.verdict
+
+
+def not_comparable(claims: list, reason: str, note: str = "") -> list:
+    """`claims` with every held / missed row turned into "not comparable" with `reason` (e.g. the
+    models behind them did not converge); the measurement stays, `note` is prepended to the row's."""
+    return [replace(c, verdict="not comparable", reason=reason,
+                    note="; ".join(p for p in (note, c.note) if p)) if c.tested else c for c in claims]
+
+
+def _finite(*xs) -> bool:
+    return all(x is not None and math.isfinite(x) for x in xs)
+
+
+def equivalence_verdict(paper: float, lo: float, hi: float, n: int, kind: str, converged: bool = True) -> Verdict:
+    """Whether our 95% interval [lo, hi] over `n` converged seeds reproduces the paper's value.
+
+    Rule (equivalence, not inclusion): with band B = [paper - w, paper + w], w =
+    max(TOLERANCE[kind].relative * |paper|, TOLERANCE[kind].absolute),
+
+    - held: [lo, hi] ⊆ B (our value is within the tolerance, and we know it);
+    - missed: [lo, hi] ∩ B = ∅ (our value differs by more than the tolerance, and we know it);
+    - not comparable otherwise: "not converged" (converged False), "too few seeds" (n < MIN_SEEDS),
+      "interval too wide" (no finite interval, or one that straddles an edge of the band).
+
+    A paper value inside a wide interval is *not* held: a noisy run would otherwise reward itself.
+
+    Args:
+        paper: the paper's value.
+        lo, hi: our 95% interval.
+        n: number of converged seeds behind it.
+        kind: a key of `TOLERANCE` ("dfvu", "sensitivity", "accuracy").
+        converged: whether the models behind the interval reached their convergence target.
+
+    Returns:
+        `Verdict` (verdict, reason): the reason names the rule applied or why nothing was tested.
+    """
+    if kind not in TOLERANCE:
+        raise ValueError(f"kind must be one of {sorted(TOLERANCE)}, got {kind!r}")
+    if not _finite(paper):
+        raise ValueError(f"paper value must be finite, got {paper}")
+    if not converged:
+        return Verdict("not comparable", "not converged")
+    if n < MIN_SEEDS:
+        return Verdict("not comparable", f"too few seeds (n = {n} < {MIN_SEEDS})")
+    if not _finite(lo, hi) or lo > hi:
+        return Verdict("not comparable", "interval too wide (no finite interval)")
+    band = TOLERANCE[kind]
+    w = max(band.relative * abs(paper), band.absolute)
+    b_lo, b_hi = paper - w, paper + w
+    rule = f"band [{b_lo:.3g}, {b_hi:.3g}] ({kind}: ±{_band_text(band)})"
+    if b_lo <= lo and hi <= b_hi:
+        return Verdict("held", f"our interval lies inside the {rule}")
+    if hi < b_lo or lo > b_hi:
+        return Verdict("missed", f"our interval lies outside the {rule}")
+    return Verdict("not comparable", f"interval too wide: [{lo:.3g}, {hi:.3g}] straddles an edge of the {rule}")
+
+
+def _band_text(band: Band) -> str:
+    parts = ([f"{band.relative:.0%} of the paper's value"] if band.relative else []) + \
+            ([f"{band.absolute:g}"] if band.absolute else [])
+    return " or ".join(parts) + (", whichever is larger" if len(parts) > 1 else "")
+
+
+def ranking_verdict(intervals: dict, claimed, n: int, converged: bool = True) -> Verdict:
+    """Whether `claimed` is the largest of several quantities, from their 95% intervals.
+
+    - held: n >= MIN_SEEDS and the claimed interval lies above every other (lo > their hi);
+    - missed: n >= MIN_SEEDS and some other interval lies above the claimed one;
+    - not comparable otherwise ("not converged", "too few seeds", "interval too wide" when the
+      intervals overlap so the ranking is not resolved).
+
+    Args:
+        intervals: {name: (lo, hi)}.
+        claimed: the name the paper ranks first.
+        n: converged seeds behind the intervals (the smallest n among them).
+        converged: whether those models converged.
+    """
+    if claimed not in intervals:
+        raise ValueError(f"claimed {claimed!r} is not among {sorted(intervals)}")
+    if not converged:
+        return Verdict("not comparable", "not converged")
+    if n < MIN_SEEDS:
+        return Verdict("not comparable", f"too few seeds (n = {n} < {MIN_SEEDS})")
+    if not all(_finite(lo, hi) for lo, hi in intervals.values()):
+        return Verdict("not comparable", "interval too wide (no finite interval)")
+    lo_c, hi_c = intervals[claimed]
+    others = {k: v for k, v in intervals.items() if k != claimed}
+    above = [k for k, (lo, _) in others.items() if lo > hi_c]
+    if above:
+        return Verdict("missed", f"{', '.join(above)} lies above {claimed} (non-overlapping intervals)")
+    if all(lo_c > hi for _, hi in others.values()):
+        return Verdict("held", f"{claimed} lies above every other (non-overlapping intervals)")
+    overlap = [k for k, (_, hi) in others.items() if hi >= lo_c]
+    return Verdict("not comparable", f"interval too wide: {claimed} overlaps {', '.join(overlap)}")
+
+
+def verdict_counts(claims: list) -> pd.DataFrame:
+    """Rows per study (in order of appearance, then "all"), columns per verdict class: counts."""
+    studies = list(dict.fromkeys(c.study for c in claims))
+    rows = [[sum(c.study == s and c.verdict == v for c in claims) for v in VERDICTS] for s in studies]
+    rows.append([sum(c.verdict == v for c in claims) for v in VERDICTS])
+    return pd.DataFrame(rows, index=studies + ["all"], columns=list(VERDICTS))
 
 
 def write_claims(path: str, claims: list) -> None:
@@ -46,7 +212,8 @@ def write_claims(path: str, claims: list) -> None:
 
 
 def read_claims(path: str) -> list:
-    """Read `claims.csv`; a missing file gives no claims."""
+    """Read `claims.csv` (files written before `reason` existed read with an empty reason); a missing
+    file gives no claims."""
     if not os.path.exists(path):
         return []
     t = pd.read_csv(path, dtype=str, keep_default_na=False)

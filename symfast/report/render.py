@@ -3,8 +3,10 @@ an explanation, tables with a column glossary and figures; written as Markdown a
 self-contained HTML file (figures inline).
 
 Each study writes its claims (`Claim` rows: what the paper says, what was expected, what
-was measured, held / missed / not comparable) to `claims.csv` in its output folder;
-`symfast reproduce` gathers them into the verdict table at the top of the report.
+was measured, and a verdict class of `symfast.report.claim.VERDICTS`) to `claims.csv` in its
+output folder; `symfast reproduce` gathers them into the verdict tables at the top of the report.
+The report's first line counts the rows per study and per class; every row is shown (lists longer
+than `FOLD_ROWS` are collapsible), and only held / missed rows count as tested.
 """
 from __future__ import annotations
 
@@ -14,11 +16,15 @@ import html
 import os
 import platform
 import subprocess
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import pandas as pd
 
-__all__ = ["Section", "run_details", "render_markdown", "render_html", "write_report"]
+from symfast.report.claim import TESTED, VERDICTS, verdict_counts
+
+__all__ = ["Section", "run_details", "counts_line", "render_markdown", "render_html", "write_report", "FOLD_ROWS"]
+
+FOLD_ROWS = 12  # a study's verdict list longer than this is collapsible (<details>), never folded into one row
 
 
 @dataclass
@@ -114,16 +120,59 @@ def _glossary_md(glossary: dict) -> str:
     return "\n".join(f"- `{k}`: {v}" for k, v in glossary.items())
 
 
-def render_markdown(title: str, details: dict, claims: list, sections: list, base: str = ".") -> str:
-    """The report as Markdown; figure paths are written relative to `base` (the report's folder)."""
-    out = [f"# {title}", "", _md_table(pd.DataFrame(list(details.items()), columns=["run", ""])), ""]
+def counts_line(claims: list) -> str:
+    """The report's first line: rows per study and per verdict class, e.g. "Verdicts — readout: 2
+    held, 1 missed, 3 by construction; schur: ... (tested: held + missed)"."""
+    if not claims:
+        return "Verdicts: no claims were checked in this run."
+    t = verdict_counts(claims)
+    parts = []
+    for study, row in t.iterrows():
+        if study == "all":
+            continue
+        cells = ", ".join(f"{int(row[v])} {v}" for v in VERDICTS if row[v])
+        parts.append(f"{study}: {cells}")
+    tested = int(t.loc["all", list(TESTED)].sum())
+    return (f"Verdicts — {'; '.join(parts)}. Tested: {tested} of {len(claims)} rows "
+            f"({int(t.loc['all', 'held'])} held, {int(t.loc['all', 'missed'])} missed); the other rows are not "
+            "evidence for or against the papers.")
+
+
+def _claims_frame(claims: list) -> pd.DataFrame:
+    cols = ["study", "claim", "expected", "measured", "verdict", "note"]
+    return pd.DataFrame([{"study": c.study, "claim": c.claim, "expected": c.expected, "measured": c.measured,
+                          "verdict": c.label, "note": c.note} for c in claims], columns=cols)
+
+
+def _by_study(claims: list) -> list:
+    studies = list(dict.fromkeys(c.study for c in claims))
+    return [(s, [c for c in claims if c.study == s]) for s in studies]
+
+
+_CLASSES = ("Classes: **held** / **missed** — tested, the measurement could have come out either way (a paper "
+            "number is held only when our 95% interval lies inside its tolerance band); **not comparable** — not "
+            "tested in this run, with the reason; **by construction** — cannot fail, shown with its reason and "
+            "never counted as held; **order-dependent** — depends on a choice the paper does not fix.")
+
+
+def render_markdown(title: str, details: dict, claims: list, sections: list, base: str = ".",
+                    preamble=()) -> str:
+    """The report as Markdown; figure paths are written relative to `base` (the report's folder).
+
+    Args:
+        preamble: paragraphs shown above the verdict tables (e.g. what a --quick run can test).
+    """
+    out = [f"# {title}", "", counts_line(claims), "",
+           _md_table(pd.DataFrame(list(details.items()), columns=["run", ""])), ""]
     if claims:
-        n_held = sum(c.verdict == "held" for c in claims)
-        n_cmp = sum(c.verdict != "not comparable" for c in claims)
-        out += ["## Verdicts", "", f"{n_held} of {n_cmp} comparable claims held "
-                f"({len(claims) - n_cmp} not comparable). Each row: the paper's claim, what it predicts for "
-                "this run, what was measured, and whether it held.", "",
-                _md_table(pd.DataFrame([asdict(c) for c in claims])), ""]
+        out += ["## Verdicts", ""] + [x for p in preamble for x in (p, "")] + [_CLASSES, ""]
+        for study, rows in _by_study(claims):
+            table = _md_table(_claims_frame(rows))
+            head = f"{study}: {len(rows)} rows"
+            if len(rows) > FOLD_ROWS:
+                out += [f"<details><summary>{html.escape(head)}</summary>", "", table, "", "</details>", ""]
+            else:
+                out += [f"**{head}**", "", table, ""]
     for s in sections:
         status = "ok" if s.ok else "FAILED"
         out += [f"## {s.title}", ""]
@@ -154,23 +203,29 @@ def _img(path: str, base: str) -> str:
     return f'<img src="data:image/png;base64,{data}" style="max-width:100%">'
 
 
-def render_html(title: str, details: dict, claims: list, sections: list, base: str = ".") -> str:
-    """The same report as one self-contained HTML page (figures embedded)."""
+def render_html(title: str, details: dict, claims: list, sections: list, base: str = ".", preamble=()) -> str:
+    """The same report as one self-contained HTML page (figures embedded); `preamble` as in
+    `render_markdown`."""
     e = html.escape
     css = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.45}"
            "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #bbb;padding:.2em .5em;"
            "font-size:90%}th{background:#eee}.held{background:#dfd}.missed{background:#fdd}"
-           ".notcomparable{background:#eee}code{background:#f4f4f4}")
+           ".notcomparable{background:#eee}.byconstruction{background:#eef}.orderdependent{background:#ffe}"
+           "summary{font-weight:bold;cursor:pointer}code{background:#f4f4f4}")
     out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>{css}</style>"
-           f"</head><body><h1>{e(title)}</h1>",
+           f"</head><body><h1>{e(title)}</h1><p>{e(counts_line(claims))}</p>",
            pd.DataFrame(list(details.items()), columns=["run", ""]).to_html(index=False, border=0)]
     if claims:
-        rows = "".join(
-            f"<tr class='{c.verdict.replace(' ', '')}'><td>{e(c.study)}</td><td>{e(c.claim)}</td>"
-            f"<td>{e(c.expected)}</td><td>{e(c.measured)}</td><td><b>{e(c.verdict)}</b></td><td>{e(c.note)}</td></tr>"
-            for c in claims)
-        out += ["<h2>Verdicts</h2><table><tr><th>study</th><th>claim</th><th>expected</th><th>measured</th>"
-                f"<th>verdict</th><th>note</th></tr>{rows}</table>"]
+        out += ["<h2>Verdicts</h2>"] + [f"<p>{e(p)}</p>" for p in preamble] + [f"<p>{e(_CLASSES.replace('**', ''))}</p>"]
+        for study, rows in _by_study(claims):
+            body = "".join(
+                f"<tr class='{c.verdict.replace(' ', '').replace('-', '')}'><td>{e(c.claim)}</td><td>{e(c.expected)}"
+                f"</td><td>{e(c.measured)}</td><td><b>{e(c.label)}</b></td><td>{e(c.note)}</td></tr>" for c in rows)
+            table = ("<table><tr><th>claim</th><th>expected</th><th>measured</th><th>verdict</th><th>note</th></tr>"
+                     f"{body}</table>")
+            head = f"{study}: {len(rows)} rows"
+            out.append(f"<details><summary>{e(head)}</summary>{table}</details>" if len(rows) > FOLD_ROWS
+                       else f"<h3>{e(head)}</h3>{table}")
     for s in sections:
         out.append(f"<h2>{e(s.title)}</h2>")
         if s.command:
@@ -191,11 +246,13 @@ def render_html(title: str, details: dict, claims: list, sections: list, base: s
     return "\n".join(out)
 
 
-def write_report(folder: str, title: str, details: dict, claims: list, sections: list) -> tuple[str, str]:
-    """Write `report.md` and `report.html` into `folder`; returns their paths."""
+def write_report(folder: str, title: str, details: dict, claims: list, sections: list,
+                 preamble=()) -> tuple[str, str]:
+    """Write `report.md` and `report.html` into `folder`; returns their paths. `preamble`: paragraphs
+    above the verdict tables."""
     md, page = os.path.join(folder, "report.md"), os.path.join(folder, "report.html")
     with open(md, "w") as f:
-        f.write(render_markdown(title, details, claims, sections, base=folder))
+        f.write(render_markdown(title, details, claims, sections, base=folder, preamble=preamble))
     with open(page, "w") as f:
-        f.write(render_html(title, details, claims, sections, base=folder))
+        f.write(render_html(title, details, claims, sections, base=folder, preamble=preamble))
     return md, page

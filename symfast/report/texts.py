@@ -5,7 +5,18 @@ Papers are cited by title and arXiv id; `symfast reproduce` puts these beside it
 """
 from __future__ import annotations
 
-__all__ = ["INTROS", "READOUT_GLOSSARY", "READOUT3D_GLOSSARY", "FIGURE_CAPTIONS"]
+__all__ = ["INTROS", "QUICK_SCOPE", "READOUT_GLOSSARY", "READOUT3D_GLOSSARY", "FIGURE_CAPTIONS"]
+
+# The header of a `symfast reproduce --quick` report: what its small budgets can and cannot test.
+QUICK_SCOPE = (
+    "This is a --quick run. It can test: that every study runs end to end; the by-construction rows "
+    "(properties of the encodings, the same at any budget); and the 2D readout's hierarchy rows, whose "
+    "budget (16 seeds x 400 steps) lies inside the range where the decision rule's error rates were "
+    "measured (from 8 seeds x 300 steps). It cannot test: any published number of the Schur paper "
+    "(its models are trained for a fraction of the paper's budget and kept even when they miss their "
+    "convergence target), the 3D readout (6 seeds x 120 steps, below the calibrated range) or the "
+    "layerwise thresholds (set on the full 1500-step suite). Those rows are 'not comparable' with the "
+    "reason; run `symfast reproduce` without --quick for verdicts.")
 
 INTROS = {  # study -> (title, introduction)
     'readout': (

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import torch
 
-from symfast.groups import Group, dihedral, orthogonal_group, reflection, rotation, union
+from symfast.groups import Group, dihedral, orthogonal_group, reflection, rotation
 from symfast.shapes.base import Shape, _pos, recipe
 
 __all__ = ["circle", "square", "rectangle", "ellipse", "regular_polygon", "triangle", "pentagon", "hexagon", "star",
@@ -49,17 +49,38 @@ def _polygon_sdf(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return torch.where(inside, -1.0, 1.0).to(x.dtype) * d2.sqrt()
 
 
-def _vertex_symmetries(v: np.ndarray, name: str) -> Group:
-    """Elements of O(2) (among D_k, k <= len(v)) mapping the vertex set onto itself."""
-    cands = union([dihedral(k) for k in range(1, len(v) + 1)])
-    scale = np.abs(v).max()
-    keep = []
-    for g in cands:
-        gv = v @ g.matrix.T
-        dist = np.abs(gv[:, None, :] - v[None, :, :]).max(-1)
-        if (dist.min(1) < 1e-9 * scale).all():
-            keep.append(g)
-    return Group(keep, name=name)
+def _maps_polygon(v: np.ndarray, m: np.ndarray, tol: float) -> bool:
+    """Whether the orthogonal map `m` ([2, 2]) maps the closed polygon with vertices v ([M, 2]) onto
+    itself: every vertex onto a vertex (one-to-one) and every edge onto an edge."""
+    gv = v @ m.T
+    dist = np.abs(gv[:, None, :] - v[None, :, :]).max(-1)
+    sigma = dist.argmin(1)
+    if not (dist[np.arange(len(v)), sigma] <= tol).all() or len(set(sigma.tolist())) != len(v):
+        return False
+    edges = {frozenset((k, (k + 1) % len(v))) for k in range(len(v))}
+    return {frozenset((int(sigma[k]), int(sigma[(k + 1) % len(v)]))) for k in range(len(v))} == edges
+
+
+def _vertex_symmetries(v: np.ndarray) -> Group:
+    """The elements of O(2) (about the origin) that map the polygon with vertices v onto itself.
+
+    Exact for any mirror line and rotation angle: a symmetry maps the vertex farthest from the origin
+    onto a vertex at the same distance, so the candidates are the rotation and the mirror taking it
+    to each such vertex (a mirror across the line at the mean of their angles); each candidate is kept
+    when it maps vertices onto vertices and edges onto edges (to 1e-9 of the polygon's size). A
+    symmetry fixes the vertex centroid, so a polygon whose centroid is off the origin has at most the
+    identity and one mirror. Named Dn (n rotations, n mirrors) or Cn (rotations only).
+    """
+    tol = 1e-9 * np.abs(v).max()
+    r, a = np.hypot(v[:, 0], v[:, 1]), np.arctan2(v[:, 1], v[:, 0])
+    k0 = int(np.argmax(r))
+    keep = [rotation(0.0)]
+    for j in np.flatnonzero(np.abs(r - r[k0]) <= tol):
+        for g in (rotation(a[j] - a[k0]), reflection((a[j] + a[k0]) / 2)):
+            if g not in keep and _maps_polygon(v, g.matrix, tol):
+                keep.append(g)
+    n_rot = sum(g.kind == "rotation" for g in keep)
+    return Group(keep, name=f"D{n_rot}" if len(keep) > n_rot else f"C{n_rot}")
 
 
 def _rotated_dihedral(n: int, rot: float) -> Group:
@@ -131,14 +152,22 @@ def ellipse(a: float = 0.6, b: float = 0.35, iterations: int = 6) -> Shape:
 
 @recipe("polygon")
 def polygon(vertices, name: str = "polygon", group: Group | None = None) -> Shape:
-    """Simple polygon with exact signed distance; the group is read off the vertices if not given."""
+    """Simple polygon with exact signed distance.
+
+    Args:
+        vertices: [M, 2] in order around the boundary (either orientation), centred at the origin.
+        name: the shape's name.
+        group: its symmetry group; if not given, read off the vertices exactly: every rotation and
+            mirror (any angle, any line through the origin) mapping vertices onto vertices and edges
+            onto edges (`_vertex_symmetries`).
+    """
     v = np.asarray(vertices, dtype=np.float64)
     if v.ndim != 2 or v.shape[1] != 2 or len(v) < 3:
         raise ValueError(f"vertices must be [M, 2] with M >= 3, got {list(v.shape)}")
     if not np.isfinite(v).all():
         raise ValueError("vertices must be finite")
     vt = torch.as_tensor(v)
-    return Shape(name, lambda x: _polygon_sdf(x, vt), group if group is not None else _vertex_symmetries(v, "sym"),
+    return Shape(name, lambda x: _polygon_sdf(x, vt), group if group is not None else _vertex_symmetries(v),
                  {"kind": "polygon", "vertices": v.tolist()})
 
 

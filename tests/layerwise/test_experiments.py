@@ -73,13 +73,15 @@ def test_cli_layerwise_cnn_attention_and_suite(tmp_path, capsys):
     assert (tmp_path / "cnn" / "filters_control.png").stat().st_size > 0
     assert main(["layerwise", "--model", "attention", "--steps", "10", "--out", str(tmp_path / "att")]) == 0
     assert "| equivariant |" in capsys.readouterr().out
-    assert main(["layerwise", "--suite", "--limit", "200", "--steps", "5", "--out", str(tmp_path / "suite")]) == 0
+    assert main(["layerwise", "--suite", "--limit", "200", "--steps", "5", "--seed-offset", "1000", "--out",
+                 str(tmp_path / "suite")]) == 0
     text = capsys.readouterr().out
     for needle in ("| mlp | sigmoid | equivariant |", "| cnn | relu | control |", "near-linear", "| control |",
                    "sigmoid | sign | signed permutations with affine compensation"):
         assert needle in text, needle
     res = json.loads((tmp_path / "suite" / "results.json").read_text())
     assert len(res["suite"]) == 12 and len(res["autoencoder_regimes"]) == 4 and len(res["attention"]) == 2
+    assert res["settings"] == {"quick": False, "steps": 5, "seed_offset": 1000}  # a held-out replicate
     assert (tmp_path / "suite" / "regimes.png").stat().st_size > 0
     with pytest.raises(SystemExit) as e:  # argparse rejects an activation outside the table
         main(["layerwise", "--activation", "gelu9", "--out", str(tmp_path)])

@@ -110,7 +110,8 @@ def test_layerwise_claims_expected_measured_held():
     claims = {c.claim: c for c in layerwise_claims({"suite": suite, "attention": att, "autoencoder_regimes": [
         _regime(1.0, 0.0, 0.99, 1.1, 1.2), _regime(4.0, 0.5, 0.4, 0.3, 1.2)]})}
     assert all(c.study == "layerwise" for c in claims.values()) and len(claims) == 5
-    fit = claims["Flip-invariant networks are layerwise equivariant: the recovered layer-1 action fits"]
+    fit = claims["Flip-invariant networks are layerwise equivariant: the recovered layer-1 action fits (proven: tanh, "
+                 "sigmoid, polynomial activations)"]
     assert fit.verdict == "missed" and fit.measured.startswith("1 of 2: mlp/tanh 0.25, cnn/tanh 0.90")
     assert claims["The structure comes from equivariance: the control without the loss fits worse"].verdict == "missed"
     assert claims["Projecting onto the recovered actions keeps accuracy; random actions do not"].verdict == "missed"

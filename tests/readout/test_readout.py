@@ -173,3 +173,23 @@ def test_trained_readout_reproduces_paper_pattern(trained):
     assert names(r.observed("square", pe="rff")) <= {"r0", "r180"}
     assert names(r.observed("triangle", pe="rff")) <= {"r0", "r180"}
     assert r.violations.empty
+
+
+def test_readout_warns_below_the_calibrated_budget():
+    """4 seeds x 30 steps of the triangle under DyadicAxisPE observe all of D4: the readout says its
+    error rates were not measured there, naming the calibrated minimum."""
+    import warnings
+
+    from symfast.readout.decision import CALIBRATED_SEEDS, CALIBRATED_STEPS
+
+    pool = sf.fit_sdf(["triangle"], sf.DyadicAxisPE(), seeds=CALIBRATED_SEEDS, steps=30, points=64, hidden=(8,))
+    few = pool.subset(list(range(4)))
+    with pytest.warns(UserWarning, match=f"4 seeds per shape and 30 training steps; .* from {CALIBRATED_SEEDS} "
+                                         f"seeds x {CALIBRATED_STEPS} steps up"):
+        sf.readout(few, sweep=0, num_null=8)
+    with pytest.warns(UserWarning, match="30 training steps"):
+        sf.readout(pool, sweep=0, num_null=8)
+    pool.config["steps"] = CALIBRATED_STEPS  # the check reads the recorded budget, not the weights
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sf.readout(pool, sweep=0, num_null=8)

@@ -153,8 +153,9 @@ def test_dyadic_gram_cannot_tell_td_from_oh():
     assert set(t.loc[t["implied"], "element"]) == names(OH) - names(TD)
     c = r.counts().iloc[0]
     assert not c["match"] and c["match_with_implied"] and c["implied"] == 24
-    claims = readout3d_claims(t)
-    assert any("cannot separate" in cl.claim and cl.verdict == "held" for cl in claims)
+    claims = readout3d_claims(t.assign(n_models=8))  # the row's logic; 6 planted seeds are below the calibrated
+    assert any("cannot separate" in cl.claim and cl.verdict == "held" for cl in claims)  # budget (tests/test_report.py)
+    assert not any(cl.tested for cl in readout3d_claims(t))
 
 
 def test_planted_icosahedral_weights_hidden_from_dyadic():
@@ -170,7 +171,7 @@ def test_planted_icosahedral_weights_hidden_from_dyadic():
     sw = r.sweep[r.sweep["pe"] == "ico6"]
     assert len(sw) == 6 and sw["angle_deg"].tolist() == [0.0, 60.0, 120.0, 180.0, 240.0, 300.0]
     held = {cl.claim: cl.verdict for cl in readout3d_claims(r.table)}
-    assert held["dyadic3 hides the icosahedron's five-fold rotations"] == "held"
+    assert held["dyadic3 hides the icosahedron's five-fold rotations"] == "by construction"  # no exact lift
 
 
 # -- training on solids ----------------------------------------------------------------------------
