@@ -8,6 +8,10 @@ Cayley under every ablation; the cross-task table gives single-block dFVU at N_h
 """
 from __future__ import annotations
 
+import math
+
+from symfast.report.claim import equivalence_verdict, ranking_verdict
+
 __all__ = ["COPY_WIDTHS", "TASK_WIDTH", "CONVERGENCE", "PAPER_FULL_FVU", "PAPER_COPY", "PAPER_TABLE1",
            "PAPER_CROSS_TASK", "converged", "compare_with_paper"]
 
@@ -44,29 +48,20 @@ def converged(task: str, fvu: float, replay_acc: float | None = None) -> bool:
 
 
 def _verdict(paper: float, mu: float, lo: float, hi: float, n: int, kind: str) -> tuple[str, str]:
-    """(held | differs | not comparable, reason) for one number."""
-    import math
+    """(held | missed | not comparable, reason) for one number: `symfast.report.claim.equivalence_verdict`
+    (our 95% interval inside the paper's tolerance band, >= 3 converged seeds), "acc" numbers on the
+    accuracy band and the others on the dFVU band."""
     if n == 0 or not math.isfinite(mu):
         return "not comparable", "no converged model at this setting (not run, or none converged)"
-    ci = math.isfinite(lo) and math.isfinite(hi) and hi > lo
-    if ci and kind != "acc" and paper != 0.0 and hi - lo > 2 * max(abs(paper), abs(mu)):
-        # an interval wider than twice the effect holds almost any value: it tests nothing
-        return "not comparable", f"our 95% interval [{lo:.3g}, {hi:.3g}] is too wide to test (n = {n})"
-    if kind == "acc" and not ci:
-        ok, rule = abs(mu - paper) <= 0.05, "|ours - paper| <= 0.05 (no interval: n < 2 or zero spread)"
-    elif paper == 0.0:
-        ok, rule = (hi if ci else mu) <= 0.01, "paper ~0; ours (upper bound) <= 0.01"
-    elif ci:
-        ok, rule = lo <= paper <= hi, "paper inside our 95% interval"
-    else:
-        ok, rule = 0.5 <= mu / paper <= 2, "ours within a factor 2 of the paper (no interval: n < 2)"
-    return ("held", rule) if ok else ("differs", "not: " + rule)
+    v = equivalence_verdict(paper, lo, hi, n, "accuracy" if kind == "acc" else kind)
+    return v.verdict, v.reason
 
 
 def compare_with_paper(summ, alpha: float = 0.9):
     """Every published number next to ours (mean [95% CI], n converged seeds) with a verdict.
 
-    Verdicts: held, differs, not comparable (see `_verdict`), and two that come first:
+    Verdicts (`symfast.report.claim.VERDICTS`): held, missed, not comparable (see `_verdict`), and two
+    that come first:
     **order-dependent** for a number about a subset holding -T_RR or -T_CC when, in at least one of
     the seeds averaged, the effect moves over within-sector orderings by more than half of its size
     (`symfast.schur.orderings.order_spread`; column order_dependent_mean > 0): the paper's
@@ -169,12 +164,11 @@ def _claim(rows, setting, metric, want, got, orders=None):
         why = (f"ours: {top} largest in the modulus order, but its range over within-sector orderings "
                f"({orders[top][0]:.3g}..{orders[top][1]:.3g}) overlaps {', '.join(flip)}")
     elif ok:
-        overlap = [s for s in ok if s != top and ok[s][2] > ok[top][1]] if math.isfinite(ok[top][1]) else []
-        if overlap:  # the ranking is not resolved by these seeds
-            verdict = "not comparable"
-            why = f"ours: {top} largest, but its interval overlaps {', '.join(overlap)}: ranking not resolved"
+        if want not in ok:
+            verdict, why = "not comparable", f"no converged model for {want} at this setting"
         else:
-            verdict, why = ("held" if top == want else "differs"), f"ours: {top}"
+            v = ranking_verdict({k: (x[1], x[2]) for k, x in ok.items()}, want, min(x[3] for x in ok.values()))
+            verdict, why = v.verdict, f"ours: {top} largest in the mean; {v.reason}"
     rows.append({"table": "claim", "setting": setting, "subset": want, "metric": metric, "paper": math.nan,
                  "ours": math.nan if top is None else ok[top][0], "lo": math.nan, "hi": math.nan,
                  "n": 0 if top is None else ok[top][3], "verdict": verdict, "reason": why})
