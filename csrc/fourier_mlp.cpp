@@ -4,7 +4,7 @@
 //   mode 0: y [B, N];  mode 1: MSE vs targets [B, N] -> loss [B], dW, db (of sum_b loss_b)
 //   mode 2: cotangent [B, N] -> dW, db (and dx [B, N, D] when requested)
 // Reference: symfast/ops/fourier_mlp/reference.py. The kernel body (fourier_mlp_impl.h) is
-// compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at run time.
+// compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at run time (resolve_isa, common.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -57,8 +57,7 @@ struct Buf {
   void zero() { std::memset(p, 0, n * sizeof(T)); }
 };
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SYMFAST_X86_CLONES 1
+#ifdef SYMFAST_ISA_INSTANCES
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx2,fma")
 namespace fmlp_avx512 {
@@ -87,30 +86,12 @@ constexpr int NV = 2;
 
 namespace {
 
-// Instruction set: "auto" picks the widest the CPU supports; others force a variant (tests).
-std::string resolve_isa(const std::string& isa) {
-  std::string best = "generic";
-#ifdef SYMFAST_X86_CLONES
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = "avx2";
-  if (best == "avx2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq"))
-    best = "avx512";
-#endif
-  if (isa == "auto") return best;
-  if (isa == "generic") return isa;
-  if (isa != "avx2" && isa != "avx512") throw std::invalid_argument("isa must be auto, generic, avx2 or avx512");
-  if (best == "generic" || (isa == "avx512" && best != "avx512"))
-    throw std::invalid_argument("this CPU does not support isa " + isa);
-  return isa;
-}
-
-// The kernel for instruction set `which` and input dimension D.
+// The kernel for instruction set `isa` (from resolve_isa) and input dimension D.
 template <typename T, int D>
-int run_isa(const std::string& which, const Problem<T>& pb, int nt) {
-#ifdef SYMFAST_X86_CLONES
-  if (which == "avx512") return fmlp_avx512::run<T, D>(pb, nt);
-  if (which == "avx2") return fmlp_avx2::run<T, D>(pb, nt);
+int run_isa(Isa isa, const Problem<T>& pb, int nt) {
+#ifdef SYMFAST_ISA_INSTANCES
+  if (isa == Isa::Avx512) return fmlp_avx512::run<T, D>(pb, nt);
+  if (isa == Isa::Avx2) return fmlp_avx2::run<T, D>(pb, nt);
 #endif
   return fmlp_base::run<T, D>(pb, nt);
 }
@@ -173,7 +154,7 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   pb.y = opt_ptr<T>(y, "y");
   pb.loss = opt_ptr<T>(loss, "loss");
   pb.dx = opt_ptr<T>(dx, "dx");
-  const std::string which = resolve_isa(isa);
+  const Isa which = resolve_isa(isa);
   const int nt = clamp_threads(num_threads);
   int flags = 0;
   {
@@ -191,15 +172,15 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
 
 // The kernel's float32 sin/cos (polynomial + Cody-Waite reduction), exposed for accuracy tests.
 carray<float> sincos_f32(carray<float> u, const std::string& isa) {
-  const std::string which = resolve_isa(isa);
+  const Isa which = resolve_isa(isa);
   const py::ssize_t n = u.size();
   carray<float> out({(py::ssize_t)2, n});
   const float* up = u.data();
   float* s = out.mutable_data();
   float* c = s + n;
-#ifdef SYMFAST_X86_CLONES
-  if (which == "avx512") fmlp_avx512::sincos_array(up, s, c, n);
-  else if (which == "avx2") fmlp_avx2::sincos_array(up, s, c, n);
+#ifdef SYMFAST_ISA_INSTANCES
+  if (which == Isa::Avx512) fmlp_avx512::sincos_array(up, s, c, n);
+  else if (which == Isa::Avx2) fmlp_avx2::sincos_array(up, s, c, n);
   else
 #endif
     fmlp_base::sincos_array(up, s, c, n);
@@ -230,8 +211,8 @@ void bind_fourier_mlp(py::module_& m) {
         py::arg("mode"), py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
         py::arg("db").noconvert(), py::arg("num_threads") = 1,
         py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
-  m.def("fourier_mlp_isa", [](const std::string& isa) { return resolve_isa(isa); }, py::arg("isa") = "auto",
-        "Instruction set the fourier_mlp kernel uses for `isa` on this CPU");
+  m.def("fourier_mlp_isa", [](const std::string& isa) { return std::string(isa_name(resolve_isa(isa))); },
+        py::arg("isa") = "auto", "Instruction set the fourier_mlp kernel uses for `isa` on this CPU");
   m.def("fourier_mlp_sincos_f32", &sincos_f32, py::arg("u"), py::arg("isa") = "auto",
         "[2, n] sin and cos of u by the fourier_mlp kernel's float32 polynomial (tests)");
 }
@@ -239,10 +220,10 @@ void bind_fourier_mlp(py::module_& m) {
 
 // The kernel's float32 sin/cos for other kernels (csrc/sincos.h); ISA resolved once.
 void sincos_f32_dispatch(const float* u, float* s, float* c, long n) {
-  static const std::string which = resolve_isa("auto");
-#ifdef SYMFAST_X86_CLONES
-  if (which == "avx512") return fmlp_avx512::sincos_array(u, s, c, n);
-  if (which == "avx2") return fmlp_avx2::sincos_array(u, s, c, n);
+  static const Isa which = resolve_isa("auto");
+#ifdef SYMFAST_ISA_INSTANCES
+  if (which == Isa::Avx512) return fmlp_avx512::sincos_array(u, s, c, n);
+  if (which == Isa::Avx2) return fmlp_avx2::sincos_array(u, s, c, n);
 #endif
   fmlp_base::sincos_array(u, s, c, n);
 }

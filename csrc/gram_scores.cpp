@@ -223,13 +223,14 @@ template <typename T>
 long long gram_one_generic(const T* w, T* g, double* pad, py::ssize_t d, py::ssize_t H, const T* next) {
   return gram_one<2, 2, 4>(w, g, pad, d, H, next);  // 16-byte vectors (SSE2, NEON): 16 accumulators
 }
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define SYMFAST_GRAM_ISA 1
+#ifdef SYMFAST_ISA_INSTANCES
 template <typename T>
 __attribute__((target("avx2,fma"))) long long gram_one_avx2(const T* w, T* g, double* pad, py::ssize_t d,
                                                             py::ssize_t H, const T* next) {
   return gram_one<3, 2, 2>(w, g, pad, d, H, next);  // 12 ymm accumulators of 16
 }
+// Compiled for AVX-512F alone; resolve_isa asks for F + VL + DQ (the rule fourier_mlp needs),
+// which is stricter than this instance requires but never wrong (see common.h).
 template <typename T>
 __attribute__((target("avx512f"))) long long gram_one_avx512(const T* w, T* g, double* pad, py::ssize_t d,
                                                              py::ssize_t H, const T* next) {
@@ -240,23 +241,13 @@ __attribute__((target("avx512f"))) long long gram_one_avx512(const T* w, T* g, d
 // isa: "auto" (the widest this CPU runs), or "avx512", "avx2", "generic" to force one (tests, benchmarks).
 template <typename T>
 GramOne<T> gram_kernel(const std::string& isa) {
-#ifdef SYMFAST_GRAM_ISA
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (isa == "avx512" || (isa == "auto" && avx512)) {
-    if (!avx512) throw std::invalid_argument("this CPU does not support isa avx512 (AVX-512F)");
-    return gram_one_avx512<T>;
-  }
-  if (isa == "avx2" || (isa == "auto" && avx2)) {
-    if (!avx2) throw std::invalid_argument("this CPU does not support isa avx2 (AVX2 and FMA)");
-    return gram_one_avx2<T>;
-  }
+  switch (resolve_isa(isa)) {
+#ifdef SYMFAST_ISA_INSTANCES
+    case Isa::Avx512: return gram_one_avx512<T>;
+    case Isa::Avx2: return gram_one_avx2<T>;
 #endif
-  if (isa == "auto" || isa == "generic") return gram_one_generic<T>;
-#ifndef SYMFAST_GRAM_ISA
-  if (isa == "avx512" || isa == "avx2") throw std::invalid_argument("this build has only isa generic for gram");
-#endif
-  throw std::invalid_argument("isa must be auto, generic, avx2 or avx512, got " + isa);
+    default: return gram_one_generic<T>;
+  }
 }
 
 // Below this many multiply-adds (about 50 us on one core) one thread does the whole batch:
