@@ -1,8 +1,10 @@
 // Fused batched Fourier-PE + MLP: forward, backward and MSE training step on the CPU.
 //   x: [B, N, D] (or [N, D] shared), frequencies: [m, D], phases: [m]   (d = 2m, D = 2 or 3)
 //   weights[l]: [B, fan_in, fan_out] (fan-in first), biases[l]: [B, fan_out], last fan_out = 1
-//   mode 0: y [B, N];  mode 1: MSE vs targets [B, N] -> loss [B], dW, db (of sum_b loss_b)
-//   mode 2: cotangent [B, N] -> dW, db (and dx [B, N, D] when requested)
+//   mode (FourierMlpMode, exported as _C.FourierMlpMode):
+//     Forward:   y [B, N]
+//     TrainStep: MSE vs targets [B, N] -> loss [B], dW, db (of sum_b loss_b)
+//     Backward:  cotangent [B, N] -> dW, db (and dx [B, N, D] when requested)
 // Reference: symfast/ops/fourier_mlp/reference.py. The kernel body (fourier_mlp_impl.h) is
 // compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at run time (resolve_isa, common.h).
 #include <algorithm>
@@ -21,6 +23,9 @@
 
 namespace symfast {
 
+// What one call of the fused kernel computes (the `mode` argument).
+enum class FourierMlpMode : int { Forward = 0, TrainStep = 1, Backward = 2 };
+
 template <typename T>
 struct Problem {
   long B = 0, N = 0, m = 0, D = 2, chunk = 4096;
@@ -30,8 +35,9 @@ struct Problem {
   const T* phase = nullptr;
   std::vector<const T*> w, b;
   std::vector<long> fan_in, fan_out;
-  int act = 0, mode = 0;
-  const T* aux = nullptr;  // targets (mode 1) or cotangent (mode 2)
+  int act = 0;
+  FourierMlpMode mode = FourierMlpMode::Forward;
+  const T* aux = nullptr;  // targets (TrainStep) or cotangent (Backward)
   T* y = nullptr;
   T* loss = nullptr;
   T* dx = nullptr;
@@ -109,7 +115,7 @@ T* opt_ptr(py::object o, const char* name) {
 
 template <typename T>
 py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vector<carray<T>> weights,
-                         std::vector<carray<T>> biases, int act, int mode, py::object aux, py::object y,
+                         std::vector<carray<T>> biases, int act, FourierMlpMode mode, py::object aux, py::object y,
                          py::object loss, py::object dx, std::vector<carray<T>> dw, std::vector<carray<T>> db,
                          int num_threads, const std::string& isa, long chunk) {
   Problem<T> pb;
@@ -142,13 +148,15 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
     pb.fan_out.push_back(weights[l].shape(2));
   }
   if (pb.fan_in[0] != 2 * pb.m) throw std::invalid_argument("weights[0] fan-in must equal 2 * len(frequencies)");
-  if (mode != 0) {
+  if (mode != FourierMlpMode::Forward && mode != FourierMlpMode::TrainStep && mode != FourierMlpMode::Backward)
+    throw std::invalid_argument("mode must be a FourierMlpMode (forward, train_step or backward)");
+  if (mode != FourierMlpMode::Forward) {
     if ((int)dw.size() != L || (int)db.size() != L) throw std::invalid_argument("dw/db must have one array per layer");
     for (int l = 0; l < L; ++l) {
       pb.dw.push_back(dw[l].mutable_data());
       pb.db.push_back(db[l].mutable_data());
     }
-    if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for mode 1/2");
+    if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for mode train_step/backward");
     pb.aux = opt_ptr<T>(aux, "aux");
   }
   pb.y = opt_ptr<T>(y, "y");
@@ -163,8 +171,9 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   }
   // The kernel checks its inputs as it reads them (free, unlike a separate pass over x).
   const char* bad = (flags & fmlp_base::NONFINITE_X) ? "x"
-                    : (flags & fmlp_base::NONFINITE_AUX) ? (mode == 1 ? "targets" : "the incoming gradient")
-                                                          : nullptr;
+                    : (flags & fmlp_base::NONFINITE_AUX)
+                        ? (mode == FourierMlpMode::TrainStep ? "targets" : "the incoming gradient")
+                        : nullptr;
   if (bad)
     throw std::invalid_argument(std::string(bad) + " contains NaN or Inf values; the fused kernel needs finite inputs");
   return py::none();
@@ -197,10 +206,15 @@ void bind_fourier_mlp(py::module_& m) {
       .value("tanh", fmlp_base::TANH)
       .value("silu", fmlp_base::SILU)
       .value("sine", fmlp_base::SINE);
+  py::enum_<FourierMlpMode>(m, "FourierMlpMode", "What one fused-MLP call computes (the `mode` argument)")
+      .value("forward", FourierMlpMode::Forward)
+      .value("train_step", FourierMlpMode::TrainStep)
+      .value("backward", FourierMlpMode::Backward);
   m.attr("FOURIER_MLP_TILE") = fmlp_base::TILE;
   m.attr("SINCOS_POLY_RANGE") = kSinCosPolyRange;
   const char* doc =
-      "Fused Fourier-PE + MLP (see csrc/fourier_mlp.cpp header). mode 0 forward, 1 MSE step, 2 cotangent backward";
+      "Fused Fourier-PE + MLP (see csrc/fourier_mlp.cpp header): mode forward, train_step (MSE) or backward "
+      "(cotangent); outputs written in place";
   m.def("fourier_mlp_run_f32", &fourier_mlp_run<float>, py::arg("x").noconvert(), py::arg("frequencies").noconvert(),
         py::arg("phases").noconvert(), py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"),
         py::arg("mode"), py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
