@@ -1,5 +1,5 @@
-// Shared helpers for the CPU kernels: buffer checks, thread counts and the instruction-set
-// resolver.
+// Shared helpers for the CPU kernels: buffer checks, thread counts, the instruction-set
+// resolver and the float32/float64 binding helper.
 // Kernels take raw buffers through py::array_t (no torch headers), validated
 // in Python at the API boundary; these checks are the last line of defence.
 #pragma once
@@ -83,4 +83,20 @@ inline Isa resolve_isa(const std::string& request) {
   return request == "avx512" ? Isa::Avx512 : Isa::Avx2;
 }
 
+// ---- bindings ----
+// Binds a kernel's float32 and float64 instances as `<name>_f32` and `<name>_f64` with the same
+// arguments; "{dtype}" in doc becomes "float32" / "float64". Usage:
+//   def_f32_f64(m, "gram_fwd", &gram_fwd<float>, &gram_fwd<double>, "Grams of {dtype} W", py::arg("weights"));
+inline std::string with_dtype(std::string doc, const char* dtype) {
+  for (size_t at = doc.find("{dtype}"); at != std::string::npos; at = doc.find("{dtype}", at))
+    doc.replace(at, 7, dtype);
+  return doc;
+}
+
+template <typename F32, typename F64, typename... Extra>
+void def_f32_f64(py::module_& m, const std::string& name, F32 f32, F64 f64, const std::string& doc,
+                 const Extra&... extra) {
+  m.def((name + "_f32").c_str(), f32, extra..., with_dtype(doc, "float32").c_str());
+  m.def((name + "_f64").c_str(), f64, extra..., with_dtype(doc, "float64").c_str());
+}
 }  // namespace symfast

@@ -212,19 +212,14 @@ void bind_fourier_mlp(py::module_& m) {
       .value("backward", FourierMlpMode::Backward);
   m.attr("FOURIER_MLP_TILE") = fmlp_base::TILE;
   m.attr("SINCOS_POLY_RANGE") = kSinCosPolyRange;
-  const char* doc =
-      "Fused Fourier-PE + MLP (see csrc/fourier_mlp.cpp header): mode forward, train_step (MSE) or backward "
-      "(cotangent); outputs written in place";
-  m.def("fourier_mlp_run_f32", &fourier_mlp_run<float>, py::arg("x").noconvert(), py::arg("frequencies").noconvert(),
-        py::arg("phases").noconvert(), py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"),
-        py::arg("mode"), py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
-        py::arg("db").noconvert(), py::arg("num_threads") = 1,
-        py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
-  m.def("fourier_mlp_run_f64", &fourier_mlp_run<double>, py::arg("x").noconvert(), py::arg("frequencies").noconvert(),
-        py::arg("phases").noconvert(), py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"),
-        py::arg("mode"), py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
-        py::arg("db").noconvert(), py::arg("num_threads") = 1,
-        py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
+  def_f32_f64(m, "fourier_mlp_run", &fourier_mlp_run<float>, &fourier_mlp_run<double>,
+              "Fused Fourier-PE + MLP on {dtype} arrays (see csrc/fourier_mlp.cpp header): mode forward, "
+              "train_step (MSE) or backward (cotangent); outputs written in place",
+              py::arg("x").noconvert(), py::arg("frequencies").noconvert(), py::arg("phases").noconvert(),
+              py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"), py::arg("mode"),
+              py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
+              py::arg("db").noconvert(), py::arg("num_threads") = 1, py::arg("isa") = "auto",
+              py::arg("chunk") = 4096);
   m.def("fourier_mlp_isa", [](const std::string& isa) { return std::string(isa_name(resolve_isa(isa))); },
         py::arg("isa") = "auto", "Instruction set the fourier_mlp kernel uses for `isa` on this CPU");
   m.def("fourier_mlp_sincos_f32", &sincos_f32, py::arg("u"), py::arg("isa") = "auto",

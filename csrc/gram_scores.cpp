@@ -449,22 +449,19 @@ py::tuple sym_stats(carray<T> g, int num_threads) {
 
 // Bindings, called from module.cpp.
 void bind_gram_scores(py::module_& m) {
-  m.def("gram_fwd_f32", &gram_fwd<float>, py::arg("weights").noconvert(), py::arg("num_threads") = 1,
-        py::arg("isa") = "auto", "Grams W W^T, float32: [M, d, H] -> [M, d, d]");
-  m.def("gram_fwd_f64", &gram_fwd<double>, py::arg("weights").noconvert(), py::arg("num_threads") = 1,
-        py::arg("isa") = "auto", "Grams W W^T, float64: [M, d, H] -> [M, d, d]");
-  m.def("blockperm_asym_f32", &blockperm_asym<float>, py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
-        py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float32 phi -> [M, E] f64");
-  m.def("blockperm_asym_f64", &blockperm_asym<double>, py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
-        py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float64 phi -> [M, E] f64");
-  m.def("sym_stats_f32", &sym_stats<float>, py::arg("phi").noconvert(), py::arg("num_threads") = 1,
-        "(max |phi - phi^T|, max |phi|, non-finite count) of float32 phi [M, d, d]");
-  m.def("sym_stats_f64", &sym_stats<double>, py::arg("phi").noconvert(), py::arg("num_threads") = 1,
-        "(max |phi - phi^T|, max |phi|, non-finite count) of float64 phi [M, d, d]");
-  m.def("dense_asym_f32", &dense_asym<float>, py::arg("phi").noconvert(), py::arg("multipliers").noconvert(), py::arg("a").noconvert(), py::arg("b").noconvert(),
-        py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float32 phi -> [M, E] f64");
-  m.def("dense_asym_f64", &dense_asym<double>, py::arg("phi").noconvert(), py::arg("multipliers").noconvert(), py::arg("a").noconvert(), py::arg("b").noconvert(),
-        py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float64 phi -> [M, E] f64");
+  def_f32_f64(m, "gram_fwd", &gram_fwd<float>, &gram_fwd<double>, "Grams W W^T, {dtype}: [M, d, H] -> [M, d, d]",
+              py::arg("weights").noconvert(), py::arg("num_threads") = 1, py::arg("isa") = "auto");
+  def_f32_f64(m, "blockperm_asym", &blockperm_asym<float>, &blockperm_asym<double>,
+              "||rho^T phi rho - phi||_F for block-permutation lifts, {dtype} phi -> [M, E] f64",
+              py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
+              py::arg("num_threads") = 1);
+  def_f32_f64(m, "sym_stats", &sym_stats<float>, &sym_stats<double>,
+              "(max |phi - phi^T|, max |phi|, non-finite count) of {dtype} phi [M, d, d]",
+              py::arg("phi").noconvert(), py::arg("num_threads") = 1);
+  def_f32_f64(m, "dense_asym", &dense_asym<float>, &dense_asym<double>,
+              "||phi U_a - (phi U_b)^T||_F, fused products, {dtype} phi -> [M, E] f64", py::arg("phi").noconvert(),
+              py::arg("multipliers").noconvert(), py::arg("a").noconvert(), py::arg("b").noconvert(),
+              py::arg("num_threads") = 1);
 }
 
 }  // namespace symfast
