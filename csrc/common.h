@@ -17,6 +17,8 @@
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define SYMFAST_ISA_INSTANCES 1
 #endif
+// Small helpers of register-blocked kernels, inlined into each per-ISA caller.
+#define SYMFAST_INLINE inline __attribute__((always_inline))
 
 namespace symfast {
 namespace py = pybind11;

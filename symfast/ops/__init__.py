@@ -8,7 +8,8 @@ resolution ("auto", "cpu", "triton", "reference") live once in `symfast.ops._dis
     op folder          torch.ops.symfast.*                                C++ kernel              Triton
     fourier_features   fourier_features                                   fourier_features.cpp    -
     fourier_mlp        fourier_mlp, fourier_mlp_backward, _train_step     fourier_mlp.cpp (+impl) triton.py
-    gram_scores        gram, gram_scores, gram_scores_blockperm           gram_scores.cpp         triton.py
+    gram               gram                                               gram.cpp                -
+    gram_scores        gram_scores, gram_scores_blockperm                 gram_scores.cpp         triton.py
     rnn_rollout        rnn_rollout                                        rnn_rollout.cpp         triton.py
     ordered_schur      ordered_schur, ordschur                            ordered_schur.cpp       -
     matching           assign, match_gram, match_signed_lifts             matching.cpp            -
