@@ -7,7 +7,8 @@ Public entry points are re-exported in `symfast`; the latent group of each activ
 from symfast.layerwise.actions import LatentActions, LayerAction, data_errors, recover_latent_actions
 from symfast.layerwise.group import GroupActions, HomomorphismReport, homomorphism_check
 from symfast.layerwise.identifiable import Reduction, identifiable_submodel, near_linear_fraction
-from symfast.ops.matching import MatchingScores, match_rows, matching_scores
+from symfast.layerwise.matching import MatchingScores, matching_scores
+from symfast.ops.matching import match_rows
 from symfast.layerwise.network import MLP, as_mlp
 from symfast.layerwise.planted import planted_mlp
 from symfast.layerwise.projection import equivariance_error, project_equivariant, projection_report

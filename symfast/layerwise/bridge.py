@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from symfast.ops.matching import matching_scores
+from symfast.layerwise.matching import matching_scores
 
 __all__ = ["first_layer", "compare_observables", "separation"]
 
