@@ -1,4 +1,5 @@
-// Shared helpers for the CPU kernels: buffer checks and thread counts.
+// Shared helpers for the CPU kernels: buffer checks, thread counts, the instruction-set
+// resolver and the float32/float64 binding helper.
 // Kernels take raw buffers through py::array_t (no torch headers), validated
 // in Python at the API boundary; these checks are the last line of defence.
 #pragma once
@@ -9,6 +10,15 @@
 #endif
 #include <stdexcept>
 #include <string>
+
+// Per-ISA kernel instances (`#pragma GCC target` / `__attribute__((target))` copies picked at
+// run time by `resolve_isa`) exist on GCC x86-64 builds only; clang and aarch64 build the
+// portable instance alone.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define SYMFAST_ISA_INSTANCES 1
+#endif
+// Small helpers of register-blocked kernels, inlined into each per-ISA caller.
+#define SYMFAST_INLINE inline __attribute__((always_inline))
 
 namespace symfast {
 namespace py = pybind11;
@@ -25,4 +35,70 @@ inline void check_ndim(const py::array& a, int ndim, const char* name) {
 
 // The caller passes torch.get_num_threads(): never oversubscribe torch's pool.
 inline int clamp_threads(int n) { return n < 1 ? 1 : n; }
+
+// ---- instruction sets of the kernels that carry per-ISA instances (fourier_mlp, gram) ----
+//   Avx512: AVX-512 F + VL + DQ (with AVX2 + FMA): fourier_mlp's instance is compiled for
+//           avx512f,avx512vl,avx512dq,avx2,fma. gram's instance needs only AVX-512F (its
+//           target attribute); requiring F + VL + DQ for both is stricter but correct: every
+//           AVX-512 CPU but the Xeon Phi has all three, and there gram runs its AVX2 instance.
+//   Avx2:   AVX2 + FMA (both kernels' AVX2 instances are compiled for avx2,fma).
+//   Generic: the portable baseline (SSE2 on x86-64, NEON on aarch64).
+// Targets compiled with target_clones (matching, rnn_rollout, ...) are dispatched by the loader.
+enum class Isa { Generic, Avx2, Avx512 };
+
+inline const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx2: return "avx2";
+    default: return "generic";
+  }
+}
+
+// The widest instruction set this CPU and build run.
+inline Isa best_isa() {
+#ifdef SYMFAST_ISA_INSTANCES
+  __builtin_cpu_init();
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return Isa::Generic;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+    return Isa::Avx512;
+  return Isa::Avx2;
+#else
+  return Isa::Generic;
+#endif
+}
+
+// request: "auto" (the widest this CPU runs) or "generic", "avx2", "avx512" to force one (tests,
+// benchmarks). ValueError for any other name, and for a forced ISA this CPU or build cannot run.
+inline Isa resolve_isa(const std::string& request) {
+  const Isa best = best_isa();
+  if (request == "auto") return best;
+  if (request == "generic") return Isa::Generic;
+  if (request != "avx2" && request != "avx512")
+    throw std::invalid_argument("isa must be auto, generic, avx2 or avx512, got " + request);
+#ifndef SYMFAST_ISA_INSTANCES
+  throw std::invalid_argument("this build has only isa generic (per-ISA instances need GCC on x86-64)");
+#endif
+  if (request == "avx2" && best == Isa::Generic)
+    throw std::invalid_argument("this CPU does not support isa avx2 (AVX2 and FMA)");
+  if (request == "avx512" && best != Isa::Avx512)
+    throw std::invalid_argument("this CPU does not support isa avx512 (AVX-512 F, VL and DQ)");
+  return request == "avx512" ? Isa::Avx512 : Isa::Avx2;
+}
+
+// ---- bindings ----
+// Binds a kernel's float32 and float64 instances as `<name>_f32` and `<name>_f64` with the same
+// arguments; "{dtype}" in doc becomes "float32" / "float64". Usage:
+//   def_f32_f64(m, "gram_fwd", &gram_fwd<float>, &gram_fwd<double>, "Grams of {dtype} W", py::arg("weights"));
+inline std::string with_dtype(std::string doc, const char* dtype) {
+  for (size_t at = doc.find("{dtype}"); at != std::string::npos; at = doc.find("{dtype}", at))
+    doc.replace(at, 7, dtype);
+  return doc;
+}
+
+template <typename F32, typename F64, typename... Extra>
+void def_f32_f64(py::module_& m, const std::string& name, F32 f32, F64 f64, const std::string& doc,
+                 const Extra&... extra) {
+  m.def((name + "_f32").c_str(), f32, extra..., with_dtype(doc, "float32").c_str());
+  m.def((name + "_f64").c_str(), f64, extra..., with_dtype(doc, "float64").c_str());
+}
 }  // namespace symfast

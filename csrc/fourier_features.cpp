@@ -113,10 +113,9 @@ carray<T> fourier_features_fwd(carray<T> x, carray<T> freq, carray<T> phase, int
 
 // Bindings, called from module.cpp.
 void bind_fourier_features(py::module_& m) {
-  m.def("fourier_features_fwd_f32", &fourier_features_fwd<float>, py::arg("x"), py::arg("frequencies"),
-        py::arg("phases"), py::arg("num_threads") = 1, "Fourier features, float32: [N,D] -> [N,2m], D = 2 or 3");
-  m.def("fourier_features_fwd_f64", &fourier_features_fwd<double>, py::arg("x"), py::arg("frequencies"),
-        py::arg("phases"), py::arg("num_threads") = 1, "Fourier features, float64: [N,D] -> [N,2m], D = 2 or 3");
+  def_f32_f64(m, "fourier_features_fwd", &fourier_features_fwd<float>, &fourier_features_fwd<double>,
+              "Fourier features, {dtype}: [N,D] -> [N,2m], D = 2 or 3", py::arg("x"), py::arg("frequencies"),
+              py::arg("phases"), py::arg("num_threads") = 1);
 }
 
 }  // namespace symfast

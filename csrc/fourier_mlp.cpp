@@ -1,10 +1,12 @@
 // Fused batched Fourier-PE + MLP: forward, backward and MSE training step on the CPU.
 //   x: [B, N, D] (or [N, D] shared), frequencies: [m, D], phases: [m]   (d = 2m, D = 2 or 3)
 //   weights[l]: [B, fan_in, fan_out] (fan-in first), biases[l]: [B, fan_out], last fan_out = 1
-//   mode 0: y [B, N];  mode 1: MSE vs targets [B, N] -> loss [B], dW, db (of sum_b loss_b)
-//   mode 2: cotangent [B, N] -> dW, db (and dx [B, N, D] when requested)
+//   mode (FourierMlpMode, exported as _C.FourierMlpMode):
+//     Forward:   y [B, N]
+//     TrainStep: MSE vs targets [B, N] -> loss [B], dW, db (of sum_b loss_b)
+//     Backward:  cotangent [B, N] -> dW, db (and dx [B, N, D] when requested)
 // Reference: symfast/ops/fourier_mlp/reference.py. The kernel body (fourier_mlp_impl.h) is
-// compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at run time.
+// compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at run time (resolve_isa, common.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +23,9 @@
 
 namespace symfast {
 
+// What one call of the fused kernel computes (the `mode` argument).
+enum class FourierMlpMode : int { Forward = 0, TrainStep = 1, Backward = 2 };
+
 template <typename T>
 struct Problem {
   long B = 0, N = 0, m = 0, D = 2, chunk = 4096;
@@ -30,8 +35,9 @@ struct Problem {
   const T* phase = nullptr;
   std::vector<const T*> w, b;
   std::vector<long> fan_in, fan_out;
-  int act = 0, mode = 0;
-  const T* aux = nullptr;  // targets (mode 1) or cotangent (mode 2)
+  int act = 0;
+  FourierMlpMode mode = FourierMlpMode::Forward;
+  const T* aux = nullptr;  // targets (TrainStep) or cotangent (Backward)
   T* y = nullptr;
   T* loss = nullptr;
   T* dx = nullptr;
@@ -57,8 +63,7 @@ struct Buf {
   void zero() { std::memset(p, 0, n * sizeof(T)); }
 };
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SYMFAST_X86_CLONES 1
+#ifdef SYMFAST_ISA_INSTANCES
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx2,fma")
 namespace fmlp_avx512 {
@@ -87,30 +92,12 @@ constexpr int NV = 2;
 
 namespace {
 
-// Instruction set: "auto" picks the widest the CPU supports; others force a variant (tests).
-std::string resolve_isa(const std::string& isa) {
-  std::string best = "generic";
-#ifdef SYMFAST_X86_CLONES
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = "avx2";
-  if (best == "avx2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq"))
-    best = "avx512";
-#endif
-  if (isa == "auto") return best;
-  if (isa == "generic") return isa;
-  if (isa != "avx2" && isa != "avx512") throw std::invalid_argument("isa must be auto, generic, avx2 or avx512");
-  if (best == "generic" || (isa == "avx512" && best != "avx512"))
-    throw std::invalid_argument("this CPU does not support isa " + isa);
-  return isa;
-}
-
-// The kernel for instruction set `which` and input dimension D.
+// The kernel for instruction set `isa` (from resolve_isa) and input dimension D.
 template <typename T, int D>
-int run_isa(const std::string& which, const Problem<T>& pb, int nt) {
-#ifdef SYMFAST_X86_CLONES
-  if (which == "avx512") return fmlp_avx512::run<T, D>(pb, nt);
-  if (which == "avx2") return fmlp_avx2::run<T, D>(pb, nt);
+int run_isa(Isa isa, const Problem<T>& pb, int nt) {
+#ifdef SYMFAST_ISA_INSTANCES
+  if (isa == Isa::Avx512) return fmlp_avx512::run<T, D>(pb, nt);
+  if (isa == Isa::Avx2) return fmlp_avx2::run<T, D>(pb, nt);
 #endif
   return fmlp_base::run<T, D>(pb, nt);
 }
@@ -128,7 +115,7 @@ T* opt_ptr(py::object o, const char* name) {
 
 template <typename T>
 py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vector<carray<T>> weights,
-                         std::vector<carray<T>> biases, int act, int mode, py::object aux, py::object y,
+                         std::vector<carray<T>> biases, int act, FourierMlpMode mode, py::object aux, py::object y,
                          py::object loss, py::object dx, std::vector<carray<T>> dw, std::vector<carray<T>> db,
                          int num_threads, const std::string& isa, long chunk) {
   Problem<T> pb;
@@ -161,19 +148,21 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
     pb.fan_out.push_back(weights[l].shape(2));
   }
   if (pb.fan_in[0] != 2 * pb.m) throw std::invalid_argument("weights[0] fan-in must equal 2 * len(frequencies)");
-  if (mode != 0) {
+  if (mode != FourierMlpMode::Forward && mode != FourierMlpMode::TrainStep && mode != FourierMlpMode::Backward)
+    throw std::invalid_argument("mode must be a FourierMlpMode (forward, train_step or backward)");
+  if (mode != FourierMlpMode::Forward) {
     if ((int)dw.size() != L || (int)db.size() != L) throw std::invalid_argument("dw/db must have one array per layer");
     for (int l = 0; l < L; ++l) {
       pb.dw.push_back(dw[l].mutable_data());
       pb.db.push_back(db[l].mutable_data());
     }
-    if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for mode 1/2");
+    if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for mode train_step/backward");
     pb.aux = opt_ptr<T>(aux, "aux");
   }
   pb.y = opt_ptr<T>(y, "y");
   pb.loss = opt_ptr<T>(loss, "loss");
   pb.dx = opt_ptr<T>(dx, "dx");
-  const std::string which = resolve_isa(isa);
+  const Isa which = resolve_isa(isa);
   const int nt = clamp_threads(num_threads);
   int flags = 0;
   {
@@ -182,8 +171,9 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   }
   // The kernel checks its inputs as it reads them (free, unlike a separate pass over x).
   const char* bad = (flags & fmlp_base::NONFINITE_X) ? "x"
-                    : (flags & fmlp_base::NONFINITE_AUX) ? (mode == 1 ? "targets" : "the incoming gradient")
-                                                          : nullptr;
+                    : (flags & fmlp_base::NONFINITE_AUX)
+                        ? (mode == FourierMlpMode::TrainStep ? "targets" : "the incoming gradient")
+                        : nullptr;
   if (bad)
     throw std::invalid_argument(std::string(bad) + " contains NaN or Inf values; the fused kernel needs finite inputs");
   return py::none();
@@ -191,15 +181,15 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
 
 // The kernel's float32 sin/cos (polynomial + Cody-Waite reduction), exposed for accuracy tests.
 carray<float> sincos_f32(carray<float> u, const std::string& isa) {
-  const std::string which = resolve_isa(isa);
+  const Isa which = resolve_isa(isa);
   const py::ssize_t n = u.size();
   carray<float> out({(py::ssize_t)2, n});
   const float* up = u.data();
   float* s = out.mutable_data();
   float* c = s + n;
-#ifdef SYMFAST_X86_CLONES
-  if (which == "avx512") fmlp_avx512::sincos_array(up, s, c, n);
-  else if (which == "avx2") fmlp_avx2::sincos_array(up, s, c, n);
+#ifdef SYMFAST_ISA_INSTANCES
+  if (which == Isa::Avx512) fmlp_avx512::sincos_array(up, s, c, n);
+  else if (which == Isa::Avx2) fmlp_avx2::sincos_array(up, s, c, n);
   else
 #endif
     fmlp_base::sincos_array(up, s, c, n);
@@ -216,22 +206,22 @@ void bind_fourier_mlp(py::module_& m) {
       .value("tanh", fmlp_base::TANH)
       .value("silu", fmlp_base::SILU)
       .value("sine", fmlp_base::SINE);
+  py::enum_<FourierMlpMode>(m, "FourierMlpMode", "What one fused-MLP call computes (the `mode` argument)")
+      .value("forward", FourierMlpMode::Forward)
+      .value("train_step", FourierMlpMode::TrainStep)
+      .value("backward", FourierMlpMode::Backward);
   m.attr("FOURIER_MLP_TILE") = fmlp_base::TILE;
   m.attr("SINCOS_POLY_RANGE") = kSinCosPolyRange;
-  const char* doc =
-      "Fused Fourier-PE + MLP (see csrc/fourier_mlp.cpp header). mode 0 forward, 1 MSE step, 2 cotangent backward";
-  m.def("fourier_mlp_run_f32", &fourier_mlp_run<float>, py::arg("x").noconvert(), py::arg("frequencies").noconvert(),
-        py::arg("phases").noconvert(), py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"),
-        py::arg("mode"), py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
-        py::arg("db").noconvert(), py::arg("num_threads") = 1,
-        py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
-  m.def("fourier_mlp_run_f64", &fourier_mlp_run<double>, py::arg("x").noconvert(), py::arg("frequencies").noconvert(),
-        py::arg("phases").noconvert(), py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"),
-        py::arg("mode"), py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
-        py::arg("db").noconvert(), py::arg("num_threads") = 1,
-        py::arg("isa") = "auto", py::arg("chunk") = 4096, doc);
-  m.def("fourier_mlp_isa", [](const std::string& isa) { return resolve_isa(isa); }, py::arg("isa") = "auto",
-        "Instruction set the fourier_mlp kernel uses for `isa` on this CPU");
+  def_f32_f64(m, "fourier_mlp_run", &fourier_mlp_run<float>, &fourier_mlp_run<double>,
+              "Fused Fourier-PE + MLP on {dtype} arrays (see csrc/fourier_mlp.cpp header): mode forward, "
+              "train_step (MSE) or backward (cotangent); outputs written in place",
+              py::arg("x").noconvert(), py::arg("frequencies").noconvert(), py::arg("phases").noconvert(),
+              py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"), py::arg("mode"),
+              py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
+              py::arg("db").noconvert(), py::arg("num_threads") = 1, py::arg("isa") = "auto",
+              py::arg("chunk") = 4096);
+  m.def("fourier_mlp_isa", [](const std::string& isa) { return std::string(isa_name(resolve_isa(isa))); },
+        py::arg("isa") = "auto", "Instruction set the fourier_mlp kernel uses for `isa` on this CPU");
   m.def("fourier_mlp_sincos_f32", &sincos_f32, py::arg("u"), py::arg("isa") = "auto",
         "[2, n] sin and cos of u by the fourier_mlp kernel's float32 polynomial (tests)");
 }
@@ -239,10 +229,10 @@ void bind_fourier_mlp(py::module_& m) {
 
 // The kernel's float32 sin/cos for other kernels (csrc/sincos.h); ISA resolved once.
 void sincos_f32_dispatch(const float* u, float* s, float* c, long n) {
-  static const std::string which = resolve_isa("auto");
-#ifdef SYMFAST_X86_CLONES
-  if (which == "avx512") return fmlp_avx512::sincos_array(u, s, c, n);
-  if (which == "avx2") return fmlp_avx2::sincos_array(u, s, c, n);
+  static const Isa which = resolve_isa("auto");
+#ifdef SYMFAST_ISA_INSTANCES
+  if (which == Isa::Avx512) return fmlp_avx512::sincos_array(u, s, c, n);
+  if (which == Isa::Avx2) return fmlp_avx2::sincos_array(u, s, c, n);
 #endif
   fmlp_base::sincos_array(u, s, c, n);
 }

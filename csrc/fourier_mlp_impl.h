@@ -540,7 +540,7 @@ enum { NONFINITE_X = 1, NONFINITE_AUX = 2 };
 template <typename T, int D>
 int run(const Problem<T>& pb, int nthreads) {
   const long B = pb.B, N = pb.N;
-  const bool grads = pb.mode != 0;
+  const bool grads = pb.mode != FourierMlpMode::Forward;
   const long chunk = grads ? pb.chunk : 4 * TILE;
   const long C = (N + chunk - 1) / chunk;
   const long units = B * C;
@@ -585,7 +585,7 @@ int run(const Problem<T>& pb, int nthreads) {
         T* gp = gt.data();
         const T* yp = yt.data();
         for (long t = cnt; t < TILE; ++t) gp[t] = T(0);
-        if (pb.mode == 1) {
+        if (pb.mode == FourierMlpMode::TrainStep) {
           const T scale = T(2) / T(N);
           double tl = 0.0;
 #pragma omp simd reduction(+ : tl)

@@ -1,6 +1,4 @@
-// Gram observables and their readout scores on the CPU.
-//   gram_fwd:        W: [M, d, H] -> G = W W^T: [M, d, d] (exactly symmetric), dot products of W's
-//                    rows in register tiles, one instance per ISA picked at run time
+// Readout scores of Gram observables on the CPU (the Grams themselves: csrc/gram.cpp).
 //   blockperm_asym:  G: [M, d, d], perm: [E, m] int64, blocks: [E, m, 2, 2] float64
 //                    -> ||rho_e^T G_m rho_e - G_m||_F: [M, E] float64, rho_e a permutation of
 //                    2x2 blocks: (rho^T G rho)[perm[j], perm[k]] = B_j^T G[j, k] B_k, O(d^2) each
@@ -13,18 +11,15 @@
 // Reference: symfast/ops/gram_scores/reference.py
 #include <cmath>
 #include <cstdint>
-#include <string>
-#include <type_traits>
 #include <vector>
 
 #include "common.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#ifdef SYMFAST_ISA_INSTANCES
 #define SYMFAST_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define SYMFAST_CLONES
 #endif
-#define SYMFAST_INLINE inline __attribute__((always_inline))
 
 namespace symfast {
 namespace {
@@ -90,202 +85,6 @@ inline void mm_generic(const double* A, py::ssize_t lda, py::ssize_t rows, py::s
 }
 
 inline py::ssize_t padded(py::ssize_t d) { return d <= 64 ? ((d + 7) / 8) * 8 : d; }
-
-// ---- gram: G = W W^T from dot products of W's rows, upper tiles only ----
-// G[i, j] = <W_i, W_j> in float64 in one fixed order: lane l (of 8) sums the products at
-// h = l (mod 8) in increasing h, then the lanes are added as ((l0 + l4) + (l2 + l6)) +
-// ((l1 + l5) + (l3 + l7)). Every ISA path keeps this order (P vectors of 8 / P doubles
-// hold the 8 lanes), so results depend neither on the thread count nor, between the FMA
-// paths (AVX-512, AVX2), on the ISA. No transpose: rows are read in place (float64 with H
-// a multiple of 8) or from a zero-padded float64 copy.
-template <int P> struct Lanes;
-template <> struct Lanes<1> { typedef v8d type; };
-template <> struct Lanes<2> { typedef double type __attribute__((vector_size(32), aligned(8))); };
-template <> struct Lanes<4> { typedef double type __attribute__((vector_size(16), aligned(8))); };
-
-// out[k] = lane sum of acc[k], k < N (N accumulators of P vectors each), in the order above.
-template <int N, int P, typename V>
-SYMFAST_INLINE void lane_sums(const V (*acc)[P], double* out) {
-  if constexpr (P == 1 && N % 8 == 0) {  // 8 accumulators at a time by shuffles
-    for (int q = 0; q < N / 8; ++q) {
-      const V* a = acc[8 * q];
-      V b[4], c[2];
-      for (int p = 0; p < 4; ++p)  // lanes 0-3: a[2p] l + l4, lanes 4-7: a[2p + 1]
-        b[p] = __builtin_shufflevector(a[2 * p], a[2 * p + 1], 0, 1, 2, 3, 8, 9, 10, 11) +
-               __builtin_shufflevector(a[2 * p], a[2 * p + 1], 4, 5, 6, 7, 12, 13, 14, 15);
-      for (int p = 0; p < 2; ++p)  // lanes 0-1: (l0 + l4) + (l2 + l6), (l1 + l5) + (l3 + l7) of a[4p], 2-3: a[4p + 2],
-        c[p] = __builtin_shufflevector(b[2 * p], b[2 * p + 1], 0, 1, 8, 9, 4, 5, 12, 13) +  // 4-5: a[4p + 1], 6-7: a[4p + 3]
-               __builtin_shufflevector(b[2 * p], b[2 * p + 1], 2, 3, 10, 11, 6, 7, 14, 15);
-      *reinterpret_cast<V*>(out + 8 * q) = __builtin_shufflevector(c[0], c[1], 0, 4, 2, 6, 8, 12, 10, 14) +
-                                           __builtin_shufflevector(c[0], c[1], 1, 5, 3, 7, 9, 13, 11, 15);
-    }
-  } else {
-    for (int k = 0; k < N; ++k) {
-      double s[4];  // s[l] = lane l + lane l + 4
-      if constexpr (P == 1) {
-        for (int l = 0; l < 4; ++l) s[l] = acc[k][0][l] + acc[k][0][l + 4];
-      } else if constexpr (P == 2) {
-        const V t = acc[k][0] + acc[k][1];
-        for (int l = 0; l < 4; ++l) s[l] = t[l];
-      } else {
-        const V lo = acc[k][0] + acc[k][2], hi = acc[k][1] + acc[k][3];
-        s[0] = lo[0], s[1] = lo[1], s[2] = hi[0], s[3] = hi[1];
-      }
-      out[k] = (s[0] + s[2]) + (s[1] + s[3]);
-    }
-  }
-}
-
-// Tile G[i0 : i0 + RI, j0 : j0 + RJ] of W [d, ldw] (nv blocks of 8 per row), entries on or
-// above the diagonal written to g [d, d] with their mirror (exactly symmetric). Rows past d
-// repeat row d - 1 and are not stored.
-template <int RI, int RJ, int P, typename T>
-SYMFAST_INLINE void gram_tile(const double* W, py::ssize_t ldw, py::ssize_t nv, py::ssize_t i0, py::ssize_t j0,
-                              py::ssize_t d, T* g) {
-  typedef typename Lanes<P>::type V;
-  constexpr int L = 8 / P;
-  const double* x[RI];
-  const double* y[RJ];
-  for (int r = 0; r < RI; ++r) x[r] = W + (i0 + r < d ? i0 + r : d - 1) * ldw;
-  for (int s = 0; s < RJ; ++s) y[s] = W + (j0 + s < d ? j0 + s : d - 1) * ldw;
-  V acc[RI * RJ][P];
-  for (int k = 0; k < RI * RJ; ++k)
-    for (int p = 0; p < P; ++p) acc[k][p] = V{};
-  for (py::ssize_t v = 0; v < nv; ++v) {
-#pragma GCC unroll 4
-    for (int p = 0; p < P; ++p) {
-      V a[RI];
-      for (int r = 0; r < RI; ++r) a[r] = *reinterpret_cast<const V*>(x[r] + 8 * v + L * p);
-      for (int s = 0; s < RJ; ++s) {
-        const V b = *reinterpret_cast<const V*>(y[s] + 8 * v + L * p);
-        for (int r = 0; r < RI; ++r) acc[r * RJ + s][p] += a[r] * b;
-      }
-    }
-  }
-  double c[RI * RJ];
-  lane_sums<RI * RJ, P>(acc, c);
-  if (j0 >= i0 + RI && j0 + RJ <= d) {  // whole tile above the diagonal: rows, then their mirror
-    for (int r = 0; r < RI; ++r)
-      for (int s = 0; s < RJ; ++s) g[(i0 + r) * d + j0 + s] = static_cast<T>(c[r * RJ + s]);
-    for (int s = 0; s < RJ; ++s)
-      for (int r = 0; r < RI; ++r) g[(j0 + s) * d + i0 + r] = static_cast<T>(c[r * RJ + s]);
-    return;
-  }
-  for (int r = 0; r < RI && i0 + r < d; ++r)
-    for (int s = 0; s < RJ && j0 + s < d; ++s) {
-      const py::ssize_t i = i0 + r, j = j0 + s;
-      if (j >= i) g[i * d + j] = g[j * d + i] = static_cast<T>(c[r * RJ + s]);
-    }
-}
-
-template <typename T>
-bool all_finite(const T* w, py::ssize_t n) {
-  for (py::ssize_t k = 0; k < n; ++k)
-    if (!std::isfinite(w[k])) return false;
-  return true;
-}
-
-// One model's Gram: w [d, H] -> g [d, d]; pad: [d, roundup(H, 8)] float64 scratch; next: the
-// weights of the model computed next (or null), prefetched a few lines per tile so that their
-// memory latency hides behind this model's arithmetic.
-// Returns 1 if w holds NaN or Inf, else 0. G[i, i] = |W_i|^2 is NaN/Inf iff row i holds
-// NaN/Inf or its square sum overflows, so the weights are scanned only in that rare case; finite
-// weights whose Gram overflows keep IEEE's Inf, as the reference's product does.
-template <int RI, int RJ, int P, typename T>
-SYMFAST_INLINE long long gram_one(const T* w, T* g, double* pad, py::ssize_t d, py::ssize_t H, const T* next) {
-  const py::ssize_t Hp = ((H + 7) / 8) * 8, bytes = d * H * static_cast<py::ssize_t>(sizeof(T));
-  const py::ssize_t ti = (d + RI - 1) / RI, pf_per_tile = bytes / 64 / (ti * (ti + 1) / 2 + 1) + 1;
-  const char* pf = reinterpret_cast<const char*>(next);
-  const char* pf_end = next ? pf + bytes : pf;
-  const double* W = pad;
-  if constexpr (std::is_same<T, double>::value) {
-    if (Hp == H) W = w;
-  }
-  if (W == pad)
-    for (py::ssize_t i = 0; i < d; ++i) {
-      for (py::ssize_t h = 0; h < H; ++h) pad[i * Hp + h] = static_cast<double>(w[i * H + h]);
-      for (py::ssize_t h = H; h < Hp; ++h) pad[i * Hp + h] = 0.0;
-    }
-  for (py::ssize_t i0 = 0; i0 < d; i0 += RI)
-    for (py::ssize_t j0 = (i0 / RJ) * RJ; j0 < d; j0 += RJ) {
-      for (py::ssize_t q = 0; q < pf_per_tile && pf < pf_end; ++q, pf += 64) __builtin_prefetch(pf);
-      gram_tile<RI, RJ, P>(W, Hp, Hp / 8, i0, j0, d, g);
-    }
-  for (py::ssize_t i = 0; i < d; ++i)
-    if (!std::isfinite(static_cast<double>(g[i * d + i]))) return all_finite(w, d * H) ? 0 : 1;
-  return 0;
-}
-
-// Per-ISA instances (register tiles sized to the vector registers); picked at run time.
-template <typename T>
-using GramOne = long long (*)(const T*, T*, double*, py::ssize_t, py::ssize_t, const T*);
-template <typename T>
-long long gram_one_generic(const T* w, T* g, double* pad, py::ssize_t d, py::ssize_t H, const T* next) {
-  return gram_one<2, 2, 4>(w, g, pad, d, H, next);  // 16-byte vectors (SSE2, NEON): 16 accumulators
-}
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define SYMFAST_GRAM_ISA 1
-template <typename T>
-__attribute__((target("avx2,fma"))) long long gram_one_avx2(const T* w, T* g, double* pad, py::ssize_t d,
-                                                            py::ssize_t H, const T* next) {
-  return gram_one<3, 2, 2>(w, g, pad, d, H, next);  // 12 ymm accumulators of 16
-}
-template <typename T>
-__attribute__((target("avx512f"))) long long gram_one_avx512(const T* w, T* g, double* pad, py::ssize_t d,
-                                                             py::ssize_t H, const T* next) {
-  return gram_one<4, 4, 1>(w, g, pad, d, H, next);  // 16 zmm accumulators of 32
-}
-#endif
-
-// isa: "auto" (the widest this CPU runs), or "avx512", "avx2", "generic" to force one (tests, benchmarks).
-template <typename T>
-GramOne<T> gram_kernel(const std::string& isa) {
-#ifdef SYMFAST_GRAM_ISA
-  const bool avx512 = __builtin_cpu_supports("avx512f");
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (isa == "avx512" || (isa == "auto" && avx512)) {
-    if (!avx512) throw std::invalid_argument("this CPU does not support isa avx512 (AVX-512F)");
-    return gram_one_avx512<T>;
-  }
-  if (isa == "avx2" || (isa == "auto" && avx2)) {
-    if (!avx2) throw std::invalid_argument("this CPU does not support isa avx2 (AVX2 and FMA)");
-    return gram_one_avx2<T>;
-  }
-#endif
-  if (isa == "auto" || isa == "generic") return gram_one_generic<T>;
-#ifndef SYMFAST_GRAM_ISA
-  if (isa == "avx512" || isa == "avx2") throw std::invalid_argument("this build has only isa generic for gram");
-#endif
-  throw std::invalid_argument("isa must be auto, generic, avx2 or avx512, got " + isa);
-}
-
-// Below this many multiply-adds (about 50 us on one core) one thread does the whole batch:
-// waking the thread pool would cost a good part of what a second thread saves.
-constexpr double GRAM_PARALLEL_MIN_FMAS = 1 << 20;
-
-template <typename T>
-carray<T> gram_fwd(carray<T> w, int num_threads, const std::string& isa) {
-  check_ndim(w, 3, "weights");
-  const py::ssize_t M = w.shape(0), d = w.shape(1), H = w.shape(2), Hp = ((H + 7) / 8) * 8;
-  const GramOne<T> one = gram_kernel<T>(isa);
-  carray<T> out({M, d, d});
-  const T* wp = w.data();
-  T* gp = out.mutable_data();
-  const bool parallel = 0.5 * static_cast<double>(M) * d * d * H >= GRAM_PARALLEL_MIN_FMAS;
-  long long bad = 0;
-  {
-    py::gil_scoped_release release;
-#pragma omp parallel num_threads(clamp_threads(num_threads)) if (parallel) reduction(+ : bad)
-    {
-      std::vector<double> pad(static_cast<size_t>(d * Hp) + 1);
-#pragma omp for schedule(static)
-      for (py::ssize_t m = 0; m < M; ++m)
-        bad += one(wp + m * d * H, gp + m * d * d, pad.data(), d, H, m + 1 < M ? wp + (m + 1) * d * H : nullptr);
-    }
-  }
-  if (bad) throw std::invalid_argument("weights contains NaN or Inf");
-  return out;
-}
 
 // Squared asymmetry of one padded Gram g [D, D] (D = 2 nb) under one block-permutation lift.
 // Blocks (j, k) and (k, j) give transposed differences for symmetric G: j <= k, weight 2 off the diagonal.
@@ -458,22 +257,17 @@ py::tuple sym_stats(carray<T> g, int num_threads) {
 
 // Bindings, called from module.cpp.
 void bind_gram_scores(py::module_& m) {
-  m.def("gram_fwd_f32", &gram_fwd<float>, py::arg("weights").noconvert(), py::arg("num_threads") = 1,
-        py::arg("isa") = "auto", "Grams W W^T, float32: [M, d, H] -> [M, d, d]");
-  m.def("gram_fwd_f64", &gram_fwd<double>, py::arg("weights").noconvert(), py::arg("num_threads") = 1,
-        py::arg("isa") = "auto", "Grams W W^T, float64: [M, d, H] -> [M, d, d]");
-  m.def("blockperm_asym_f32", &blockperm_asym<float>, py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
-        py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float32 phi -> [M, E] f64");
-  m.def("blockperm_asym_f64", &blockperm_asym<double>, py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
-        py::arg("num_threads") = 1, "||rho^T phi rho - phi||_F for block-permutation lifts, float64 phi -> [M, E] f64");
-  m.def("sym_stats_f32", &sym_stats<float>, py::arg("phi").noconvert(), py::arg("num_threads") = 1,
-        "(max |phi - phi^T|, max |phi|, non-finite count) of float32 phi [M, d, d]");
-  m.def("sym_stats_f64", &sym_stats<double>, py::arg("phi").noconvert(), py::arg("num_threads") = 1,
-        "(max |phi - phi^T|, max |phi|, non-finite count) of float64 phi [M, d, d]");
-  m.def("dense_asym_f32", &dense_asym<float>, py::arg("phi").noconvert(), py::arg("multipliers").noconvert(), py::arg("a").noconvert(), py::arg("b").noconvert(),
-        py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float32 phi -> [M, E] f64");
-  m.def("dense_asym_f64", &dense_asym<double>, py::arg("phi").noconvert(), py::arg("multipliers").noconvert(), py::arg("a").noconvert(), py::arg("b").noconvert(),
-        py::arg("num_threads") = 1, "||phi U_a - (phi U_b)^T||_F, fused products, float64 phi -> [M, E] f64");
+  def_f32_f64(m, "blockperm_asym", &blockperm_asym<float>, &blockperm_asym<double>,
+              "||rho^T phi rho - phi||_F for block-permutation lifts, {dtype} phi -> [M, E] f64",
+              py::arg("phi").noconvert(), py::arg("perm").noconvert(), py::arg("blocks").noconvert(),
+              py::arg("num_threads") = 1);
+  def_f32_f64(m, "sym_stats", &sym_stats<float>, &sym_stats<double>,
+              "(max |phi - phi^T|, max |phi|, non-finite count) of {dtype} phi [M, d, d]",
+              py::arg("phi").noconvert(), py::arg("num_threads") = 1);
+  def_f32_f64(m, "dense_asym", &dense_asym<float>, &dense_asym<double>,
+              "||phi U_a - (phi U_b)^T||_F, fused products, {dtype} phi -> [M, E] f64", py::arg("phi").noconvert(),
+              py::arg("multipliers").noconvert(), py::arg("a").noconvert(), py::arg("b").noconvert(),
+              py::arg("num_threads") = 1);
 }
 
 }  // namespace symfast

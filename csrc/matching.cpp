@@ -21,6 +21,73 @@ enum MatchMode { PERM = 0, SIGN = 1, SCALE = 2 };
 
 namespace {
 
+// ---- the three families as compile-time policies (pytorch_scatter's reducer.h pattern) ----
+// For rows a (|a|^2 = a2) and b (|b|^2 = b2) with inner product g:
+//   cost(a2, b2, g): min over the family's scalars s of ||a - s b||^2, clamped at 0
+//     PERM  s = 1:      a2 + b2 - 2 g
+//     SIGN  s = +-1:    a2 + b2 - 2 |g|
+//     SCALE s = c > 0:  a2 - max(g, 0)^2 / b2   (a2 when b2 = 0)
+//   scale(g, b2, ok): the optimal s of a matched pair; ok = false where SCALE's optimum is c = 0
+//     (non-positive overlap): the action then keeps s = 1 and the pair's residual is a2.
+template <MatchMode MODE>
+struct Family;
+
+template <>
+struct Family<PERM> {
+  static inline double cost(double a2, double b2, double g) { return std::max(a2 + b2 - 2 * g, 0.0); }
+  static inline double scale(double, double, bool* ok) {
+    *ok = true;
+    return 1.0;
+  }
+};
+
+template <>
+struct Family<SIGN> {
+  static inline double cost(double a2, double b2, double g) { return std::max(a2 + b2 - 2 * std::abs(g), 0.0); }
+  static inline double scale(double g, double, bool* ok) {
+    *ok = true;
+    return g < 0 ? -1.0 : 1.0;
+  }
+};
+
+template <>
+struct Family<SCALE> {
+  static inline double cost(double a2, double b2, double g) {
+    const double o = std::max(g, 0.0);
+    return std::max(a2 - (b2 > 0 ? o * o / b2 : 0.0), 0.0);
+  }
+  static inline double scale(double g, double b2, bool* ok) {
+    *ok = g > 0 && b2 > 0;
+    return *ok ? g / b2 : 1.0;
+  }
+};
+
+void check_mode(int mode) {
+  if (mode < PERM || mode > SCALE) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
+}
+
+// Runs __VA_ARGS__ (a lambda) with `static constexpr MatchMode MODE` set to the run-time `mode`:
+// the mode is switched once here, never inside a kernel's loops.
+#define SYMFAST_DISPATCH_MATCH_MODE(mode, ...)                                                      \
+  [&] {                                                                                           \
+    switch (mode) {                                                                               \
+      case PERM: {                                                                                \
+        static constexpr MatchMode MODE = PERM;                                                   \
+        return __VA_ARGS__();                                                                     \
+      }                                                                                           \
+      case SIGN: {                                                                                \
+        static constexpr MatchMode MODE = SIGN;                                                   \
+        return __VA_ARGS__();                                                                     \
+      }                                                                                           \
+      case SCALE: {                                                                               \
+        static constexpr MatchMode MODE = SCALE;                                                  \
+        return __VA_ARGS__();                                                                     \
+      }                                                                                           \
+      default:                                                                                    \
+        throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");              \
+    }                                                                                             \
+  }()
+
 struct LsaWork {
   std::vector<double> u, v, spc;
   std::vector<int64_t> path, col4row, row4col, remaining;
@@ -213,10 +280,46 @@ carray<int64_t> lsa_batched(carray<double> cost, int num_threads) {
 
 // Neuron matching from precomputed inner products, for P problems at once:
 //   gram: [P, n, n] <a_i, b_j> (float32 or float64), a2: [P, n] |a_i|^2, b2: [P, n] |b_j|^2,
-//   mode 0 perm / 1 sign / 2 scale
+//   mode: a MatchMode (0 perm / 1 sign / 2 scale)
 //   -> (index [P, n] int64, scale [P, n] float64): P B has rows scale_i * b_{index_i}.
-// The cost matrix (see symfast/layerwise/matching.py::cost_matrices) is built per problem in a
-// thread-local buffer, so only the Gram matrices cross memory.
+// The cost matrix (Family<MODE>::cost; symfast/ops/matching/__init__.py::cost_matrices in
+// PyTorch) is built per problem in a thread-local buffer, so only the Gram matrices cross memory.
+// Returns the index of an infeasible problem (NaN/inf inner products), or -1.
+template <typename T, MatchMode MODE>
+int64_t match_gram_kernel(int64_t P, int64_t n, const T* gp, const double* ap, const double* bp, int64_t* ip,
+                          double* sp, int num_threads) {
+  using F = Family<MODE>;
+  int64_t bad = -1;
+#pragma omp parallel num_threads(clamp_threads(num_threads))
+  {
+    LsaWork w(n);
+    std::vector<double> cost(n * n);
+#pragma omp for schedule(dynamic, 8)
+    for (int64_t p = 0; p < P; ++p) {
+      const T* g = gp + p * n * n;
+      const double* a = ap + p * n;
+      const double* b = bp + p * n;
+      for (int64_t i = 0; i < n; ++i) {
+        double* c = cost.data() + i * n;
+        const T* gi = g + i * n;
+        for (int64_t j = 0; j < n; ++j) c[j] = F::cost(a[i], b[j], double(gi[j]));
+      }
+      int64_t* out = ip + p * n;
+      if (!solve_one(n, cost.data(), out, w)) {
+#pragma omp critical
+        bad = p;
+        continue;
+      }
+      double* s = sp + p * n;
+      for (int64_t i = 0; i < n; ++i) {
+        bool ok;
+        s[i] = F::scale(double(g[i * n + out[i]]), b[out[i]], &ok);
+      }
+    }
+  }
+  return bad;
+}
+
 template <typename T>
 py::tuple match_gram(carray<T> gram, carray<double> a2, carray<double> b2, int mode, int num_threads) {
   check_ndim(gram, 3, "gram");
@@ -226,7 +329,7 @@ py::tuple match_gram(carray<T> gram, carray<double> a2, carray<double> b2, int m
   if (gram.shape(2) != n) throw std::invalid_argument("gram must be [P, n, n]");
   if (a2.shape(0) != P || a2.shape(1) != n || b2.shape(0) != P || b2.shape(1) != n)
     throw std::invalid_argument("a2 and b2 must be [P, n]");
-  if (mode < PERM || mode > SCALE) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
+  check_mode(mode);
   carray<int64_t> index({P, n});
   carray<double> scale({P, n});
   const T* gp = gram.data();
@@ -237,47 +340,7 @@ py::tuple match_gram(carray<T> gram, carray<double> a2, carray<double> b2, int m
   int64_t bad = -1;
   {
     py::gil_scoped_release release;
-#pragma omp parallel num_threads(clamp_threads(num_threads))
-    {
-      LsaWork w(n);
-      std::vector<double> cost(n * n);
-#pragma omp for schedule(dynamic, 8)
-      for (int64_t p = 0; p < P; ++p) {
-        const T* g = gp + p * n * n;
-        const double* a = ap + p * n;
-        const double* b = bp + p * n;
-        for (int64_t i = 0; i < n; ++i) {
-          double* c = cost.data() + i * n;
-          const T* gi = g + i * n;
-          if (mode == PERM) {
-            for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * double(gi[j]), 0.0);
-          } else if (mode == SIGN) {
-            for (int64_t j = 0; j < n; ++j) c[j] = std::max(a[i] + b[j] - 2 * std::abs(double(gi[j])), 0.0);
-          } else {
-            for (int64_t j = 0; j < n; ++j) {
-              const double o = std::max(double(gi[j]), 0.0);
-              c[j] = std::max(a[i] - (b[j] > 0 ? o * o / b[j] : 0.0), 0.0);
-            }
-          }
-        }
-        int64_t* out = ip + p * n;
-        if (!solve_one(n, cost.data(), out, w)) {
-#pragma omp critical
-          bad = p;
-          continue;
-        }
-        double* s = sp + p * n;
-        for (int64_t i = 0; i < n; ++i) {
-          const double gij = g[i * n + out[i]];  // promoted
-          if (mode == PERM)
-            s[i] = 1.0;
-          else if (mode == SIGN)
-            s[i] = gij < 0 ? -1.0 : 1.0;
-          else
-            s[i] = (gij > 0 && b[out[i]] > 0) ? gij / b[out[i]] : 1.0;
-        }
-      }
-    }
+    bad = SYMFAST_DISPATCH_MATCH_MODE(mode, [&] { return match_gram_kernel<T, MODE>(P, n, gp, ap, bp, ip, sp, num_threads); });
   }
   if (bad >= 0) throw std::invalid_argument("problem " + std::to_string(bad) + " has NaN/inf inner products");
   return py::make_tuple(index, scale);
@@ -305,6 +368,79 @@ void gram_rows(const double* a, const double* wt, double* gram, int64_t H, int64
 //   -> (index [M, G, H] int64, scale [M, G, H] float64, rel2 [M, G] float64), where
 //   rel2 = min_P ||W R_g - P W||_F^2 / ||W||_F^2 with residuals summed from the rows (exact zeros stay 0).
 // Reference: symfast/ops/matching/reference.py (per model, SciPy).
+// Returns the index m * G + g of an infeasible problem (NaN/inf), or -1.
+template <typename T, MatchMode MODE>
+int64_t match_signed_lifts_kernel(int64_t M, int64_t H, int64_t k, int64_t G, const T* wp, const int64_t* srcp,
+                                  const double* sgp, int64_t* ip, double* sp, double* rp, int num_threads) {
+  using F = Family<MODE>;
+  int64_t bad = -1;
+#pragma omp parallel num_threads(clamp_threads(num_threads))
+  {
+    LsaWork w(H);
+    std::vector<double> wt(k * H), a(H * k), gram(H * H), cost(H * H), b2(H), a2(H);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t m = 0; m < M; ++m) {
+      const T* Wm = wp + m * H * k;
+      double norm2 = 0;
+      for (int64_t j = 0; j < H; ++j) {  // W^T and row norms once per model, reused for all lifts
+        double acc = 0;
+        for (int64_t t = 0; t < k; ++t) {
+          const double x = Wm[j * k + t];
+          wt[t * H + j] = x;
+          acc += x * x;
+        }
+        b2[j] = acc;
+        norm2 += acc;
+      }
+      for (int64_t g = 0; g < G; ++g) {
+        const int64_t pg = m * G + g;
+        const int64_t* sg = srcp + g * k;
+        const double* sv = sgp + g * k;
+        for (int64_t i = 0; i < H; ++i) {
+          double acc = 0;
+          for (int64_t t = 0; t < k; ++t) {
+            const double x = sv[t] * wt[sg[t] * H + i];
+            a[i * k + t] = x;
+            acc += x * x;
+          }
+          a2[i] = acc;
+        }
+        gram_rows(a.data(), wt.data(), gram.data(), H, k);
+        for (int64_t i = 0; i < H; ++i) {
+          const double* gi = gram.data() + i * H;
+          double* c = cost.data() + i * H;
+          for (int64_t j = 0; j < H; ++j) c[j] = F::cost(a2[i], b2[j], gi[j]);
+        }
+        int64_t* out = ip + pg * H;
+        if (!solve_one(H, cost.data(), out, w)) {
+#pragma omp critical
+          bad = pg;
+          continue;
+        }
+        double* s = sp + pg * H;
+        double total = 0;
+        for (int64_t i = 0; i < H; ++i) {
+          const int64_t j = out[i];
+          bool ok;
+          s[i] = F::scale(gram[i * H + j], b2[j], &ok);
+          if (!ok) {  // c = 0 is the optimum for a non-overlapping pair
+            total += a2[i];
+            continue;
+          }
+          double r = 0;
+          for (int64_t t = 0; t < k; ++t) {
+            const double d = a[i * k + t] - s[i] * wt[t * H + j];
+            r += d * d;
+          }
+          total += r;
+        }
+        rp[pg] = norm2 > 0 ? total / norm2 : total;
+      }
+    }
+  }
+  return bad;
+}
+
 template <typename T>
 py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> sign, int mode, int num_threads) {
   check_ndim(W, 3, "W");
@@ -313,7 +449,7 @@ py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> si
   const int64_t M = W.shape(0), H = W.shape(1), k = W.shape(2), G = src.shape(0);
   if (src.shape(1) != k || sign.shape(0) != G || sign.shape(1) != k)
     throw std::invalid_argument("src and sign must be [G, k] with k = W.shape[2]");
-  if (mode < PERM || mode > SCALE) throw std::invalid_argument("mode must be 0 (perm), 1 (sign) or 2 (scale)");
+  check_mode(mode);
   const int64_t* srcp = src.data();
   for (int64_t i = 0; i < G * k; ++i)
     if (srcp[i] < 0 || srcp[i] >= k) throw std::invalid_argument("src index out of range");
@@ -328,87 +464,8 @@ py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> si
   int64_t bad = -1;
   {
     py::gil_scoped_release release;
-#pragma omp parallel num_threads(clamp_threads(num_threads))
-    {
-      LsaWork w(H);
-      std::vector<double> wt(k * H), a(H * k), gram(H * H), cost(H * H), b2(H), a2(H);
-#pragma omp for schedule(dynamic, 1)
-      for (int64_t m = 0; m < M; ++m) {
-        const T* Wm = wp + m * H * k;
-        double norm2 = 0;
-        for (int64_t j = 0; j < H; ++j) {  // W^T and row norms once per model, reused for all lifts
-          double acc = 0;
-          for (int64_t t = 0; t < k; ++t) {
-            const double x = Wm[j * k + t];
-            wt[t * H + j] = x;
-            acc += x * x;
-          }
-          b2[j] = acc;
-          norm2 += acc;
-        }
-        for (int64_t g = 0; g < G; ++g) {
-          const int64_t pg = m * G + g;
-          const int64_t* sg = srcp + g * k;
-          const double* sv = sgp + g * k;
-          for (int64_t i = 0; i < H; ++i) {
-            double acc = 0;
-            for (int64_t t = 0; t < k; ++t) {
-              const double x = sv[t] * wt[sg[t] * H + i];
-              a[i * k + t] = x;
-              acc += x * x;
-            }
-            a2[i] = acc;
-          }
-          gram_rows(a.data(), wt.data(), gram.data(), H, k);
-          for (int64_t i = 0; i < H; ++i) {
-            const double* gi = gram.data() + i * H;
-            double* c = cost.data() + i * H;
-            for (int64_t j = 0; j < H; ++j) {
-              if (mode == PERM)
-                c[j] = std::max(a2[i] + b2[j] - 2 * gi[j], 0.0);
-              else if (mode == SIGN)
-                c[j] = std::max(a2[i] + b2[j] - 2 * std::abs(gi[j]), 0.0);
-              else {
-                const double o = std::max(gi[j], 0.0);
-                c[j] = std::max(a2[i] - (b2[j] > 0 ? o * o / b2[j] : 0.0), 0.0);
-              }
-            }
-          }
-          int64_t* out = ip + pg * H;
-          if (!solve_one(H, cost.data(), out, w)) {
-#pragma omp critical
-            bad = pg;
-            continue;
-          }
-          double* s = sp + pg * H;
-          double total = 0;
-          for (int64_t i = 0; i < H; ++i) {
-            const int64_t j = out[i];
-            const double gij = gram[i * H + j];
-            bool ok = true;
-            if (mode == PERM)
-              s[i] = 1.0;
-            else if (mode == SIGN)
-              s[i] = gij < 0 ? -1.0 : 1.0;
-            else {
-              ok = gij > 0 && b2[j] > 0;
-              s[i] = ok ? gij / b2[j] : 1.0;
-            }
-            if (!ok) {  // c = 0 is the optimum for a non-overlapping pair
-              total += a2[i];
-              continue;
-            }
-            double r = 0;
-            for (int64_t t = 0; t < k; ++t) {
-              const double d = a[i * k + t] - s[i] * wt[t * H + j];
-              r += d * d;
-            }
-            total += r;
-          }
-          rp[pg] = norm2 > 0 ? total / norm2 : total;
-        }
-      }
-    }
+    bad = SYMFAST_DISPATCH_MATCH_MODE(
+        mode, [&] { return match_signed_lifts_kernel<T, MODE>(M, H, k, G, wp, srcp, sgp, ip, sp, rp, num_threads); });
   }
   if (bad >= 0) throw std::invalid_argument("problem " + std::to_string(bad) + " is infeasible (NaN/inf)");
   return py::make_tuple(index, scale, rel2);
@@ -422,18 +479,16 @@ void bind_matching(py::module_& m) {
       .value("perm", PERM)
       .value("sign", SIGN)
       .value("scale", SCALE);
-  m.def("match_signed_lifts_f32", &match_signed_lifts<float>, py::arg("W").noconvert(), py::arg("src").noconvert(), py::arg("sign").noconvert(),
-        py::arg("mode"), py::arg("num_threads") = 1,
-        "Matching observable for signed-permutation lifts, float32 W [M, H, k]");
-  m.def("match_signed_lifts_f64", &match_signed_lifts<double>, py::arg("W").noconvert(), py::arg("src").noconvert(), py::arg("sign").noconvert(),
-        py::arg("mode"), py::arg("num_threads") = 1,
-        "Matching observable for signed-permutation lifts, float64 W [M, H, k]");
-  m.def("match_gram_f64", &match_gram<double>, py::arg("gram").noconvert(), py::arg("a2").noconvert(), py::arg("b2").noconvert(), py::arg("mode"),
-        py::arg("num_threads") = 1,
-        "Batched neuron matching from float64 Gram matrices: -> (index [P, n] int64, scale [P, n] float64)");
-  m.def("match_gram_f32", &match_gram<float>, py::arg("gram").noconvert(), py::arg("a2").noconvert(), py::arg("b2").noconvert(), py::arg("mode"),
-        py::arg("num_threads") = 1,
-        "Batched neuron matching from float32 Gram matrices (costs in float64)");
+  def_f32_f64(m, "match_signed_lifts", &match_signed_lifts<float>, &match_signed_lifts<double>,
+              "Matching observable for signed-permutation lifts of {dtype} W [M, H, k] (costs in float64): "
+              "-> (index [M, G, H] int64, scale [M, G, H] f64, rel2 [M, G] f64)",
+              py::arg("W").noconvert(), py::arg("src").noconvert(), py::arg("sign").noconvert(), py::arg("mode"),
+              py::arg("num_threads") = 1);
+  def_f32_f64(m, "match_gram", &match_gram<float>, &match_gram<double>,
+              "Batched neuron matching from {dtype} Gram matrices (costs in float64): "
+              "-> (index [P, n] int64, scale [P, n] float64)",
+              py::arg("gram").noconvert(), py::arg("a2").noconvert(), py::arg("b2").noconvert(), py::arg("mode"),
+              py::arg("num_threads") = 1);
   m.def("lsa_batched", &lsa_batched, py::arg("cost").noconvert(), py::arg("num_threads") = 1,
         "Batched linear sum assignment: cost [P, n, n] float64 -> [P, n] int64 column per row");
 }

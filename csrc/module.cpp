@@ -6,6 +6,7 @@ namespace symfast {
 namespace py = pybind11;
 void bind_fourier_features(py::module_& m);
 void bind_fourier_mlp(py::module_& m);
+void bind_gram(py::module_& m);
 void bind_gram_scores(py::module_& m);
 void bind_matching(py::module_& m);
 void bind_ordered_schur(py::module_& m);
@@ -21,6 +22,7 @@ PYBIND11_MODULE(_C, m) {
 #endif
   symfast::bind_fourier_features(m);
   symfast::bind_fourier_mlp(m);
+  symfast::bind_gram(m);
   symfast::bind_gram_scores(m);
   symfast::bind_matching(m);
   symfast::bind_ordered_schur(m);

@@ -157,12 +157,11 @@ py::tuple rnn_rollout(carray<T> W, carray<T> ux, carray<T> V, carray<T> h0, bool
 
 // Bindings, called from module.cpp.
 void bind_rnn_rollout(py::module_& m) {
-  m.def("rnn_rollout_f32", &rnn_rollout<float>, py::arg("W").noconvert(), py::arg("ux").noconvert(), py::arg("V").noconvert(), py::arg("h0").noconvert(),
-        py::arg("return_hidden") = false, py::arg("num_threads") = 1,
-        "Fused tanh-RNN rollouts, float32: W[A,H,H], ux[B,T,H], V[O,H], h0[B,H] -> (y[A,B,T,O], hs)");
-  m.def("rnn_rollout_f64", &rnn_rollout<double>, py::arg("W").noconvert(), py::arg("ux").noconvert(), py::arg("V").noconvert(), py::arg("h0").noconvert(),
-        py::arg("return_hidden") = false, py::arg("num_threads") = 1,
-        "Fused tanh-RNN rollouts, float64 (std::tanh)");
+  def_f32_f64(m, "rnn_rollout", &rnn_rollout<float>, &rnn_rollout<double>,
+              "Fused tanh-RNN rollouts on {dtype} arrays (float32: rational tanh, float64: std::tanh): "
+              "W[A,H,H], ux[B,T,H], V[O,H], h0[B,H] -> (y[A,B,T,O], hs)",
+              py::arg("W").noconvert(), py::arg("ux").noconvert(), py::arg("V").noconvert(), py::arg("h0").noconvert(),
+              py::arg("return_hidden") = false, py::arg("num_threads") = 1);
 }
 
 }  // namespace symfast

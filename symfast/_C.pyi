@@ -23,6 +23,11 @@ class Activation(IntEnum):  # hidden activations of the fused kernel (its `act` 
     silu = 2
     sine = 3
 
+class FourierMlpMode(IntEnum):  # what one fused-MLP call computes (its `mode` argument)
+    forward = 0
+    train_step = 1
+    backward = 2
+
 class MatchMode(IntEnum):  # matching families (the `mode` code)
     perm = 0
     sign = 1
@@ -32,14 +37,14 @@ class MatchMode(IntEnum):  # matching families (the `mode` code)
 def fourier_features_fwd_f32(x: F32, frequencies: F32, phases: F32, num_threads: int = 1) -> F32: ...
 def fourier_features_fwd_f64(x: F64, frequencies: F64, phases: F64, num_threads: int = 1) -> F64: ...
 
-# fourier_mlp.cpp: mode 0 forward (y [B, N]), 1 MSE step (loss [B], dw, db), 2 cotangent backward
-# (dw, db, optional dx [B, N, 2]); outputs are written in place.
+# fourier_mlp.cpp: mode forward (y [B, N]), train_step (MSE: loss [B], dw, db), backward (cotangent:
+# dw, db, optional dx [B, N, D]); outputs are written in place.
 def fourier_mlp_run_f32(x: F32, frequencies: F32, phases: F32, weights: list[F32], biases: list[F32], act: int,
-                        mode: int, aux: F32 | None, y: F32 | None, loss: F32 | None, dx: F32 | None,
+                        mode: FourierMlpMode, aux: F32 | None, y: F32 | None, loss: F32 | None, dx: F32 | None,
                         dw: list[F32], db: list[F32], num_threads: int = 1, isa: str = "auto",
                         chunk: int = 4096) -> None: ...
 def fourier_mlp_run_f64(x: F64, frequencies: F64, phases: F64, weights: list[F64], biases: list[F64], act: int,
-                        mode: int, aux: F64 | None, y: F64 | None, loss: F64 | None, dx: F64 | None,
+                        mode: FourierMlpMode, aux: F64 | None, y: F64 | None, loss: F64 | None, dx: F64 | None,
                         dw: list[F64], db: list[F64], num_threads: int = 1, isa: str = "auto",
                         chunk: int = 4096) -> None: ...
 def fourier_mlp_isa(isa: str = "auto") -> str: ...

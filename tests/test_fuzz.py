@@ -33,7 +33,8 @@ import symfast as sf
 from symfast import _ext
 from symfast.ops.fourier_features import fourier_features
 from symfast.ops.fourier_features import reference as ff_ref
-from symfast.ops.gram_scores import gram, gram_scores
+from symfast.ops.gram import gram
+from symfast.ops.gram_scores import gram_scores
 from symfast.ops.rnn_rollout import rnn_rollout
 
 settings.register_profile("ci", max_examples=30, deadline=None, derandomize=True,

@@ -1,17 +1,22 @@
 """Performance-critical ops, each a `torch.ops.symfast.<name>` custom op.
 
-One folder per op: `__init__.py` (public function, validation, op registration and
-device dispatch), `reference.py` (the plain PyTorch/SciPy ground truth), `cpu.py` (launcher
-of the C++ kernel in `csrc/<op>.cpp`) and, where one exists, `triton.py`. Backend names and
-resolution ("auto", "cpu", "triton", "reference") live once in `symfast.ops._dispatch`.
+One folder per op: `__init__.py` (public function, validation and device dispatch),
+`_op.py` (the torch.library registrations: custom ops, fakes, autograd; fourier_mlp, gram,
+matching; the older folders still register in `__init__.py`), `reference.py` (the plain
+PyTorch/SciPy ground truth), `cpu.py` (launcher of the C++ kernel in `csrc/<op>.cpp`) and,
+where one exists, `triton.py`. Backend names and resolution ("auto", "cpu", "triton",
+"reference") live once in `symfast.ops._dispatch`. Ops never import the studies above them
+(`symfast.readout.matching.matching_scores` is built on `matching`).
 
     op folder          torch.ops.symfast.*                                C++ kernel              Triton
     fourier_features   fourier_features                                   fourier_features.cpp    -
     fourier_mlp        fourier_mlp, fourier_mlp_backward, _train_step     fourier_mlp.cpp (+impl) triton.py
-    gram_scores        gram, gram_scores, gram_scores_blockperm           gram_scores.cpp         triton.py
+    gram               gram                                               gram.cpp                -
+    gram_scores        gram_scores, gram_scores_blockperm                 gram_scores.cpp         triton.py
     rnn_rollout        rnn_rollout                                        rnn_rollout.cpp         triton.py
     ordered_schur      ordered_schur, ordschur                            ordered_schur.cpp       -
     matching           assign, match_gram, match_signed_lifts             matching.cpp            -
+                       (+ lifts.py: lifts applied to first layers, residuals of a chunk of models)
 
 Tests: tests/ops/test_<op>.py (and test_transforms.py for torch.compile / torch.func);
 benchmarks: benchmarks/benchmarks/bench_<op>.py.

@@ -16,7 +16,8 @@ import re
 import numpy as np
 import torch
 
-from symfast.ops.gram_scores import gram, gram_scores
+from symfast.ops.gram import gram
+from symfast.ops.gram_scores import gram_scores
 from symfast.groups import rotation
 
 __all__ = ["observable", "extend_lift", "scores", "split_half_null", "pair_null", "sweep_lifts", "OBSERVABLES"]

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from symfast import _ext
-from symfast.ops.gram_scores import gram, gram_op, reference
+from symfast.ops.gram import gram, gram_op, reference
 from symfast.testing import assert_close, opcheck
 
 DTYPES = [torch.float64, torch.float32]
@@ -57,6 +57,13 @@ def test_gram_shapes_match_reference(dtype, M, d, H):
     g = gram(w, backend="cpu")
     assert g.shape == (M, d, d) and g.dtype == dtype and torch.equal(g, g.transpose(1, 2))
     assert_close("gram", reference.gram(w), g)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+def test_gram_wide_d(dtype):
+    """d = 67 > 64 with H = 70 (the wide case test_gram_scores used to check gram on)."""
+    w = torch.randn(3, 67, 70, generator=torch.Generator().manual_seed(0), dtype=torch.float64).to(dtype)
+    assert_close("gram_wide", reference.gram(w), gram(w, backend="cpu"))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)

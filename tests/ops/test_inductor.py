@@ -16,7 +16,8 @@ import symfast as sf
 from symfast import _ext
 from symfast.ops.fourier_features import reference as ff_ref
 from symfast.ops.fourier_mlp import reference as mlp_ref
-from symfast.ops.gram_scores import gram, gram_scores, reference as gs_ref
+from symfast.ops.gram import gram, reference as gram_ref
+from symfast.ops.gram_scores import gram_scores, reference as gs_ref
 from symfast.testing import assert_close
 
 pytestmark = [
@@ -43,7 +44,7 @@ def test_inductor_fullgraph_pe_mlp_and_scores_match_reference():
         f, p = pe.frequencies.float(), pe.phases.float()
         y = mlp_ref.fourier_mlp(x, f, p, list(model.weights), list(model.biases), model.activation)
         return (y.sin().sum() + y.pow(2).mean(), ff_ref.fourier_features(x, f, p).cos(),
-                gs_ref.gram_scores(gs_ref.gram(w), rho))
+                gs_ref.gram_scores(gram_ref.gram(w), rho))
 
     compiled = torch.compile(step, fullgraph=True)  # default backend: inductor
     outs, refs = compiled(x, w), reference(x, w)

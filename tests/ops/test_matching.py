@@ -7,8 +7,8 @@ import torch
 
 import symfast as sf
 from symfast import _ext
-from symfast.ops.matching import (MODES, assign, assign_op, match_gram_op, match_rows, match_signed_lifts_op,
-                                  matching_scores)
+from symfast.readout.matching import matching_scores
+from symfast.ops.matching import MODES, assign, assign_op, match_gram_op, match_rows, match_signed_lifts_op
 from symfast.ops.matching.reference import matching_scores_reference
 from symfast.testing import assert_close, opcheck
 

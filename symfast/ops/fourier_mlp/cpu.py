@@ -28,25 +28,24 @@ def _np(t: torch.Tensor):
     return t.detach().contiguous().numpy()
 
 
-def _fn(dtype):
-    C = _ext.require_cpp()
-    return C.fourier_mlp_run_f32 if dtype == torch.float32 else C.fourier_mlp_run_f64
-
-
-def _run(mode, x, freq, phase, weights, biases, activation, aux=None, y=None, loss=None, dx=None,
+def _run(mode: str, x, freq, phase, weights, biases, activation, aux=None, y=None, loss=None, dx=None,
          dw=(), db=(), isa="auto"):
-    _fn(x.dtype)(_np(x), _np(freq), _np(phase), [_np(w) for w in weights], [_np(b) for b in biases],
-                 ACT_CODES[activation], mode, None if aux is None else _np(aux),
-                 None if y is None else y.numpy(), None if loss is None else loss.numpy(),
-                 None if dx is None else dx.numpy(), [g.numpy() for g in dw], [g.numpy() for g in db],
-                 _ext.num_threads(), isa, chunk_size(weights[0].shape[0], x.shape[-2]))
+    """One kernel call; mode names a member of the kernel's _C.FourierMlpMode (forward, train_step,
+    backward), passed as that enum."""
+    C = _ext.require_cpp()
+    fn = C.fourier_mlp_run_f32 if x.dtype == torch.float32 else C.fourier_mlp_run_f64
+    fn(_np(x), _np(freq), _np(phase), [_np(w) for w in weights], [_np(b) for b in biases],
+       ACT_CODES[activation], C.FourierMlpMode.__members__[mode], None if aux is None else _np(aux),
+       None if y is None else y.numpy(), None if loss is None else loss.numpy(),
+       None if dx is None else dx.numpy(), [g.numpy() for g in dw], [g.numpy() for g in db],
+       _ext.num_threads(), isa, chunk_size(weights[0].shape[0], x.shape[-2]))
 
 
 def fourier_mlp_fwd(x, freq, phase, weights, biases, activation, isa="auto") -> torch.Tensor:
     """y: [B, N] from x: [B, N, D] or [N, D] (see reference.fourier_mlp)."""
     B, N = weights[0].shape[0], x.shape[-2]
     y = torch.empty(B, N, dtype=x.dtype)
-    _run(0, x, freq, phase, weights, biases, activation, y=y, isa=isa)
+    _run("forward", x, freq, phase, weights, biases, activation, y=y, isa=isa)
     return y
 
 
@@ -56,7 +55,7 @@ def fourier_mlp_bwd(grad, x, freq, phase, weights, biases, activation, need_dx, 
     dw = [torch.empty_like(w, memory_format=torch.contiguous_format) for w in weights]
     db = [torch.empty_like(b, memory_format=torch.contiguous_format) for b in biases]
     dx = torch.empty(B, N, x.shape[-1], dtype=x.dtype) if need_dx else None
-    _run(2, x, freq, phase, weights, biases, activation, aux=grad, dx=dx, dw=dw, db=db, isa=isa)
+    _run("backward", x, freq, phase, weights, biases, activation, aux=grad, dx=dx, dw=dw, db=db, isa=isa)
     return dx, dw, db
 
 
@@ -65,5 +64,5 @@ def fourier_mlp_train_step(x, targets, freq, phase, weights, biases, activation,
     dw = [torch.empty_like(w, memory_format=torch.contiguous_format) for w in weights]
     db = [torch.empty_like(b, memory_format=torch.contiguous_format) for b in biases]
     loss = torch.empty(weights[0].shape[0], dtype=x.dtype)
-    _run(1, x, freq, phase, weights, biases, activation, aux=targets, loss=loss, dw=dw, db=db, isa=isa)
+    _run("train_step", x, freq, phase, weights, biases, activation, aux=targets, loss=loss, dw=dw, db=db, isa=isa)
     return loss, dw, db

@@ -1,26 +1,25 @@
-"""Gram observables and readout scores for many models x many group elements at once.
+"""Readout scores of Gram observables for many models x many group elements at once.
 
-    gram(weights [M, d, H]) -> G = W W^T: [M, d, d]                    torch.ops.symfast.gram
     gram_scores(phi [M, d, d], lifts) -> [M, E]                          torch.ops.symfast.gram_scores
         s[m, e] = ||rho_e^T phi_m rho_e - phi_m||_F / ||phi_m||_F       (.._blockperm for BlockPermLift)
 
+The Grams themselves (G = W W^T, torch.ops.symfast.gram) are the op `symfast.ops.gram`;
+`gram` is re-exported here for compatibility.
+
 Where things live:
   reference     symfast/ops/gram_scores/reference.py (chunked batched einsum)
-  CPU kernel    csrc/gram_scores.cpp via cpu.py. gram: dot products of W's rows in register
-                tiles (upper triangle, mirrored), float64 sums in one fixed order, one instance
-                per ISA (AVX-512, AVX2 + FMA, generic) picked at run time. gram_scores: exact
-                lifts that are permutations of 2x2 blocks are scored by gathers
+  CPU kernel    csrc/gram_scores.cpp via cpu.py: exact lifts that are permutations of
+                2x2 blocks are scored by gathers
                 (`BlockPermLift`, O(d^2) per pair); other (dense,
                 orthogonal) lifts by ||G rho - (G rho^T)^T|| with a fused register-blocked
                 product kernel over all models, sharing G rho^T when rho^T is itself in the
                 lift set (`lifts.transpose_pairs`)
   Triton        triton.py (CUDA, or CPU under TRITON_INTERPRET=1): one program per (element,
                 model block), two tl.dot per pair; block-permutation lifts are densified
-  tests         tests/ops/test_gram.py, tests/ops/test_gram_scores.py
+  tests         tests/ops/test_gram_scores.py
   benchmark     benchmarks/benchmarks/bench_gram_scores.py
-`gram` has no Triton kernel (on CUDA the reference is one cuBLAS batched GEMM). None of
-the paths materialises [M, E, d, d]. Gradients: gram by dW = (g + g^T) W; gram_scores to
-phi and dense lifts through the reference's autograd (recomputed in the backward).
+None of the paths materialises [M, E, d, d]. Gradients to phi and dense lifts go through
+the reference's autograd (recomputed in the backward).
 """
 from __future__ import annotations
 
@@ -29,6 +28,7 @@ import torch
 
 from symfast import _ext
 from symfast.ops import _dispatch
+from symfast.ops.gram import gram  # re-exported for compatibility: the op lives in symfast.ops.gram
 from symfast.ops.gram_scores import cpu, reference
 from symfast.ops.gram_scores.lifts import ORTHO_TOL, BlockPermLift, blockperm_to_dense
 
@@ -36,67 +36,6 @@ __all__ = ["gram", "gram_scores", "BlockPermLift", "ORTHO_TOL"]
 
 # Max |phi - phi^T| relative to max |phi| (fast paths read one triangle's worth of phi).
 _SYM_RTOL = {torch.float64: 1e-12, torch.float32: 1e-4}
-
-
-# ---- gram -------------------------------------------------------------------------------
-@torch.library.custom_op("symfast::gram", mutates_args=())
-def gram_op(weights: torch.Tensor, backend: str) -> torch.Tensor:
-    """weights: [M, d, H] -> [M, d, d]."""
-    return _gram_reference(weights, backend)
-
-
-def _gram_reference(weights, backend):
-    if weights.numel() and not bool(torch.isfinite(weights).all()):
-        raise ValueError("weights contains NaN or Inf")
-    return reference.gram(weights)
-
-
-_dispatch.register_kernels(gram_op, _gram_reference, {"cpu": lambda w, backend: cpu.gram(w)})
-
-
-@gram_op.register_fake
-def _(weights, backend):
-    return weights.new_empty(weights.shape[0], weights.shape[1], weights.shape[1])
-
-
-def _gram_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0])
-
-
-def _gram_backward(ctx, grad):
-    (w,) = ctx.saved_tensors
-    return (grad + grad.transpose(1, 2)) @ w, None
-
-
-gram_op.register_autograd(_gram_backward, setup_context=_gram_setup)
-
-
-def gram(weights: torch.Tensor, backend: str = "auto") -> torch.Tensor:
-    """First-layer Grams G = W W^T for a batch of models (differentiable on every backend).
-
-    Args:
-        weights: [M, d, H] fan-in-first first-layer weights (as `Ensemble.weights[0]`), float32/float64.
-        backend: "auto" (C++ on CPU, torch's batched GEMM elsewhere), "cpu" or "reference";
-            "triton" raises (no Triton kernel).
-
-    Returns:
-        [M, d, d] in weights' dtype. The "cpu" result is exactly symmetric, summed in float64 for
-        both dtypes in an order that does not depend on the thread count.
-
-    Raises:
-        ValueError: weights contain NaN or Inf (every backend). Finite weights whose Gram overflows
-            the dtype give Inf entries, as the reference's product does.
-    """
-    if not isinstance(weights, torch.Tensor):
-        raise ValueError(f"weights must be a torch.Tensor [M, d, H], got {type(weights).__name__}")
-    be = _dispatch.resolve("gram", backend, weights.device)
-    if weights.ndim != 3:
-        raise ValueError(f"weights must be [M, d, H], got {list(weights.shape)}")
-    if weights.dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"weights must be float32 or float64, got {weights.dtype}")
-    if _dispatch.under_functorch(weights):
-        return reference.gram(weights)
-    return gram_op(weights, be)  # NaN/Inf raise in every kernel (the C++ one checks as it reads)
 
 
 # ---- gram_scores ------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""CPU launchers for `gram_scores`: C++ kernels in csrc/gram_scores.cpp.
+"""CPU launchers for `gram_scores`: C++ kernels in csrc/gram_scores.cpp (`gram`: symfast/ops/gram/cpu.py).
 
 Block-permutation lifts -> `blockperm_asym` (gathers of 2x2 blocks, O(d^2) per pair).
 Dense orthogonal lifts  -> ||rho^T G rho - G|| = ||G rho - rho G|| = ||G rho - (G rho^T)^T||:
@@ -20,13 +20,6 @@ from symfast.ops.gram_scores.lifts import BlockPermLift, split_lifts, transpose_
 
 def _sfx(dtype: torch.dtype) -> str:
     return "f32" if dtype == torch.float32 else "f64"
-
-
-def gram(weights: torch.Tensor) -> torch.Tensor:
-    """weights: [M, d, H] float32/float64 CPU -> [M, d, d] (exactly symmetric, float64 sums)."""
-    C = _ext.require_cpp()
-    fn = getattr(C, f"gram_fwd_{_sfx(weights.dtype)}")
-    return torch.from_numpy(fn(weights.detach().contiguous().numpy(), _ext.num_threads()))
 
 
 def blockperm_asym(phi: torch.Tensor, lifts: BlockPermLift) -> torch.Tensor:

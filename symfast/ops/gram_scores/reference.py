@@ -1,22 +1,12 @@
-"""PyTorch reference for symfast.ops.gram_scores.gram() and gram_scores()."""
+"""PyTorch reference for symfast.ops.gram_scores.gram_scores()."""
 from __future__ import annotations
 
 import torch
 
+from symfast.ops.gram.reference import gram  # noqa: F401  (the Grams these scores read; importable here as before)
+
 # Bytes per chunk of [Mc, Ec, d, d] intermediates; einsum keeps about four alive (< ~1 GB).
 _CHUNK_BYTES = 1 << 28
-
-
-def gram(weights: torch.Tensor) -> torch.Tensor:
-    """First-layer Grams G = W W^T.
-
-    Args:
-        weights: [M, d, H] fan-in-first first-layer weights.
-
-    Returns:
-        [M, d, d] in weights' dtype.
-    """
-    return weights @ weights.transpose(1, 2)
 
 
 def gram_scores(phi: torch.Tensor, lifts: torch.Tensor, normalize: bool = True) -> torch.Tensor:

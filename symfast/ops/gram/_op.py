@@ -1,0 +1,49 @@
+"""torch.library registration of the gram op (works under torch.compile).
+
+  symfast::gram(weights [M, d, H], backend) -> [M, d, d]
+The default implementation is the reference; "cpu" runs the C++ kernel
+(`_dispatch.register_kernels`, the rule shared by every op). Both raise on NaN/Inf weights.
+Autograd: dW = (g + g^T) W from the saved weights.
+"""
+from __future__ import annotations
+
+import torch
+
+from symfast.ops import _dispatch
+from symfast.ops.gram import cpu, reference
+
+
+def _gram_reference(weights, backend):
+    if weights.numel() and not bool(torch.isfinite(weights).all()):
+        raise ValueError("weights contains NaN or Inf")
+    return reference.gram(weights)
+
+
+def _gram_cpu(weights, backend):
+    return cpu.gram_fwd(weights)  # the kernel checks NaN/Inf as it reads
+
+
+@torch.library.custom_op("symfast::gram", mutates_args=())
+def gram_op(weights: torch.Tensor, backend: str) -> torch.Tensor:
+    """weights: [M, d, H] -> [M, d, d]."""
+    return _gram_reference(weights, backend)
+
+
+_dispatch.register_kernels(gram_op, _gram_reference, {"cpu": _gram_cpu})
+
+
+@gram_op.register_fake
+def _(weights, backend):
+    return weights.new_empty(weights.shape[0], weights.shape[1], weights.shape[1])
+
+
+def _gram_setup(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def _gram_backward(ctx, grad):
+    (w,) = ctx.saved_tensors
+    return (grad + grad.transpose(1, 2)) @ w, None
+
+
+gram_op.register_autograd(_gram_backward, setup_context=_gram_setup)

@@ -1,0 +1,134 @@
+"""torch.library registration of the matching ops (works under torch.compile).
+
+Three custom ops, all taking an already-resolved backend name (see `symfast.ops._dispatch`);
+none is differentiable (inputs that require grad raise):
+  symfast::assign(cost [P, n, n] f64, backend) -> [P, n] int64
+  symfast::match_gram(gram [P, n, n], a2 [P, n], b2 [P, n], mode, backend) -> [index, scale f64]
+  symfast::match_signed_lifts(W [M, H, k], src [G, k], sign [G, k], mode, backend)
+      -> [index [M, G, H], scale [M, G, H] f64, rel2 [M, G] f64]
+`mode` is the kernel's code (symfast._C.MatchMode, `cpu.mode_code`). Each op's default
+implementation is the reference; "cpu" runs the C++ kernel (`_dispatch.register_kernels`).
+`match_gram` below is match_gram_op on any tensors: validation, transfer and the `ok` mask.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from symfast.ops import _dispatch
+from symfast.ops.matching import cpu, lifts, reference
+
+
+def resolve_backend(backend: str) -> str:
+    """The backend that runs: "auto" is "cpu" when symfast._C is built, else "reference" (no Triton kernel)."""
+    return _dispatch.resolve("matching", backend, "cpu")
+
+
+# ---- assign -----------------------------------------------------------------------------
+def _assign_reference(cost, backend):
+    return reference.assign(cost)
+
+
+def _assign_cpu(cost, backend):
+    return cpu.assign_fwd(cost)
+
+
+@torch.library.custom_op("symfast::assign", mutates_args=())
+def assign_op(cost: torch.Tensor, backend: str) -> torch.Tensor:
+    """cost: [P, n, n] float64 CPU, finite -> [P, n] int64 column per row (an optimal assignment)."""
+    return _assign_reference(cost, backend)
+
+
+# ---- match_gram -------------------------------------------------------------------------
+def _match_gram_reference(gram, a2, b2, mode, backend):
+    return reference.match_gram(gram, a2, b2, cpu.mode_name(mode))
+
+
+def _match_gram_cpu(gram, a2, b2, mode, backend):
+    return cpu.match_gram_fwd(gram, a2, b2, mode)
+
+
+@torch.library.custom_op("symfast::match_gram", mutates_args=())
+def match_gram_op(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: int,
+                  backend: str) -> list[torch.Tensor]:
+    """gram: [P, n, n] float32/float64 CPU, a2, b2: [P, n] float64 -> [index [P, n] int64, scale [P, n] f64]."""
+    return _match_gram_reference(gram, a2, b2, mode, backend)
+
+
+def match_gram(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: str, backend: str):
+    """Assignments from inner products gram [P, n, n], a2 [P, n], b2 [P, n] -> (index, scale, ok).
+
+    ok [P, n]: the matched pair overlaps positively (for "scale": otherwise c = 0 would be optimal
+    and the action keeps c = 1). The assignment is discrete: computed on detached inputs.
+    """
+    code = cpu.mode_code(mode)
+    for name, t in (("inner products", gram), ("row norms", a2), ("row norms", b2)):
+        if not bool(torch.isfinite(t).all()):  # both kernels would otherwise assign on Inf/NaN costs
+            raise ValueError(f"the weights' {name} are not finite (NaN/Inf weights, or float32 overflow: "
+                             "pass float64 weights)")
+    gc = gram.detach().cpu()
+    if gc.dtype not in (torch.float32, torch.float64):
+        gc = gc.double()
+    index, scale = match_gram_op(gc.contiguous(), a2.detach().double().cpu().contiguous(),
+                                 b2.detach().double().cpu().contiguous(), code, resolve_backend(backend))
+    index = index.to(gram.device)
+    scale = scale.to(gram.device, gram.dtype)
+    g = torch.gather(gram, 2, index[..., None])[..., 0]
+    return index, scale, (g > 0) & (torch.gather(b2, 1, index) > 0)
+
+
+# ---- match_signed_lifts -----------------------------------------------------------------
+def _signed_lifts_reference(W, src, sign, mode, backend):
+    """match_gram's reference on the Gram matrices of the lifted rows, 32 models at a time."""
+    W = W.double()  # the C++ kernel works in float64 whatever W's dtype (float32 squares may overflow)
+    G, k = src.shape
+    R = torch.zeros(G, k, k, dtype=W.dtype)
+    R[torch.arange(G)[:, None], src, torch.arange(k)[None, :]] = sign.to(W.dtype)
+    M, H, _ = W.shape
+    name = cpu.mode_name(mode)
+    match = functools.partial(match_gram, backend="reference")
+    rel2, index, scale = [], [], []
+    for c0 in range(0, M, 32):
+        r, i, sc = lifts.lift_residuals(W[c0:c0 + 32], R, True, name, match)
+        rel2.append(r), index.append(i), scale.append(sc)
+    return [torch.cat(index).reshape(M, G, H), torch.cat(scale).reshape(M, G, H).to(torch.float64),
+            torch.cat(rel2).to(torch.float64)]
+
+
+def _signed_lifts_cpu(W, src, sign, mode, backend):
+    return cpu.match_signed_lifts_fwd(W, src, sign, mode)
+
+
+@torch.library.custom_op("symfast::match_signed_lifts", mutates_args=())
+def match_signed_lifts_op(W: torch.Tensor, src: torch.Tensor, sign: torch.Tensor, mode: int,
+                          backend: str) -> list[torch.Tensor]:
+    """W: [M, H, k] float32/float64 CPU; lifts g as signed column permutations (W R_g)[:, t] =
+    sign[g, t] W[:, src[g, t]] (src [G, k] int64, sign [G, k] f64) -> [index [M, G, H] int64,
+    scale [M, G, H] f64, rel2 [M, G] f64 squared relative residuals]."""
+    return _signed_lifts_reference(W, src, sign, mode, backend)
+
+
+for _op, _ref, _cpu in ((assign_op, _assign_reference, _assign_cpu),
+                        (match_gram_op, _match_gram_reference, _match_gram_cpu),
+                        (match_signed_lifts_op, _signed_lifts_reference, _signed_lifts_cpu)):
+    _dispatch.register_kernels(_op, _ref, {"cpu": _cpu})
+    _dispatch.not_differentiable(_op)
+
+
+@assign_op.register_fake
+def _(cost, backend):
+    return cost.new_empty(cost.shape[:2], dtype=torch.int64)
+
+
+@match_gram_op.register_fake
+def _(gram, a2, b2, mode, backend):
+    return [a2.new_empty(a2.shape, dtype=torch.int64), a2.new_empty(a2.shape, dtype=torch.float64)]
+
+
+@match_signed_lifts_op.register_fake
+def _(W, src, sign, mode, backend):
+    M, H, _ = W.shape
+    G = src.shape[0]
+    return [W.new_empty(M, G, H, dtype=torch.int64), W.new_empty(M, G, H, dtype=torch.float64),
+            W.new_empty(M, G, dtype=torch.float64)]
