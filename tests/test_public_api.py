@@ -86,3 +86,26 @@ def test_no_warnings_on_import():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         importlib.reload(importlib.import_module("symfast.groups"))
+
+
+def test_one_activation_table():
+    """The fused op's activations, the C++ kernel's codes, the Triton codes and the nn.Module forms all
+    come from symfast.activations (the table), in one order."""
+    import torch
+
+    from symfast.activations import ACTIVATION_TABLE, FUSED
+    from symfast.nn import ACTIVATION_MODULES
+    from symfast.ops.fourier_mlp import ACTIVATIONS, reference
+    from symfast.ops.fourier_mlp.triton import ACT_CODES
+
+    assert tuple(ACTIVATIONS) == FUSED == tuple(ACTIVATION_MODULES)
+    assert ACT_CODES == {n: i for i, n in enumerate(FUSED)}
+    if sf.cpp_available():
+        C = sf._ext.require_cpp()
+        assert {n: int(v) for n, v in C.Activation.__members__.items()} == ACT_CODES
+    z = torch.linspace(-3, 3, 13, dtype=torch.float64, requires_grad=True)
+    for n in FUSED:
+        a = reference.ACTIVATIONS[n](z)
+        (g,) = torch.autograd.grad(a.sum(), z)
+        assert torch.allclose(reference.ACTIVATION_GRADS[n](z, a), g), n  # the backward's derivative is right
+        assert torch.equal(ACTIVATION_MODULES[n]()(z), ACTIVATION_TABLE[n].torch_fn(z))

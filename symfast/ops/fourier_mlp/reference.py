@@ -9,20 +9,12 @@ from __future__ import annotations
 
 import torch
 
-ACTIVATIONS = {
-    "relu": torch.relu,
-    "tanh": torch.tanh,
-    "silu": torch.nn.functional.silu,
-    "sine": torch.sin,
-}
+from symfast.activations import ACTIVATION_TABLE, FUSED
 
-# act'(z) given z and a = act(z), for the hand-written backward below.
-ACTIVATION_GRADS = {
-    "relu": lambda z, a: (z > 0).to(z.dtype),
-    "tanh": lambda z, a: 1 - a * a,
-    "silu": lambda z, a: torch.sigmoid(z) * (1 + z * (1 - torch.sigmoid(z))),
-    "sine": lambda z, a: torch.cos(z),
-}
+# The activations the fused kernels implement and act'(z) given z and a = act(z) (for the
+# hand-written backward below), from the one activation table.
+ACTIVATIONS = {name: ACTIVATION_TABLE[name].torch_fn for name in FUSED}
+ACTIVATION_GRADS = {name: ACTIVATION_TABLE[name].grad for name in FUSED}
 
 
 def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,

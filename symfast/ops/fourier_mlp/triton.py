@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import torch
 
+from symfast.activations import FUSED
+
 try:
     import triton
     import triton.language as tl
 except ImportError:  # pragma: no cover - symfast works without triton
     triton = None
 
-ACT_CODES = {"relu": 0, "tanh": 1, "silu": 2, "sine": 3}
+ACT_CODES = {name: code for code, name in enumerate(FUSED)}  # the kernels' code order, as the C++ enum's
 ALLOW_TF32 = False   # set True to let tl.dot use TF32 on Ampere+ (faster, ~1e-3 relative error)
 BLOCK_N = 64
 MAX_HIDDEN_LAYERS = 4

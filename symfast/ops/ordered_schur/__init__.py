@@ -97,6 +97,19 @@ def _pow2_scale(A: torch.Tensor) -> torch.Tensor:
     return torch.ldexp(torch.ones_like(amax), -e)
 
 
+# Columns of the ops' per-matrix `info` [M, 4] (the C++ kernel writes the same layout). A dgees
+# failure in the C++ kernel is flagged by a negative FAILED_SWAPS with LAPACK's INFO in SECTOR_FAILURES.
+RECON_ERR, ORTH_ERR, FAILED_SWAPS, SECTOR_FAILURES = range(4)
+
+
+def _info(Q: np.ndarray, T: np.ndarray, A: np.ndarray, failed_swaps, sector_failures) -> np.ndarray:
+    """[M, 4] float64 info rows: ||Q T Q^T - A|| / ||A||, ||Q^T Q - I||, failed swaps, sector failures."""
+    n = A.shape[-1]
+    rows = [[np.linalg.norm(q @ t @ q.T - a) / max(np.linalg.norm(a), 1e-300), np.linalg.norm(q.T @ q - np.eye(n)),
+             f, sf] for q, t, a, f, sf in zip(Q, T, A, failed_swaps, sector_failures)]
+    return np.array(rows, dtype=np.float64).reshape(-1, 4)
+
+
 def _structure(T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     M, n, _ = T.shape
     start = np.zeros((M, n), np.int64)
@@ -118,12 +131,12 @@ def _structure(T: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _check(info: np.ndarray, what: str) -> None:
-    bad = ~(info[:, 0] <= CHECK_TOL) | ~(info[:, 1] <= CHECK_TOL)
+    bad = ~(info[:, RECON_ERR] <= CHECK_TOL) | ~(info[:, ORTH_ERR] <= CHECK_TOL)
     if bad.any():
         m = int(np.nonzero(bad)[0][0])
         raise RuntimeError(
             f"{what}: factorisation check failed for {int(bad.sum())} matrices (first: index {m}, "
-            f"reconstruction error {info[m, 0]:.2e}, orthogonality error {info[m, 1]:.2e}); "
+            f"reconstruction error {info[m, RECON_ERR]:.2e}, orthogonality error {info[m, ORTH_ERR]:.2e}); "
             "refusing to return a wrong Schur form")
 
 
@@ -132,9 +145,10 @@ def _wrap(Q, T, ev, info, nR, lead, is_torch):
     start, size = _structure(T)
     out = dict(Q=Q.reshape(*lead, n, n), T=T.reshape(*lead, n, n), eigvals=ev.reshape(*lead, n),
                block_start=start.reshape(*lead, n), block_size=size.reshape(*lead, n),
-               n_R=nR.reshape(lead), recon_err=info[:, 0].reshape(lead), orth_err=info[:, 1].reshape(lead),
-               failed_swaps=info[:, 2].astype(np.int64).reshape(lead),
-               sector_failures=info[:, 3].astype(np.int64).reshape(lead))
+               n_R=nR.reshape(lead), recon_err=info[:, RECON_ERR].reshape(lead),
+               orth_err=info[:, ORTH_ERR].reshape(lead),
+               failed_swaps=info[:, FAILED_SWAPS].astype(np.int64).reshape(lead),
+               sector_failures=info[:, SECTOR_FAILURES].astype(np.int64).reshape(lead))
     if is_torch:
         out = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in out.items()}
     return OrderedSchur(**out)
@@ -144,14 +158,13 @@ def _wrap(Q, T, ev, info, nR, lead, is_torch):
 def _ordered_schur_reference(W, sector_alpha, tie_tol, backend):
     A = W.numpy()
     n = A.shape[-1]
-    res = [reference.ordered_schur(a, sector_alpha, tie_tol) for a in A]
-    Q = np.stack([r[0] for r in res]) if res else np.zeros((0, n, n))
-    T = np.stack([r[1] for r in res]) if res else np.zeros((0, n, n))
-    ev = np.stack([r[2] for r in res]) if res else np.zeros((0, n), np.complex128)
-    info = np.array([[np.linalg.norm(q @ t @ q.T - a) / max(np.linalg.norm(a), 1e-300),
-                      np.linalg.norm(q.T @ q - np.eye(len(a))), r[3], r[4]]
-                     for q, t, a, r in zip(Q, T, A, res)], dtype=np.float64).reshape(-1, 4)
-    nR = np.array([r[5] for r in res], np.int64)
+    res = [reference.ordered_schur(a, sector_alpha, tie_tol) for a in A]  # (Q, T, eigvals, failed, sector_failed, n_R)
+    Q, T, ev, failed, sector_failed, nR = (list(col) for col in zip(*res)) if res else ([],) * 6
+    Q = np.stack(Q) if res else np.zeros((0, n, n))
+    T = np.stack(T) if res else np.zeros((0, n, n))
+    ev = np.stack(ev) if res else np.zeros((0, n), np.complex128)
+    info = _info(Q, T, A, failed, sector_failed)
+    nR = np.array(nR, np.int64)
     return [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, T, np.stack([ev.real, ev.imag], -1), info, nR)]
 
 
@@ -179,14 +192,11 @@ def _(W, sector_alpha, tie_tol, backend):
 
 def _ordschur_reference(U, T, clusters, backend):
     Ua, Ta, lab = U.numpy(), T.numpy(), clusters.numpy()
-    n = Ta.shape[-1]
-    res = [reference.ordschur(u, t, c) for u, t, c in zip(Ua, Ta, lab)]
-    Q = np.stack([r[0] for r in res])
-    T2 = np.stack([r[1] for r in res])
+    res = [reference.ordschur(u, t, c) for u, t, c in zip(Ua, Ta, lab)]  # (Q, T, failed swaps)
+    Q = np.stack([q for q, _, _ in res])
+    T2 = np.stack([t for _, t, _ in res])
     ev = np.stack([reference.block_eigvals(t) for t in T2])
-    info = np.array([[np.linalg.norm(q @ t @ q.T - u @ t0 @ u.T) / max(np.linalg.norm(u @ t0 @ u.T), 1e-300),
-                      np.linalg.norm(q.T @ q - np.eye(n)), r[2], 0]
-                     for q, t, u, t0, r in zip(Q, T2, Ua, Ta, res)], dtype=np.float64).reshape(-1, 4)
+    info = _info(Q, T2, Ua @ Ta @ Ua.transpose(0, 2, 1), [f for _, _, f in res], [0] * len(res))
     return [torch.from_numpy(np.ascontiguousarray(a)) for a in (Q, T2, np.stack([ev.real, ev.imag], -1), info)]
 
 
@@ -271,9 +281,9 @@ def ordered_schur(W, sector_alpha: float = 0.9, tie_tol: float = 1e-9, backend: 
     A, lead, is_torch = _as_batch(W, "W")
     s = _pow2_scale(A)
     Q, T, e2, info, nR = ordered_schur_op(A * s[:, None, None], sector_alpha, tie_tol, be)
-    if be == "cpu" and bool((info[:, 2] < 0).any()):
-        m = int(torch.nonzero(info[:, 2] < 0)[0])
-        raise RuntimeError(f"ordered_schur: LAPACK dgees failed (INFO={int(info[m, 3])}) for matrix {m}")
+    if be == "cpu" and bool((info[:, FAILED_SWAPS] < 0).any()):
+        m = int(torch.nonzero(info[:, FAILED_SWAPS] < 0)[0])
+        raise RuntimeError(f"ordered_schur: LAPACK dgees failed (INFO={int(info[m, SECTOR_FAILURES])}) for matrix {m}")
     info = info.numpy()
     _check(info, "ordered_schur")
     T = T / s[:, None, None]
