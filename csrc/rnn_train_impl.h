@@ -115,13 +115,6 @@ inline void tanh_inplace(T* x, long n) {
   for (long k = 0; k < n; ++k) x[k] = tanh_fast(x[k]);
 }
 
-// dst[0:n] += a * src[0:n]
-template <typename T>
-RNNT_INLINE void axpy(T* __restrict dst, T a, const T* __restrict src, long n) {
-#pragma omp simd
-  for (long k = 0; k < n; ++k) dst[k] += a * src[k];
-}
-
 // 64-byte aligned, zeroed scratch.
 template <typename T>
 struct Scratch {
@@ -178,17 +171,19 @@ int train_one(const RnnTrainProblem<T>& pb, long b) {
   if (flags) return flags;
 
   // Packed, zero-padded weights: WT[j, i] = W[i, j] (forward), Wp[i, j] = W[i, j] (backward),
-  // UT[k, i] = U[i, k], Vp[o, i] = V[o, i].
-  Scratch<T> WT(Hp * Hp), Wp(Hp * Hp), UT(I * Hp), Vp(O * Hp);
+  // UT[k, i] = U[i, k], Vp[o, i] = V[o, i]; VT[j, o] = V[o, j] and Up[i, k] = U[i, k] with
+  // OW / IW columns (O, I padded to a vector) for the readout and dx products.
+  const long OW = pad_to(O, W), IW = pad_to(I, W);
+  Scratch<T> WT(Hp * Hp), Wp(Hp * Hp), UT(I * Hp), Vp(O * Hp), VT(Hp * OW), Up(Hp * IW);
   for (long i = 0; i < H; ++i) {
     for (long j = 0; j < H; ++j) {
       WT.p[j * Hp + i] = Wb[i * Hm + j];
       Wp.p[i * Hp + j] = Wb[i * Hm + j];
     }
-    for (long k = 0; k < I; ++k) UT.p[k * Hp + i] = Ub[i * I + k];
+    for (long k = 0; k < I; ++k) UT.p[k * Hp + i] = Up.p[i * IW + k] = Ub[i * I + k];
   }
   for (long o = 0; o < O; ++o)
-    for (long i = 0; i < H; ++i) Vp.p[o * Hp + i] = Vb[o * Hm + i];
+    for (long i = 0; i < H; ++i) Vp.p[o * Hp + i] = VT.p[i * OW + o] = Vb[o * Hm + i];
 
   double msum = 0;  // the loss's denominator
   if (mb) {
@@ -200,29 +195,23 @@ int train_one(const RnnTrainProblem<T>& pb, long b) {
   const double denom = msum > 1.0 ? msum : 1.0;
   const T gscale = (T)(2.0 / denom);
 
-  // Hs[t + 1] = H_t, Hs[0] = h0; dY [T, S, O].
-  Scratch<T> Hs((Tn + 1) * S * Hp), dY(pb.mode == 1 ? Tn * S * O : 1);
+  // Hs[t + 1] = H_t, Hs[0] = h0; dY [T, S, O]; Y: one step's outputs [S, OW].
+  Scratch<T> Hs((Tn + 1) * S * Hp), dY(pb.mode == 1 ? Tn * S * O : 1), Y(S * OW);
   if (h0b)
     for (long s = 0; s < S; ++s) std::memcpy(Hs.p + s * Hp, h0b + s * Hm, H * sizeof(T));
+  const long xs = Tn * I;  // x's stride between sequences
   double loss = 0;
   for (long t = 0; t < Tn; ++t) {
     T* hp = Hs.p + t * S * Hp;
     T* hn = hp + S * Hp;
-    for (long s = 0; s < S; ++s) {  // X_t U^T
-      const T* xr = xb + (s * Tn + t) * I;
-      for (long k = 0; k < I; ++k) axpy(hn + s * Hp, xr[k], UT.p + k * Hp, Hp);
-    }
-    gemm<T, true>(S, Hp, (int)H, hp, Hp, 1, WT.p, Hp, hn, Hp);
+    gemm<T, false>(S, Hp, (int)I, xb + t * I, xs, 1, UT.p, Hp, hn, Hp);  // X_t U^T
+    gemm<T, true>(S, Hp, (int)H, hp, Hp, 1, WT.p, Hp, hn, Hp);          // + H_{t-1} W^T
     tanh_inplace(hn, S * Hp);
-    for (long s = 0; s < S; ++s) {  // readout, loss and dY
-      const T* hr = hn + s * Hp;
+    gemm<T, false>(S, OW, (int)H, hn, Hp, 1, VT.p, OW, Y.p, OW);       // Y_t = H_t V^T
+    for (long s = 0; s < S; ++s) {  // loss and dY
       const T* tr = tb + (s * Tn + t) * O;
       for (long o = 0; o < O; ++o) {
-        const T* vo = Vp.p + o * Hp;
-        T y = 0;
-#pragma omp simd reduction(+ : y)
-        for (long j = 0; j < Hp; ++j) y += vo[j] * hr[j];
-        const T e = y - tr[o];
+        const T e = Y.p[s * OW + o] - tr[o];
         const T m = mb ? mb[(s * Tn + t) * Mo + (Mo == 1 ? 0 : o)] : T(1);
         loss += (double)(m * e * e);
         if (pb.mode == 1) dY.p[(t * S + s) * O + o] = gscale * m * e;
@@ -233,36 +222,22 @@ int train_one(const RnnTrainProblem<T>& pb, long b) {
   if (pb.mode == 0) return 0;
 
   // Backward through time.
-  Scratch<T> G(S * Hp), dZn(S * Hp), dWa(Hp * Hp), dUT(I * Hp), dVa(O * Hp);
+  Scratch<T> G(S * Hp), dZn(S * Hp), dWa(Hp * Hp), dUT(I * Hp), dVa(O * Hp), DX(pb.dx ? S * IW : 1);
   T* dxb = pb.dx ? pb.dx + b * S * Tn * I : nullptr;
   for (long t = Tn - 1; t >= 0; --t) {
     const T* ht = Hs.p + (t + 1) * S * Hp;
     const T* hprev = Hs.p + t * S * Hp;
     const T* dyt = dY.p + t * S * O;
-    for (long s = 0; s < S; ++s) {  // G = dY_t V (+ dZ_{t+1} W below); dV += dY_t^T H_t
-      T* g = G.p + s * Hp;
-      for (long j = 0; j < Hp; ++j) g[j] = 0;
-      for (long o = 0; o < O; ++o) {
-        axpy(g, dyt[s * O + o], Vp.p + o * Hp, Hp);
-        axpy(dVa.p + o * Hp, dyt[s * O + o], ht + s * Hp, Hp);
-      }
-    }
-    if (t < Tn - 1) gemm<T, true>(S, Hp, (int)H, dZn.p, Hp, 1, Wp.p, Hp, G.p, Hp);
+    gemm<T, true>(O, Hp, (int)S, dyt, 1, O, ht, Hp, dVa.p, Hp);                  // dV += dY_t^T H_t
+    gemm<T, false>(S, Hp, (int)O, dyt, O, 1, Vp.p, Hp, G.p, Hp);                 // G = dY_t V
+    if (t < Tn - 1) gemm<T, true>(S, Hp, (int)H, dZn.p, Hp, 1, Wp.p, Hp, G.p, Hp);  // + dZ_{t+1} W
 #pragma omp simd
     for (long k = 0; k < S * Hp; ++k) G.p[k] *= T(1) - ht[k] * ht[k];  // G is now dZ_t
-    gemm<T, true>(H, Hp, (int)S, G.p, 1, Hp, hprev, Hp, dWa.p, Hp);  // dW += dZ_t^T H_{t-1}
-    for (long s = 0; s < S; ++s) {
-      const T* xr = xb + (s * Tn + t) * I;
-      const T* dz = G.p + s * Hp;
-      for (long k = 0; k < I; ++k) axpy(dUT.p + k * Hp, xr[k], dz, Hp);  // dU += dZ_t^T X_t
-      if (dxb)
-        for (long k = 0; k < I; ++k) {  // dx_t = dZ_t U
-          const T* u = UT.p + k * Hp;
-          T v = 0;
-#pragma omp simd reduction(+ : v)
-          for (long j = 0; j < Hp; ++j) v += dz[j] * u[j];
-          dxb[(s * Tn + t) * I + k] = v;
-        }
+    gemm<T, true>(H, Hp, (int)S, G.p, 1, Hp, hprev, Hp, dWa.p, Hp);              // dW += dZ_t^T H_{t-1}
+    gemm<T, true>(I, Hp, (int)S, xb + t * I, 1, xs, G.p, Hp, dUT.p, Hp);         // dU^T += X_t^T dZ_t
+    if (dxb) {                                                                   // dx_t = dZ_t U
+      gemm<T, false>(S, IW, (int)H, G.p, Hp, 1, Up.p, IW, DX.p, IW);
+      for (long s = 0; s < S; ++s) std::memcpy(dxb + (s * Tn + t) * I, DX.p + s * IW, I * sizeof(T));
     }
     std::swap(G.p, dZn.p);  // dZn = dZ_t
   }
