@@ -10,7 +10,7 @@ resolution ("auto", "cpu", "triton", "reference") live once in `symfast.ops._dis
     fourier_mlp        fourier_mlp, fourier_mlp_backward, _train_step     fourier_mlp.cpp (+impl) triton.py
     gram_scores        gram, gram_scores, gram_scores_blockperm           gram_scores.cpp         triton.py
     rnn_rollout        rnn_rollout                                        rnn_rollout.cpp         triton.py
-    rnn_train          rnn_train_step, rnn_train_loss                     rnn_train.cpp (+impl)   -
+    rnn_train          rnn_train_step, rnn_train_loss                     rnn_train.cpp (+impl)   triton.py
     ordered_schur      ordered_schur, ordschur                            ordered_schur.cpp       -
     matching           assign, match_gram, match_signed_lifts             matching.cpp            -
 

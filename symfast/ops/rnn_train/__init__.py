@@ -17,10 +17,12 @@ Where things live:
   CPU kernel    csrc/rnn_train.cpp + csrc/rnn_train_impl.h via cpu.py: one thread per model
                 (OpenMP over models, GIL released), all T steps and the BPTT in one call,
                 register-blocked products, AVX-512 / AVX2 / baseline chosen at run time
-  Triton        none: on CUDA both ops run the reference
+  Triton        triton.py: one program per (model, tile of sequences), weights on chip for
+                all T steps, forward + BPTT in one launch (CUDA float32, H <= 128; tested
+                on CPU under TRITON_INTERPRET=1 only, not yet measured on a GPU)
   tests         tests/ops/test_rnn_train.py
   benchmark     benchmarks/benchmarks/bench_rnn_train.py
-Backends resolve in `symfast.ops._dispatch` ("auto": C++ on CPU, the reference elsewhere).
+Backends resolve in `symfast.ops._dispatch` ("auto": C++ on CPU, Triton on CUDA, else the reference).
 Under torch.func transforms the reference runs instead of the kernel.
 """
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import NamedTuple
 
 import torch
 
+from symfast import _ext
 from symfast.ops import _dispatch
 from symfast.ops.rnn_train import reference
 from symfast.ops.rnn_train._op import rnn_train_loss_op, rnn_train_step_op, validate
@@ -58,7 +61,11 @@ def _prepare(W, U, V, x, targets, mask, h0, widths, backend):
     validate(W, U, V, x, targets, mask, h0, widths)
     if widths is not None:
         widths = widths.to(x.device)
-    be = _dispatch.resolve("rnn_train", backend, x.device, triton=False)
+    problem = None
+    if _ext.HAS_TRITON and (x.device.type == "cuda" or backend == "triton"):
+        from symfast.ops.rnn_train import triton as tri
+        problem = tri.unsupported(x.dtype, W.shape[1])
+    be = _dispatch.resolve("rnn_train", backend, x.device, triton=True, triton_problem=problem)
     contig = [None if t is None else t.contiguous() for t in (W, U, V, x, targets, mask, h0, widths)]
     return contig, be
 
@@ -80,7 +87,8 @@ def rnn_train_step(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.T
         h0: [B, S, H] initial states, or None (zeros).
         widths: [B] ints (list or int64 tensor), model b's width <= H, or None (all H).
         need_dx, need_dh0: also return the gradients of x and h0.
-        backend: "auto" (C++ on CPU, the reference on CUDA), "cpu" or "reference".
+        backend: "auto" (C++ on CPU, Triton on CUDA), "cpu", "triton" (float32, H <= 128) or
+            "reference".
             All tensors float32 or float64 (one dtype), on one device.
 
     Returns:

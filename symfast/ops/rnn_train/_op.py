@@ -7,8 +7,8 @@ Two custom ops, both taking an already-resolved backend name (see `symfast.ops._
       differentiable in W, U, V, x and h0: its backward runs rnn_train_step (forward again +
       BPTT in one kernel call) and scales model b's gradients by the cotangent of loss_b.
       Double backward (create_graph=True) goes through the reference's autograd.
-Each op's default implementation is the reference; "cpu" runs the C++ kernel. There is no
-Triton kernel: on CUDA both ops run the (batched torch.bmm) reference.
+Each op's default implementation is the reference; "cpu" runs the C++ kernel, "triton" the
+Triton kernel (CUDA float32, or CPU under TRITON_INTERPRET=1).
 Every kernel calls `validate` first, so a direct `torch.ops.symfast.*` call gets the same
 checks (and messages) as the public functions.
 """
@@ -75,6 +75,22 @@ def _cpu_inputs(*tensors) -> None:
             raise ValueError(f"the CPU kernel needs CPU tensors, got one on {t.device}")
 
 
+def _triton():
+    from symfast.ops.rnn_train import triton as tri
+    return tri
+
+
+def _check_finite(*named) -> None:
+    # the C++ kernel checks its inputs as it reads them; the Triton kernel does not
+    for name, t in named:
+        if t is not None and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} contains NaN or Inf values; the fused kernel needs finite inputs")
+
+
+def _finite(W, U, V, x, targets, mask, h0):
+    _check_finite(("W", W), ("U", U), ("V", V), ("x", x), ("targets", targets), ("mask", mask), ("h0", h0))
+
+
 # ---- symfast::rnn_train_step ----
 
 def _empty(x):
@@ -101,7 +117,14 @@ def rnn_train_step_op(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torc
     return _step_reference(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend)
 
 
-_dispatch.register_kernels(rnn_train_step_op, _step_reference, {"cpu": _step_cpu})
+def _step_triton(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend):
+    validate(W, U, V, x, targets, mask, h0, widths)
+    _finite(W, U, V, x, targets, mask, h0)
+    loss, dW, dU, dV, dx, dh0 = _triton().rnn_train(W, U, V, x, targets, mask, h0, widths, True, need_dx, need_dh0)
+    return [loss, dW, dU, dV, _empty(x) if dx is None else dx, _empty(x) if dh0 is None else dh0]
+
+
+_dispatch.register_kernels(rnn_train_step_op, _step_reference, {"cpu": _step_cpu, "triton": _step_triton})
 
 
 @rnn_train_step_op.register_fake
@@ -137,7 +160,13 @@ def rnn_train_loss_op(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torc
     return _loss_reference(W, U, V, x, targets, mask, h0, widths, backend)
 
 
-_dispatch.register_kernels(rnn_train_loss_op, _loss_reference, {"cpu": _loss_cpu})
+def _loss_triton(W, U, V, x, targets, mask, h0, widths, backend):
+    validate(W, U, V, x, targets, mask, h0, widths)
+    _finite(W, U, V, x, targets, mask, h0)
+    return _triton().rnn_train(W, U, V, x, targets, mask, h0, widths, False)
+
+
+_dispatch.register_kernels(rnn_train_loss_op, _loss_reference, {"cpu": _loss_cpu, "triton": _loss_triton})
 
 
 @rnn_train_loss_op.register_fake
