@@ -129,6 +129,25 @@ struct Scratch {
   ~Scratch() { std::free(p); }
 };
 
+// The hidden states of one model ([T + 1, S, Hp], megabytes): one grow-only buffer per thread,
+// reused across models and calls (a fresh allocation this size is a fresh mmap, whose page
+// faults and zeroing cost ~10% of a step).
+template <typename T>
+T* hidden_pool(long n) {
+  thread_local struct Pool {
+    T* p = nullptr;
+    long n = 0;
+    ~Pool() { std::free(p); }
+  } pool;
+  if (n > pool.n) {
+    std::free(pool.p);
+    pool.p = static_cast<T*>(std::aligned_alloc(64, (size_t)((n * (long)sizeof(T) + 63) / 64 * 64)));
+    pool.n = pool.p ? n : 0;
+    if (!pool.p) throw std::bad_alloc();
+  }
+  return pool.p;
+}
+
 // Non-finite flags, one bit per input (the kernel reads each input once before the step).
 enum Flag { BAD_W = 1, BAD_U = 2, BAD_V = 4, BAD_X = 8, BAD_TARGETS = 16, BAD_MASK = 32, BAD_H0 = 64, NO_MEMORY = 128 };
 
@@ -195,14 +214,17 @@ int train_one(const RnnTrainProblem<T>& pb, long b) {
   const double denom = msum > 1.0 ? msum : 1.0;
   const T gscale = (T)(2.0 / denom);
 
-  // Hs[t + 1] = H_t, Hs[0] = h0; dY [T, S, O]; Y: one step's outputs [S, OW].
-  Scratch<T> Hs((Tn + 1) * S * Hp), dY(pb.mode == 1 ? Tn * S * O : 1), Y(S * OW);
+  // Hs[t + 1] = H_t (every entry written by the step's first gemm), Hs[0] = h0; dY [T, S, O];
+  // Y: one step's outputs [S, OW].
+  T* const hsb = hidden_pool<T>((Tn + 1) * S * Hp);
+  std::memset(hsb, 0, S * Hp * sizeof(T));
+  Scratch<T> dY(pb.mode == 1 ? Tn * S * O : 1), Y(S * OW);
   if (h0b)
-    for (long s = 0; s < S; ++s) std::memcpy(Hs.p + s * Hp, h0b + s * Hm, H * sizeof(T));
+    for (long s = 0; s < S; ++s) std::memcpy(hsb + s * Hp, h0b + s * Hm, H * sizeof(T));
   const long xs = Tn * I;  // x's stride between sequences
   double loss = 0;
   for (long t = 0; t < Tn; ++t) {
-    T* hp = Hs.p + t * S * Hp;
+    T* hp = hsb + t * S * Hp;
     T* hn = hp + S * Hp;
     gemm<T, false>(S, Hp, (int)I, xb + t * I, xs, 1, UT.p, Hp, hn, Hp);  // X_t U^T
     gemm<T, true>(S, Hp, (int)H, hp, Hp, 1, WT.p, Hp, hn, Hp);          // + H_{t-1} W^T
@@ -225,8 +247,8 @@ int train_one(const RnnTrainProblem<T>& pb, long b) {
   Scratch<T> G(S * Hp), dZn(S * Hp), dWa(Hp * Hp), dUT(I * Hp), dVa(O * Hp), DX(pb.dx ? S * IW : 1);
   T* dxb = pb.dx ? pb.dx + b * S * Tn * I : nullptr;
   for (long t = Tn - 1; t >= 0; --t) {
-    const T* ht = Hs.p + (t + 1) * S * Hp;
-    const T* hprev = Hs.p + t * S * Hp;
+    const T* ht = hsb + (t + 1) * S * Hp;
+    const T* hprev = hsb + t * S * Hp;
     const T* dyt = dY.p + t * S * O;
     gemm<T, true>(O, Hp, (int)S, dyt, 1, O, ht, Hp, dVa.p, Hp);                  // dV += dY_t^T H_t
     gemm<T, false>(S, Hp, (int)O, dyt, O, 1, Vp.p, Hp, G.p, Hp);                 // G = dY_t V
