@@ -313,3 +313,20 @@ def test_cpp_boundary_rejects_bad_buffers():
         fn(W, U, V, x, y, m, h0, np.array([5, 0]), 0, loss, None, None, None, None, None)
     with pytest.raises(TypeError):
         fn(W, U, V, x, y, m, h0, None, 1, loss, np.zeros((2, 5, 5), np.float64), None, None, None, None)
+
+
+# ---- property test: random sizes, widths and masks (float64, so agreement is to rounding) ----
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(B=st.integers(1, 4), S=st.integers(1, 9), T=st.integers(1, 7), H=st.integers(1, 40), I=st.integers(1, 4),
+       O=st.integers(1, 4), mask=st.sampled_from(["full", "steps", "zero", "none"]), h0=st.booleans(),
+       data=st.data())
+def test_fuzz_step_matches_reference(B, S, T, H, I, O, mask, h0, data):
+    args = _data(B, S, T, H, I, O, torch.float64, seed=B * 1000 + S * 100 + T * 10 + H, mask=mask, h0=h0)
+    widths = data.draw(st.none() | st.lists(st.integers(1, H), min_size=B, max_size=B))
+    ref = rnn_train_step(*args, widths=widths, need_dx=True, need_dh0=h0, backend="reference")
+    fast = rnn_train_step(*args, widths=widths, need_dx=True, need_dh0=h0, backend="cpu")
+    _compare(ref, fast, torch.float64)
