@@ -11,6 +11,7 @@ void bind_gram_scores(py::module_& m);
 void bind_matching(py::module_& m);
 void bind_ordered_schur(py::module_& m);
 void bind_rnn_rollout(py::module_& m);
+void bind_rnn_train(py::module_& m);
 }  // namespace symfast
 
 PYBIND11_MODULE(_C, m) {
@@ -27,4 +28,5 @@ PYBIND11_MODULE(_C, m) {
   symfast::bind_matching(m);
   symfast::bind_ordered_schur(m);
   symfast::bind_rnn_rollout(m);
+  symfast::bind_rnn_train(m);
 }

@@ -58,6 +58,8 @@ def add_arguments(p) -> None:
     p.add_argument("--n-eval", type=int, default=256, help="held-out sequences")
     p.add_argument("--refit", action="store_true", help="also report the ridge-refit readout variant")
     p.add_argument("--threads", type=int, default=1, help="torch threads for training")
+    p.add_argument("--engine", choices=("fused", "torch"), default="fused",
+                   help="training: all seeds at once through the fused kernel, or torch.nn.RNN one model at a time")
     p.add_argument("--out", default="schur_out", help="output directory")
     p.add_argument("--no-progress", action="store_true")
 
@@ -234,7 +236,7 @@ def run(args) -> int:
     except OSError as e:
         raise UsageError(f"cannot create output directory {args.out!r}: {e}") from e
     cfg = TrainConfig(epochs=args.epochs, batches_per_epoch=args.batches, batch=args.batch, lr=args.lr,
-                      clip=args.clip, threads=args.threads)
+                      clip=args.clip, threads=args.threads, engine=args.engine)
     frames, spectra, facts, projs, schur_T, losses, nears, grids = [], {}, [], [], {}, {}, [], []
     for tname in tasks:
         task = make_task(tname)

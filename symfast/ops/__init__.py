@@ -14,6 +14,7 @@ where one exists, `triton.py`. Backend names and resolution ("auto", "cpu", "tri
     gram               gram                                               gram.cpp                -
     gram_scores        gram_scores, gram_scores_blockperm                 gram_scores.cpp         triton.py
     rnn_rollout        rnn_rollout                                        rnn_rollout.cpp         triton.py
+    rnn_train          rnn_train_step, rnn_train_loss                     rnn_train.cpp (+impl)   triton.py
     ordered_schur      ordered_schur, ordschur                            ordered_schur.cpp       -
     matching           assign, match_gram, match_signed_lifts             matching.cpp            -
                        (+ lifts.py: lifts applied to first layers, residuals of a chunk of models)

@@ -3,6 +3,11 @@
 Loss: masked mean squared error. Each batch has its own seed (derived from the run's
 seed, epoch and batch index), so a run is reproducible. No gradient clipping by default
 (the paper has none); `clip=c` clips each model's gradient norm to c.
+
+Engines (`TrainConfig.engine`): "fused" (default) trains all seeds at once through the fused
+ensemble kernel `symfast.ops.rnn_train` (train_fused.py); "torch" trains them one after
+another on torch.nn.RNN. Same init, batches, loss and Adam; float32 results differ by
+rounding only, and checkpoints of either engine resume under the other.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ class TrainConfig:
     clip: float | None = None
     seed: int = 0
     threads: int | None = 1  # torch threads while training (small per-step ops: 1 is fastest); None: keep
+    engine: str = "fused"  # "fused": all seeds at once (symfast.ops.rnn_train); "torch": torch.nn.RNN, one by one
 
 
 def evaluate(model: TanhRNN, task: Task, batch: int = 256, seed: int = EVAL_SEED) -> float:
@@ -64,8 +70,9 @@ def train_seeds(task: Task, seeds, n_hidden: int = 64, recurrent: str = "orthogo
                 cfg: TrainConfig | None = None, checkpoints=None, progress: bool = True) -> list[TanhRNN]:
     """Train one model per seed; each gets exactly what `train` with that seed gives it.
 
-    Every model trains on torch.nn.RNN (its C++ time loop) with its own init, its own
-    batches and its own optimiser; the seeds run one after another.
+    Every model has its own init, its own batches and its own optimiser. cfg.engine "fused"
+    trains the seeds together through the fused kernel (its threads: cfg.threads); "torch"
+    trains them one after another on torch.nn.RNN (its C++ time loop).
 
     Args:
         seeds: list of ints (cfg.seed is ignored).
@@ -77,12 +84,18 @@ def train_seeds(task: Task, seeds, n_hidden: int = 64, recurrent: str = "orthogo
         raise ValueError(f"bad training budget {cfg} or empty seeds {seeds}")
     if cfg.clip is not None and not cfg.clip > 0:
         raise ValueError(f"clip must be None or > 0, got {cfg.clip}")
+    if cfg.engine not in ("fused", "torch"):
+        raise ValueError(f"engine must be 'fused' or 'torch', got {cfg.engine!r}")
     if checkpoints is not None and len(checkpoints) != len(seeds):
         raise ValueError(f"need one checkpoint path per seed, got {len(checkpoints)} for {len(seeds)}")
     prev_threads = torch.get_num_threads()
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     try:
+        if cfg.engine == "fused":
+            from symfast.schur.rnn.train_fused import train_models
+            return train_models(task, seeds, [n_hidden] * len(seeds), [recurrent] * len(seeds), cfg, checkpoints,
+                                progress)
         return [_train_one(task, s, n_hidden, recurrent, cfg, None if checkpoints is None else checkpoints[k],
                            progress) for k, s in enumerate(seeds)]
     finally:
@@ -122,6 +135,9 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
     return model
 
 
+_NOT_COMPARED = ("epochs", "threads", "engine")  # settings a run may resume under with other values
+
+
 def _resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg: TrainConfig, losses: list) -> int:
     """Epochs already done by a partly trained checkpoint of this very run (model, optimiser state);
     0, leaving model and optimiser as they are, when there is none or it belongs to another run.
@@ -137,8 +153,8 @@ def _resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg: TrainCon
         return 0
     same = (isinstance(ck, dict) and "optimizer" in ck and ck.get("model") == model.config()
             and ck.get("task") == task.config()
-            and {k: v for k, v in ck.get("train", {}).items() if k not in ("epochs", "threads")}
-            == {k: v for k, v in {**vars(cfg), "seed": seed}.items() if k not in ("epochs", "threads")})
+            and {k: v for k, v in ck.get("train", {}).items() if k not in _NOT_COMPARED}
+            == {k: v for k, v in {**vars(cfg), "seed": seed}.items() if k not in _NOT_COMPARED})
     epoch = ck.get("epoch") if isinstance(ck, dict) else None
     if not same or not isinstance(epoch, int) or not 0 < epoch <= cfg.epochs:
         return 0

@@ -1,0 +1,143 @@
+"""Training many TanhRNNs at once through the fused ensemble kernel (`symfast.ops.rnn_train`).
+
+Each model keeps what one-at-a-time training gives it: its own init (TanhRNN from its seed),
+its own batches (seeded by (seed, epoch, batch)), its own loss (masked MSE) and Adam with
+the same hyper-parameters. Adam is elementwise, so one torch.optim.Adam over the models'
+stacked parameters is each model's own Adam (step counts agree: models that start together
+step together). Gradient clipping, when asked, clips each model's norm separately. Models of
+different widths share one call: parameters are zero-padded to the widest, and `widths`
+makes the kernel ignore the padding (which therefore stays exactly zero, Cayley included).
+Per-model checkpoints (model, Adam state and losses) are written in the format of the
+one-at-a-time path, so either path resumes the other's checkpoints.
+"""
+from __future__ import annotations
+
+import torch
+
+from symfast.schur.rnn.model import TanhRNN, cayley
+
+__all__ = ["train_models"]
+
+
+def _pad(p: torch.Tensor, name: str, Hm: int) -> torch.Tensor:
+    H = p.shape[-1] if name == "readout" else p.shape[0]
+    if name == "readout":  # V [O, H]
+        return torch.nn.functional.pad(p, (0, Hm - H))
+    if name == "rnn.weight_ih_l0":  # U [H, I]
+        return torch.nn.functional.pad(p, (0, 0, 0, Hm - H))
+    return torch.nn.functional.pad(p, (0, Hm - H, 0, Hm - H))  # W or the Cayley generator P [H, H]
+
+
+def _unpad(p: torch.Tensor, name: str, H: int) -> torch.Tensor:
+    if name == "readout":
+        return p[:, :H]
+    if name == "rnn.weight_ih_l0":
+        return p[:H]
+    return p[:H, :H]
+
+
+def train_models(task, seeds, widths, recurrents, cfg, checkpoints=None, progress: bool = True,
+                 backend: str = "auto") -> list[TanhRNN]:
+    """Train len(seeds) TanhRNNs on `task` together, model k with seed seeds[k], width widths[k]
+    and construction recurrents[k].
+
+    Args:
+        task: a Task. seeds, widths, recurrents: one entry per model. cfg: TrainConfig.
+        checkpoints: optional list of .pt paths, one per model, rewritten every epoch (a partly
+            trained checkpoint of the same run resumes at its epoch).
+        backend: the op's backend ("auto": the C++ kernel on CPU).
+
+    Returns:
+        The trained models, in the order given.
+    """
+    from symfast.schur.rnn.train import _batch_seed, _resume, save_checkpoint, TrainConfig
+
+    n = len(seeds)
+    models = [TanhRNN(task.n_in, int(h), task.n_out, recurrent=r, generator=torch.Generator().manual_seed(int(s)))
+              for s, h, r in zip(seeds, widths, recurrents)]
+    opts = [torch.optim.Adam(m.parameters(), lr=cfg.lr) for m in models]
+    losses = [[] for _ in range(n)]
+    starts = [(_resume(checkpoints[k], models[k], opts[k], task, int(seeds[k]), cfg, losses[k]) if checkpoints
+               else 0) for k in range(n)]
+    for start in sorted(set(starts)):  # models resumed at the same epoch step together
+        group = [k for k in range(n) if starts[k] == start]
+        _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoints, progress, backend,
+                     _batch_seed, save_checkpoint, TrainConfig)
+    return models
+
+
+def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoints, progress, backend,
+                 batch_seed, save_checkpoint, TrainConfig):
+    from symfast.ops.rnn_train import rnn_train_step
+
+    # Parameters by position (every construction lists V, U, then W or the Cayley generator P).
+    names = [nm if nm in ("readout", "rnn.weight_ih_l0") else "W" for nm, _ in models[group[0]].named_parameters()]
+    Hs = [models[k].n_hidden for k in group]
+    Hm = max(Hs)
+    widths = torch.tensor(Hs, dtype=torch.int64) if min(Hs) != Hm else None
+    cay = torch.tensor([models[k].recurrent == "cayley" for k in group])
+    with torch.no_grad():
+        stacked = [torch.stack([_pad(list(models[k].parameters())[i].detach(), nm, Hm) for k in group])
+                   .requires_grad_() for i, nm in enumerate(names)]
+    opt = torch.optim.Adam(stacked, lr=cfg.lr)
+    states = [opts[k].state_dict()["state"] for k in group]
+    if all(states):  # resumed: stack every model's Adam state (same step count within a group)
+        for i, (p, nm) in enumerate(zip(stacked, names)):
+            opt.state[p] = {"step": states[0][i]["step"].clone(),
+                            **{key: torch.stack([_pad(st[i][key], nm, Hm) for st in states])
+                               for key in ("exp_avg", "exp_avg_sq")}}
+    iV, iU, iW = names.index("readout"), names.index("rnn.weight_ih_l0"), names.index("W")
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=(cfg.epochs - start) * cfg.batches_per_epoch, leave=False,
+                   desc=f"{task.name} x{len(group)} models (fused)")
+    for ep in range(start, cfg.epochs):
+        for b in range(cfg.batches_per_epoch):
+            xs, ys, ms = zip(*(task.sample(cfg.batch, seed=batch_seed(int(seeds[k]), ep, b)) for k in group))
+            x, y, m = torch.stack(xs), torch.stack(ys), torch.stack(ms)
+            P = stacked[iW]
+            if bool(cay.any()):
+                with torch.enable_grad():
+                    Wc = torch.stack([cayley(P[j]) if cay[j] else P[j] for j in range(len(group))])
+            else:
+                Wc = P
+            st = rnn_train_step(Wc.detach(), stacked[iU].detach(), stacked[iV].detach(), x, y, m, widths=widths,
+                                backend=backend)
+            stacked[iW].grad = torch.autograd.grad(Wc, P, st.dW)[0] if Wc is not P else st.dW
+            stacked[iU].grad, stacked[iV].grad = st.dU, st.dV
+            if cfg.clip:
+                with torch.no_grad():  # each model's own norm, as clip_grad_norm_ on its parameters
+                    norm = torch.sqrt(sum(p.grad.pow(2).sum(dim=tuple(range(1, p.ndim))) for p in stacked))
+                    coef = (cfg.clip / (norm + 1e-6)).clamp(max=1.0)
+                    for p in stacked:
+                        p.grad.mul_(coef.view(-1, *([1] * (p.ndim - 1))))
+            opt.step()
+            for j, k in enumerate(group):
+                losses[k].append(float(st.loss[j]))
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{float(st.loss.mean()):.4f}", refresh=False)
+        if checkpoints or ep == cfg.epochs - 1:
+            _write_back(group, models, opts, stacked, opt, names, Hm)
+        if checkpoints:
+            for k in group:
+                save_checkpoint(checkpoints[k], models[k], task, TrainConfig(**{**vars(cfg), "seed": int(seeds[k])}),
+                                epoch=ep + 1, optimizer=opts[k], losses=losses[k])
+    if bar is not None:
+        bar.close()
+
+
+def _write_back(group, models, opts, stacked, opt, names, Hm):
+    """Copy each model's slice of the stacked parameters and Adam state into its own model and Adam."""
+    with torch.no_grad():
+        for j, k in enumerate(group):
+            H = models[k].n_hidden
+            for q, nm, p in zip(models[k].parameters(), names, stacked):
+                q.copy_(_unpad(p[j], nm, H))
+            sd = opts[k].state_dict()
+            sd["state"] = {i: {"step": opt.state[p]["step"].clone(),
+                               **{key: _unpad(opt.state[p][key][j], nm, H).clone()
+                                  for key in ("exp_avg", "exp_avg_sq")}}
+                           for i, (nm, p) in enumerate(zip(names, stacked)) if p in opt.state}
+            opts[k].load_state_dict(sd)
