@@ -17,7 +17,7 @@ import threading
 
 import torch
 
-__all__ = ["atomic_save", "atomic_path", "atomic_write_bytes", "safe_load", "sigint_deferred"]
+__all__ = ["atomic_save", "atomic_path", "atomic_write", "atomic_write_bytes", "safe_load", "sigint_deferred"]
 
 
 def _tmp_for(path: str) -> str:
@@ -85,6 +85,13 @@ def atomic_path(path):
             if os.path.exists(tmp):
                 os.remove(tmp)
         _fsync_dir(os.path.dirname(path))
+
+
+def atomic_write(path, writer) -> None:
+    """`writer(tmp)` writes a temporary path beside `path`; the complete file then replaces `path`
+    (`atomic_write("t.csv", lambda p: df.to_csv(p, index=False))`, `atomic_write("f.png", fig.savefig)`)."""
+    with atomic_path(path) as tmp:
+        writer(tmp)
 
 
 def atomic_write_bytes(path, data: bytes) -> None:

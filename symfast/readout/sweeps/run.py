@@ -192,7 +192,9 @@ def finalize(store: SweepStore, num_null: int = 64) -> pd.DataFrame:
     table = table.merge(obs_df[keys + ["true_symmetry", "observed"]], on=keys, how="left")
     table = table.sort_values(["cell_id", "observable", "element"]).reset_index(drop=True)
     _write_table(table, store.root, "results")
-    obs_df.to_csv(f"{store.root}/observed.csv", index=False)
+    from symfast.readout.sweeps.store import atomic_write_bytes
+
+    atomic_write_bytes(f"{store.root}/observed.csv", obs_df.to_csv(index=False).encode())
     return table
 
 
