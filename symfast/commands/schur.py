@@ -74,7 +74,14 @@ def _list(arg: str, allowed, what: str) -> list[str]:
 
 
 def _models(task, construction, hidden, args, cfg, ckdir):
-    from symfast.schur.rnn import load_checkpoint, train_seeds
+    from symfast.schur.rnn import train_seeds
+    from symfast.schur.rnn.checkpoint import load_checkpoint as _load
+
+    def load_checkpoint(path):  # a damaged file: one line naming it, never a traceback or NaN model
+        try:
+            return _load(path)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     seeds = list(range(args.seeds))
     paths = [os.path.join(ckdir, f"{task.name}_{construction}_H{hidden}_s{s}.pt") for s in seeds]
     models, losses = {}, {}
