@@ -145,6 +145,11 @@ def run(args) -> int:
         with input_errors("--observable"):
             _check_observable(args.observable, [list(hidden)])
     check_backend(args.backend, args.device)
+    from symfast.readout.training import check_backend as check_training
+
+    with input_errors("--hidden"):
+        for pe in pes:
+            check_training(args.backend, args.device, hidden, pe.dim)
     _check_out(args.out)
 
     t0 = time.perf_counter()

@@ -82,6 +82,7 @@ def run_sweep(spec: SweepSpec, out: str, shard: str | None = None, executor: str
     i, n = parse_shard(shard)
     if executor not in ("local", "ray"):
         raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+    spec.check_backend(backend, device)  # before anything trains: a width the kernel cannot run fails here
     if executor == "ray":
         _check_ray_address(address)
     store = SweepStore(out, spec)
