@@ -144,3 +144,37 @@ def test_layerwise_npz_with_bad_labels_or_images_is_one_error(tmp_path, case):
     np.savez(path, images=images, labels=labels)
     with pytest.raises(ValueError, match="data.npz"):
         load_npz(str(path))
+
+
+# -- meshes -------------------------------------------------------------------------------------------
+def _cube():
+    v = np.array([[x, y, z] for x in (-0.5, 0.5) for y in (-0.5, 0.5) for z in (-0.5, 0.5)])
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    f = [t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))]
+    return v, np.array(f)
+
+
+def test_mesh_with_a_zero_area_component_keeps_the_outside_sign():
+    from symfast.shapes.meshes import _mesh_shape, winding_number
+
+    v, f = _cube()
+    line = np.array([[0.8, 0.0, 0.0], [0.8, 0.1, 0.0], [0.8, 0.2, 0.0], [0.8, 0.3, 0.0]])  # collapsed tetrahedron
+    tet = np.array([[0, 1, 2], [0, 3, 1], [0, 2, 3], [1, 3, 2]]) + len(v)
+    shape = _mesh_shape(np.concatenate([v, line]), np.concatenate([f, tet]), "cube+flat")
+    x = torch.tensor([[0.8, 0.15, 0.05], [0.85, 0.0, 0.0], [0.0, 0.0, 0.0], [0.7, 0.1, 0.0]], dtype=torch.float64)
+    d = shape.sdf(x)
+    cube_tri = torch.as_tensor(np.concatenate([v, line])[f])
+    assert winding_number(x[:2], cube_tri).abs().max() < 1e-9
+    assert (d[:2] > 0).all() and d[2] < 0 and d[3] > 0, d
+    assert torch.allclose(d, _mesh_shape(v, f, "cube").sdf(x))
+
+
+def test_mesh_with_a_zero_area_face_in_a_solid_part_is_refused():
+    from symfast.shapes.meshes import _mesh_shape
+
+    v, f = _cube()
+    v = np.concatenate([v, [[-0.5, -0.5, 0.0]]])  # vertex 8 on the edge 0-1
+    # face (0, 5, 1) split at 8, and the zero-area face (1, 0, 8) closing the split edge
+    f = np.array([t for t in f.tolist() if t != [0, 5, 1]] + [[0, 5, 8], [8, 5, 1], [1, 0, 8]])
+    with pytest.raises(ValueError, match="zero-area"):
+        _mesh_shape(v, f, "sliver")
