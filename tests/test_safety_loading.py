@@ -77,3 +77,22 @@ def test_schur_command_names_a_damaged_checkpoint(tmp_path, capsys):
                "--epochs", "1", "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and str(bad) in err, err
+
+
+def test_tampered_sweep_results_are_one_error_naming_the_file(tmp_path):
+    import pandas as pd
+
+    from symfast.readout.sweeps import load_results
+
+    good = pd.DataFrame(dict(cell_id=["b:0"], shape=["square"], encoding=["dyadic"], hidden=["16"],
+                             activation=["relu"], steps=[10], lr=[0.002], points=[64], seed=[0], final_loss=[0.1],
+                             observable=["gram"], element=["e"], liftable=[True], score=[0.5]))
+    good.to_csv(tmp_path / "results.csv", index=False)
+    assert len(load_results(str(tmp_path))) == 1
+    for tampered in (good.drop(columns="score"), good.assign(score=["high"]), good.assign(steps=["ten"])):
+        tampered.to_csv(tmp_path / "results.csv", index=False)
+        with pytest.raises(ValueError, match="results.csv"):
+            load_results(str(tmp_path))
+    (tmp_path / "results.parquet").write_bytes(b"PAR1 garbage")
+    with pytest.raises(ValueError, match="results.parquet"):
+        load_results(str(tmp_path))
