@@ -96,3 +96,37 @@ def test_tampered_sweep_results_are_one_error_naming_the_file(tmp_path):
     (tmp_path / "results.parquet").write_bytes(b"PAR1 garbage")
     with pytest.raises(ValueError, match="results.parquet"):
         load_results(str(tmp_path))
+
+
+@pytest.fixture(scope="module")
+def tiny_ensemble():
+    import symfast as sf
+
+    return sf.fit_sdf(["square", "triangle"], sf.DyadicAxisPE(K=2), seeds=2, steps=2, points=8, hidden=(4,),
+                      progress=False)
+
+
+@pytest.mark.parametrize("tamper", ["relabel", "encoding", "weights", "config"])
+def test_tampered_ensemble_is_refused(tmp_path, tiny_ensemble, tamper):
+    from symfast.nn.fields import Ensemble
+
+    path = tmp_path / "ensemble_dyadic.pt"
+    tiny_ensemble.save(path)
+    assert Ensemble.load(path).shapes == tiny_ensemble.shapes
+    d = torch.load(path, weights_only=True)
+    if tamper == "relabel":
+        d["shapes"][0], d["shapes"][-1] = d["shapes"][-1], d["shapes"][0]
+    elif tamper == "encoding":
+        d["pe"]["frequencies"][0][0] *= 2
+    elif tamper == "weights":
+        d["weights"][0][0, 0, 0] += 1
+    else:
+        d["config"]["pe"] = "rff"
+    atomic_save(d, path)
+    with pytest.raises(ValueError, match="ensemble_dyadic.pt"):
+        Ensemble.load(path)
+    d.pop("fingerprint")  # a file written before fingerprints: the config is still checked against the members
+    atomic_save(d, path)
+    if tamper in ("relabel", "config"):
+        with pytest.raises(ValueError, match="config|shapes"):
+            Ensemble.load(path)
