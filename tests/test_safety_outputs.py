@@ -14,8 +14,9 @@ from symfast.commands.report import heatmap_name
 def _crafted_sweep(root, hidden_values):
     rows, cells = [], []
     for i, hid in enumerate(hidden_values):
-        cells.append(dict(cell_id=f"b:{i}", encoding="dyadic", hidden=hid, activation="relu", steps=10,
-                          final_loss=0.1))
+        cells.append(dict(cell_id=f"b:{i}", shape="square", encoding="dyadic", hidden=hid, activation="relu",
+                          steps=10, lr=0.002, points=64, seed=0, final_loss=0.1, observable="gram", element="e",
+                          liftable=True, score=0.01))
         for el in ("e", "r90"):
             rows.append(dict(shape="square", observable="gram", element=el, observed=True, liftable=True,
                              true_symmetry=True, approx_observed=True, score=0.01, p_adjusted=0.5,
