@@ -12,11 +12,16 @@ import os
 import sys
 import time
 
+from symfast._io import atomic_write, atomic_write_bytes
 from symfast.commands import UsageError, input_errors
 
 NAME = "layerwise"
 HELP = ("Train MLPs with a horizontal-flip equivariance loss (and a control without), recover the "
         "hidden-layer actions, print per-layer errors vs control vs random, plot layer-1 filters by orbit.")
+
+
+def _write_text(path: str, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
 
 
 def add_arguments(p):
@@ -70,7 +75,7 @@ def _run_suite(args, data) -> int:
     log("attention block (synthetic smoothing task)")
     att = attention_experiment(steps=200 if args.quick else args.steps, seed=seed)
     fig = os.path.join(args.out, "regimes.png")
-    plot_regimes(regimes, fig)
+    atomic_write(fig, lambda p: plot_regimes(regimes, p))
     text = ["## Latent groups by activation", "", table_markdown(), "",
             f"## Flip-invariant classifiers on {data.name} (layer 1; equivariance weight {args.equivariance_weight})",
             "", format_suite(rows), "",
@@ -79,12 +84,11 @@ def _run_suite(args, data) -> int:
             "## Multi-head attention (4 heads, d = 4, features swapped in pairs; synthetic smoothing task)", "",
             format_attention(att)]
     print("\n".join(text))
-    with open(os.path.join(args.out, "suite.md"), "w") as f:
-        f.write("\n".join(text) + "\n")
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        settings = {"quick": bool(args.quick), "steps": steps, "seed_offset": seed}
-        json.dump({"suite": rows, "autoencoder_regimes": regimes, "attention": att, "settings": settings,
-                   "seconds": time.perf_counter() - t0}, f, indent=1)
+    _write_text(os.path.join(args.out, "suite.md"), "\n".join(text) + "\n")
+    settings = {"quick": bool(args.quick), "steps": steps, "seed_offset": seed}
+    _write_text(os.path.join(args.out, "results.json"), json.dumps(
+        {"suite": rows, "autoencoder_regimes": regimes, "attention": att, "settings": settings,
+         "seconds": time.perf_counter() - t0}, indent=1))
     print(f"wrote {args.out}/suite.md, results.json ({time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -107,14 +111,15 @@ def _run_cnn(args, data) -> int:
         if res[variant]:
             W = as_cnn(res["nets"][(variant, 0)]).convs[0][0]
             path = os.path.join(args.out, f"filters_{variant}.png")
-            plot_filters_by_orbit(W.reshape(len(W), -1), W.shape[1:], res[variant][0].actions, path,
-                                  title=f"cnn ({args.activation}), {variant}: layer-1 kernels by orbit")
+            atomic_write(path, lambda p: plot_filters_by_orbit(
+                W.reshape(len(W), -1), W.shape[1:], res[variant][0].actions, p,
+                title=f"cnn ({args.activation}), {variant}: layer-1 kernels by orbit"))
             groups = {k: len(v) for k, v in orbit_groups(res[variant][0].actions).items()}
             print(f"wrote {path}: {groups}")
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"results": {v: [r.row() for r in res[v]] for v in ("equivariant", "control")},
-                   "seconds": time.perf_counter() - t0}, f, indent=1,
-                  default=lambda o: o.tolist() if isinstance(o, np.ndarray) else str(o))
+    _write_text(os.path.join(args.out, "results.json"), json.dumps(
+        {"results": {v: [r.row() for r in res[v]] for v in ("equivariant", "control")},
+         "seconds": time.perf_counter() - t0}, indent=1,
+        default=lambda o: o.tolist() if isinstance(o, np.ndarray) else str(o)))
     print(f"wrote {args.out}/results.json ({time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -127,8 +132,8 @@ def _run_attention(args) -> int:
     t0 = time.perf_counter()
     rows = attention_experiment(steps=args.steps, seed=0)
     print(format_attention(rows))
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump({"attention": rows, "seconds": time.perf_counter() - t0}, f, indent=1)
+    _write_text(os.path.join(args.out, "results.json"),
+                json.dumps({"attention": rows, "seconds": time.perf_counter() - t0}, indent=1))
     print(f"wrote {args.out}/results.json ({time.perf_counter() - t0:.1f} s)")
     return 0
 
@@ -180,8 +185,9 @@ def run(args) -> int:
         net = res["nets"][(variant, 0)]
         r = res[variant][0]
         path = os.path.join(args.out, f"filters_{variant}.png")
-        plot_filters_by_orbit(as_mlp(net).layers[0][0], data.shape, r.actions, path, lit=lit_pixels(data.x),
-                              title=f"{args.model} ({args.activation}), {variant}: layer-1 filters by orbit")
+        atomic_write(path, lambda p: plot_filters_by_orbit(
+            as_mlp(net).layers[0][0], data.shape, r.actions, p, lit=lit_pixels(data.x),
+            title=f"{args.model} ({args.activation}), {variant}: layer-1 filters by orbit"))
         groups = {k: len(v) for k, v in orbit_groups(r.actions).items()}
         pngs[variant] = {"path": path, "groups": groups}
         print(f"wrote {path}: {groups}")
@@ -189,7 +195,7 @@ def run(args) -> int:
                "seconds": time.perf_counter() - t0, "figures": pngs,
                "results": {v: [r.row() for r in res[v]] for v in ("equivariant", "control")}}
     path = os.path.join(args.out, "results.json")
-    with open(path, "w") as f:
-        json.dump(summary, f, indent=1, default=lambda o: o.tolist() if isinstance(o, np.ndarray) else str(o))
+    _write_text(path, json.dumps(summary, indent=1,
+                                 default=lambda o: o.tolist() if isinstance(o, np.ndarray) else str(o)))
     print(f"wrote {path} ({summary['seconds']:.1f} s)")
     return 0

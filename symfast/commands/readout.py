@@ -11,6 +11,7 @@ import time
 
 import pandas as pd
 
+from symfast._io import atomic_write as _write
 from symfast.commands import UsageError, check_backend, input_errors, output_errors
 
 NAME = "readout"
@@ -61,6 +62,8 @@ def add_arguments(p) -> None:
                    help="training kernels")
     p.add_argument("--device", default="cpu", help="torch device for training (cpu or cuda[:N])")
     p.add_argument("--out", default="results/readout", help="output directory")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace ensembles in --out that were trained with other settings (default: refuse)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="family-wise rate of calling a true symmetry broken (Holm over the candidates)")
@@ -142,6 +145,11 @@ def run(args) -> int:
         with input_errors("--observable"):
             _check_observable(args.observable, [list(hidden)])
     check_backend(args.backend, args.device)
+    from symfast.readout.training import check_backend as check_training
+
+    with input_errors("--hidden"):
+        for pe in pes:
+            check_training(args.backend, args.device, hidden, pe.dim)
     _check_out(args.out)
 
     t0 = time.perf_counter()
@@ -157,6 +165,10 @@ def run(args) -> int:
                 log.info(f"[{pe.name}] loaded trained ensemble from {path}")
                 ensembles.append(ens)
                 continue
+            if not args.overwrite:
+                other = {k: ens.config.get(k) for k, v in settings.items() if ens.config.get(k) != v}
+                raise UsageError(f"{path} holds another run's ensemble (trained with {other}); use another --out "
+                                 "or pass --overwrite to replace it")
         t = time.perf_counter()
         if args.budget == "auto":
             from symfast.readout.budget import adaptive_readout
@@ -165,11 +177,13 @@ def run(args) -> int:
             key = hashlib.sha1(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:10]
             directory = os.path.join(args.out, f"adaptive_{pe.name}_{key}")
             try:
-                res = adaptive_readout(shape_names, pe, alpha=args.alpha, start_seeds=min(8, args.seeds),
-                                       max_seeds=args.seeds, steps=args.steps, points=args.points,
-                                       observable=args.observable, hidden=hidden, activation=args.activation,
-                                       lr=args.lr, device=args.device, backend=args.backend, sampler=sampler,
-                                       directory=directory, progress=not args.quiet)
+                with output_errors(directory):
+                    res = adaptive_readout(shape_names, pe, alpha=args.alpha, start_seeds=min(8, args.seeds),
+                                           max_seeds=args.seeds, steps=args.steps, points=args.points,
+                                           observable=args.observable, hidden=hidden,
+                                           activation=args.activation, lr=args.lr, device=args.device,
+                                           backend=args.backend, sampler=sampler, directory=directory,
+                                           progress=not args.quiet)
             except FloatingPointError as e:
                 raise UsageError(f"{e} (--lr {args.lr:g})") from None
             except ValueError as e:  # only complaints about the checkpoint files are input errors
@@ -190,9 +204,10 @@ def run(args) -> int:
         checkpoint = os.path.join(args.out, f"checkpoint_{pe.name}.pt")
         _check_checkpoint(checkpoint)
         try:
-            ens = fit_sdf(shape_names, pe, seeds=args.seeds, hidden=hidden, activation=args.activation,
-                          steps=args.steps, points=args.points, lr=args.lr, device=args.device,
-                          backend=args.backend, sampler=sampler, checkpoint=checkpoint, progress=not args.quiet)
+            with output_errors(checkpoint):  # a full disk while checkpointing: one line
+                ens = fit_sdf(shape_names, pe, seeds=args.seeds, hidden=hidden, activation=args.activation,
+                              steps=args.steps, points=args.points, lr=args.lr, device=args.device,
+                              backend=args.backend, sampler=sampler, checkpoint=checkpoint, progress=not args.quiet)
         except FloatingPointError as e:
             raise UsageError(f"{e} (--lr {args.lr:g})") from None
         except ValueError as e:  # only fit_sdf's complaints about the checkpoint file are input errors
@@ -231,29 +246,29 @@ def _check_checkpoint(path: str) -> None:
 
 def _write_outputs(r, out: str, solids=None) -> None:
     """Tables and figures; `solids` (3D ensembles) adds the fitted level sets and SDF slices of the first."""
-    r.table.to_csv(os.path.join(out, "readout.csv"), index=False)
-    r.summary().to_csv(os.path.join(out, "summary.csv"), index=False)
+    _write(os.path.join(out, "readout.csv"), lambda p: r.table.to_csv(p, index=False))
+    _write(os.path.join(out, "summary.csv"), lambda p: r.summary().to_csv(p, index=False))
     if not r.sweep.empty:
-        r.sweep.to_csv(os.path.join(out, "sweep.csv"), index=False)
-        r.plot_sweep(os.path.join(out, "sweep.png"))
+        _write(os.path.join(out, "sweep.csv"), lambda p: r.sweep.to_csv(p, index=False))
+        _write(os.path.join(out, "sweep.png"), r.plot_sweep)
     try:
-        r.table.to_parquet(os.path.join(out, "readout.parquet"), index=False)
+        _write(os.path.join(out, "readout.parquet"), lambda p: r.table.to_parquet(p, index=False))
     except ImportError:
         pass
     if solids is None:
-        r.plot_heatmap(os.path.join(out, "heatmap.png"))
+        _write(os.path.join(out, "heatmap.png"), r.plot_heatmap)
         return
     import warnings
 
     from symfast.readout import plots3d
 
-    plots3d.score_heatmap(r.table, os.path.join(out, "heatmap3d.png"))
+    _write(os.path.join(out, "heatmap3d.png"), lambda p: plots3d.score_heatmap(r.table, p))
     with warnings.catch_warnings(record=True) as caught:  # no scikit-image: slices instead, said once
         warnings.simplefilter("always")
-        plots3d.level_sets(solids[0], path=os.path.join(out, "level_sets.png"))
+        _write(os.path.join(out, "level_sets.png"), lambda p: plots3d.level_sets(solids[0], path=p))
     for w in caught:
         log.warning(str(w.message))
-    plots3d.sdf_slices(solids[0], path=os.path.join(out, "sdf_slices.png"))
+    _write(os.path.join(out, "sdf_slices.png"), lambda p: plots3d.sdf_slices(solids[0], path=p))
 
 
 def _print_tables(r, args, t0: float, t_train: float) -> None:

@@ -1,11 +1,14 @@
 """`symfast report DIR`: tables and heatmaps of a finished sweep."""
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+import re
 
 import pandas as pd
 
+from symfast._io import atomic_path
 from symfast.commands import UsageError, input_errors
 
 NAME = "report"
@@ -19,6 +22,22 @@ _OBSERVED_COLUMNS = {"shape", "observable", "element", "observed", "liftable", "
 
 def add_arguments(p) -> None:
     p.add_argument("dir", help="a finished sweep directory")
+
+
+def heatmap_name(hidden, activation, steps) -> str:
+    """`heatmap_<hidden>_<activation>_<steps>.png`, a plain file name whatever the table holds.
+
+    The values come from observed.csv, so they are reduced to [A-Za-z0-9.x-] (path separators,
+    "..", spaces and the like become "-"); a hash of the raw values keeps two configurations
+    that reduce to the same text apart.
+    """
+    raw = [str(v) for v in (hidden, activation, steps)]
+    parts = [re.sub(r"[^A-Za-z0-9x-]+", "-", v).strip("-")[:40] or "-" for v in raw]
+    name = "heatmap_" + "_".join(parts) + ".png"
+    if parts != raw:
+        digest = hashlib.sha1("\0".join(raw).encode()).hexdigest()[:8]
+        name = f"heatmap_{'_'.join(parts)}_{digest}.png"
+    return name
 
 
 def _read_observed(path: str) -> pd.DataFrame:
@@ -54,9 +73,11 @@ def run(args) -> int:
         summary = pd.DataFrame(rows)
         print()
         print(summary.to_string(index=False))
-    summary.to_csv(os.path.join(args.dir, "report_summary.csv"), index=False)
+    with atomic_path(os.path.join(args.dir, "report_summary.csv")) as tmp:
+        summary.to_csv(tmp, index=False)
     for (hid, act, steps), t in obs.groupby(["hidden", "activation", "steps"]):
-        path = os.path.join(args.dir, f"heatmap_{hid}_{act}_{steps}.png")
-        Readout(t.assign(pe=t["encoding"]), pd.DataFrame()).plot_heatmap(path)
+        path = os.path.join(args.dir, heatmap_name(hid, act, steps))
+        with atomic_path(path) as tmp:
+            Readout(t.assign(pe=t["encoding"]), pd.DataFrame()).plot_heatmap(tmp)
         log.info(f"wrote {path}")
     return 0

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from symfast._io import atomic_write
 from symfast.commands import UsageError
 
 NAME = "schur"
@@ -75,7 +76,14 @@ def _list(arg: str, allowed, what: str) -> list[str]:
 
 
 def _models(task, construction, hidden, args, cfg, ckdir):
-    from symfast.schur.rnn import load_checkpoint, train_seeds
+    from symfast.schur.rnn import train_seeds
+    from symfast.schur.rnn.checkpoint import load_checkpoint as _load
+
+    def load_checkpoint(path):  # a damaged file: one line naming it, never a traceback or NaN model
+        try:
+            return _load(path)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     seeds = list(range(args.seeds))
     paths = [os.path.join(ckdir, f"{task.name}_{construction}_H{hidden}_s{s}.pt") for s in seeds]
     models, losses = {}, {}
@@ -288,13 +296,13 @@ def run(args) -> int:
               "order_dependent", "replay_order_min", "replay_order_max", "dfvu_inv", "replay_acc_inv",
               "removed_rel_T_inv", "rand_pattern_dfvu_mean", "rand_outside_dfvu_mean", "noop")
     summ = summarize(used, by=("task", "construction", "hidden", "alpha", "subset"), values=values)
-    raw.to_csv(os.path.join(args.out, "schur_ablation_raw.csv"), index=False)
-    summ.to_csv(os.path.join(args.out, "schur_ablation_summary.csv"), index=False)
-    facts.to_csv(os.path.join(args.out, "schur_models.csv"), index=False)
-    proj.to_csv(os.path.join(args.out, "schur_subspace.csv"), index=False)
-    near.to_csv(os.path.join(args.out, "schur_near_cut.csv"), index=False)
+    atomic_write(os.path.join(args.out, "schur_ablation_raw.csv"), lambda p: raw.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "schur_ablation_summary.csv"), lambda p: summ.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "schur_models.csv"), lambda p: facts.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "schur_subspace.csv"), lambda p: proj.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "schur_near_cut.csv"), lambda p: near.to_csv(p, index=False))
     if grids:
-        grid_df.to_csv(os.path.join(args.out, "schur_alpha_grid.csv"), index=False)
+        atomic_write(os.path.join(args.out, "schur_alpha_grid.csv"), lambda p: grid_df.to_csv(p, index=False))
 
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
@@ -358,7 +366,7 @@ def run(args) -> int:
                   "range (max - min over alpha); schur_alpha_grid.csv")
             print(_grid_table(g_used).to_string(index=False))
     cmp = compare_with_paper(summ, alpha=0.9)
-    cmp.to_csv(os.path.join(args.out, "schur_paper_comparison.csv"), index=False)
+    atomic_write(os.path.join(args.out, "schur_paper_comparison.csv"), lambda p: cmp.to_csv(p, index=False))
     print("\n== comparison with the paper (ours: mean [95% CI] over converged seeds)")
     show = cmp.assign(ours=[_fmt_ci(*r) for r in cmp[["ours", "lo", "hi"]].to_numpy()])
     print(show[["table", "setting", "subset", "metric", "paper", "ours", "n", "verdict", "reason"]]
@@ -366,11 +374,11 @@ def run(args) -> int:
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in cmp["verdict"].value_counts().items()))
     png = os.path.join(args.out, "schur_ablation.png")
     used_facts = facts if args.include_unconverged else facts[facts.converged]
-    plots.ablation_figure(used, spectra, args.alpha, used_facts, png)
-    plots.stabilisers(used, os.path.join(args.out, "schur_stabilisers.png"))
-    plots.predictors(proj_used, pred, os.path.join(args.out, "schur_subspace.png"))
-    plots.schur_form(schur_T, os.path.join(args.out, "schur_T.png"))
-    plots.loss_curves(losses, os.path.join(args.out, "schur_loss.png"))
+    atomic_write(png, lambda p: plots.ablation_figure(used, spectra, args.alpha, used_facts, p))
+    atomic_write(os.path.join(args.out, "schur_stabilisers.png"), lambda p: plots.stabilisers(used, p))
+    atomic_write(os.path.join(args.out, "schur_subspace.png"), lambda p: plots.predictors(proj_used, pred, p))
+    atomic_write(os.path.join(args.out, "schur_T.png"), lambda p: plots.schur_form(schur_T, p))
+    atomic_write(os.path.join(args.out, "schur_loss.png"), lambda p: plots.loss_curves(losses, p))
     print(f"\nwrote {os.path.join(args.out, 'schur_ablation_raw.csv')}, schur_ablation_summary.csv, schur_models.csv, "
           f"schur_subspace.csv, schur_paper_comparison.csv, {png}, schur_stabilisers.png, schur_subspace.png, "
           "schur_T.png, schur_loss.png, schur_near_cut.csv" + (", schur_alpha_grid.csv" if grids else ""))

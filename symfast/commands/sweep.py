@@ -31,6 +31,7 @@ def run(args) -> int:
         parse_shard(args.shard)
         SweepStore(args.out, spec)
         check_backend(args.backend, args.device)
+        spec.check_backend(args.backend, args.device)
         if args.executor == "ray":
             _check_ray_address(args.address)
     try:

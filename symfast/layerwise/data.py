@@ -203,8 +203,12 @@ def load_local(name: str, root: str, train: bool = True, limit: int | None = Non
     return from_dataset(ds, limit=limit, name=key)
 
 
+MAX_CLASSES = 1 << 16  # labels are class indices; the classifier has one output per class
+
+
 def load_npz(path: str, limit: int | None = None) -> ImageData:
-    """Images from an .npz with `images` [N, H, W] / [N, C, H, W] (uint8 or float) and `labels` [N]."""
+    """Images from an .npz with `images` [N, H, W] / [N, C, H, W] (uint8, or finite floats) and integer
+    `labels` [N] in 0..MAX_CLASSES-1; anything else raises ValueError naming the file (no pickles are read)."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"no such file: {path!r}")
     with np.load(path) as f:
@@ -213,8 +217,20 @@ def load_npz(path: str, limit: int | None = None) -> ImageData:
         images, labels = f["images"], f["labels"]
     if images.ndim == 3:
         images = images[:, None]
-    if images.ndim != 4 or len(labels) != len(images):
-        raise ValueError(f"images must be [N, (C,) H, W] with N labels, got {list(images.shape)}, {len(labels)}")
+    if images.ndim != 4 or labels.ndim != 1 or len(labels) != len(images) or len(images) == 0:
+        raise ValueError(f"{path!r}: images must be [N, (C,) H, W] with N >= 1 and labels [N], got images "
+                         f"{list(images.shape)} and labels {list(labels.shape)}")
+    if images.dtype != np.uint8 and images.dtype.kind != "f":
+        raise ValueError(f"{path!r}: images must be uint8 or float, got {images.dtype}")
+    if images.dtype.kind == "f" and not np.isfinite(images).all():
+        raise ValueError(f"{path!r}: images contain NaN or Inf")
+    if labels.dtype.kind not in "iu":
+        raise ValueError(f"{path!r}: labels must be integers, got {labels.dtype}")
+    if labels.min() < 0 or labels.max() >= MAX_CLASSES:
+        raise ValueError(f"{path!r}: labels must be class indices in 0..{MAX_CLASSES - 1}, got values "
+                         f"{labels.min()}..{labels.max()}")
+    if limit is not None and (isinstance(limit, bool) or int(limit) != limit or limit < 1):
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
     n = len(images) if limit is None else min(int(limit), len(images))
     x = images[:n].astype(np.float32) / (255.0 if images.dtype == np.uint8 else 1.0)
     return ImageData(x.reshape(n, -1), np.asarray(labels[:n], np.int64), tuple(images.shape[1:]), "npz")

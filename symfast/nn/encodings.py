@@ -90,11 +90,17 @@ class FourierPE(torch.nn.Module):
         return self.frequencies.shape[1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [..., D] (float32/float64, any device) -> [..., d] in x's dtype."""
+        """x: [..., D] (any float dtype, any device) -> [..., d] in x's dtype.
+
+        float16 and bfloat16 points are encoded in float32 and the features rounded to x's dtype
+        at the end: w.x rounded to 3 significant digits would put sin/cos off by up to 2.
+        """
         if not isinstance(x, torch.Tensor):
             x = torch.as_tensor(x)
         if not x.is_floating_point() and not x.is_complex():  # complex: fourier_features raises
             x = x.to(torch.get_default_dtype())
+        if x.dtype in (torch.float16, torch.bfloat16):
+            return fourier_features(x.float(), self.frequencies, self.phases).to(x.dtype)
         return fourier_features(x, self.frequencies, self.phases)
 
     def _apply(self, fn, recurse=True):
@@ -252,10 +258,19 @@ def icosahedron_axes() -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def _check_positive(**kw):
+# Largest octave count and random-feature count: 2^k pi stays exact and finite in float64 far
+# beyond K = 64, but no float32/float64 field resolves such frequencies; the counts bound memory.
+MAX_OCTAVES = 64
+MAX_FEATURES = 1 << 16
+
+
+def _check_positive(hi: int | None = None, **kw):
     for k, v in kw.items():
-        if isinstance(v, bool) or int(v) != v or v < 1:
-            raise ValueError(f"{k} must be a positive integer, got {v}")
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or \
+                not math.isfinite(v) or int(v) != v or v < 1:
+            raise ValueError(f"{k} must be a positive integer, got {v!r}")
+        if hi is not None and v > hi:
+            raise ValueError(f"{k} must be at most {hi}, got {v}")
 
 
 def _check_dim(dim):
@@ -273,7 +288,7 @@ class DyadicAxisPE(FourierPE):
     def __init__(self, K: int | None = None, dim: int = 2):
         _check_dim(dim)
         K = (12 if dim == 2 else 8) if K is None else K
-        _check_positive(K=K)
+        _check_positive(MAX_OCTAVES, K=K)
         super().__init__(_dyadic(np.eye(dim), K), name="dyadic" if dim == 2 else "dyadic3")
         self.K = K
 
@@ -282,7 +297,7 @@ class TriAxisPE(FourierPE):
     """Three axes v_j = R(2 pi j / 3)(1, 0), j = 0, 1, 2 (paper); d = 6K. Lifts D6."""
 
     def __init__(self, K: int = 8):
-        _check_positive(K=K)
+        _check_positive(MAX_OCTAVES, K=K)
         t = 2 * math.pi * np.arange(3) / 3
         super().__init__(_dyadic(_planar_axes(t), K), name="triaxis")
         self.K = K
@@ -308,7 +323,7 @@ class MultiAxisPE(FourierPE):
     """
 
     def __init__(self, num_axes=3, K: int = 8, name: str | None = None, *, axes=None):
-        _check_positive(K=K)
+        _check_positive(MAX_OCTAVES, K=K)
         if axes is None and not isinstance(num_axes, numbers.Integral):
             axes = num_axes  # MultiAxisPE(array, K)
         if axes is None:
@@ -329,10 +344,12 @@ class RandomFourierPE(FourierPE):
     """
 
     def __init__(self, n: int = 24, scale: float = 10.0, seed: int = 0, dim: int = 2):
-        _check_positive(n=n)
+        _check_positive(MAX_FEATURES, n=n)
         _check_dim(dim)
-        if not (scale > 0 and math.isfinite(scale)):
-            raise ValueError(f"scale must be positive, got {scale}")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not (scale > 0 and math.isfinite(scale)):
+            raise ValueError(f"scale must be a positive finite number, got {scale!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
         rng = np.random.default_rng(seed)
         w = rng.normal(0.0, scale, size=(n, dim))
         b = rng.uniform(0.0, 2 * math.pi, size=n)

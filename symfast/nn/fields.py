@@ -25,6 +25,7 @@ Data model:
 from __future__ import annotations
 
 import copy
+import hashlib
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -226,10 +227,11 @@ class Ensemble:
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path) -> None:
         """Write the ensemble atomically (see the module docstring for what is stored)."""
-        atomic_save({"format": FORMAT, "pe": self.pe.config(), "weights": [w.detach().cpu() for w in self.weights],
-                     "biases": [b.detach().cpu() for b in self.biases], "activation": self.activation,
-                     "shapes": [_shape_dict(t, n) for t, n in zip(self.targets, self.shapes)],
-                     "seeds": list(self.seeds), "losses": self.losses, "config": self.config}, path)
+        d = {"format": FORMAT, "pe": self.pe.config(), "weights": [w.detach().cpu() for w in self.weights],
+             "biases": [b.detach().cpu() for b in self.biases], "activation": self.activation,
+             "shapes": [_shape_dict(t, n) for t, n in zip(self.targets, self.shapes)],
+             "seeds": list(self.seeds), "losses": self.losses, "config": self.config}
+        atomic_save({**d, "fingerprint": _fingerprint(d)}, path)
 
     @staticmethod
     def load(path) -> "Ensemble":
@@ -257,10 +259,58 @@ class Ensemble:
                 shapes = list(d["shapes"])
             else:
                 shapes = [_shape_from_dict(s) for s in d["shapes"]]
-            return Ensemble(FourierPE.from_config(d["pe"]), d["weights"], d["biases"], d["activation"],
-                            shapes, list(d["seeds"]), d["losses"], dict(d["config"]))
+            if "fingerprint" in d and d["fingerprint"] != _fingerprint(d):
+                raise ValueError("its contents do not match the fingerprint stored with them (members, "
+                                 "encoding, weights or settings were altered after saving)")
+            ens = Ensemble(FourierPE.from_config(d["pe"]), d["weights"], d["biases"], d["activation"],
+                           shapes, list(d["seeds"]), d["losses"], dict(d["config"]))
+            _check_config(ens)
+            return ens
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise ValueError(f"{path}: malformed symfast ensemble file ({type(e).__name__}: {e})") from None
+
+
+def _fingerprint(d: dict) -> str:
+    """sha256 over everything `save` stores except the fingerprint itself (tensors by their bytes)."""
+    h = hashlib.sha256()
+
+    def feed(x):
+        if isinstance(x, torch.Tensor):
+            t = x.detach().cpu().contiguous()
+            h.update(f"T{t.dtype}{list(t.shape)}".encode())
+            h.update(t.numpy().tobytes() if t.numel() else b"")
+        elif isinstance(x, dict):
+            h.update(b"{")
+            for k in sorted(x, key=str):
+                feed(str(k))
+                feed(x[k])
+            h.update(b"}")
+        elif isinstance(x, (list, tuple)):
+            h.update(b"[")
+            for v in x:
+                feed(v)
+            h.update(b"]")
+        else:
+            h.update(f"{type(x).__name__}:{x!r};".encode())
+
+    feed({k: v for k, v in d.items() if k != "fingerprint"})
+    return h.hexdigest()
+
+
+def _check_config(ens: "Ensemble") -> None:
+    """The training settings stored with an ensemble agree with its members (where it says them)."""
+    cfg = ens.config
+    if cfg.get("pe") is not None and cfg["pe"] != ens.pe.name:
+        raise ValueError(f"config says encoding {cfg['pe']!r}, the stored encoding is {ens.pe.name!r}")
+    if cfg.get("activation") is not None and cfg["activation"] != ens.activation:
+        raise ValueError(f"config says activation {cfg['activation']!r}, the members use {ens.activation!r}")
+    if cfg.get("hidden") is not None and list(cfg["hidden"]) != list(ens.hidden):
+        raise ValueError(f"config says hidden {cfg['hidden']}, the weights have {list(ens.hidden)}")
+    names, seeds = cfg.get("shapes"), cfg.get("seeds")
+    if isinstance(names, list) and isinstance(seeds, list):  # fit_sdf's order: shape-major
+        if [s for s in names for _ in seeds] != ens.shapes or [sd for _ in names for sd in seeds] != ens.seeds:
+            raise ValueError("the members' shapes and seeds are not the ones the config trained "
+                             f"(shapes {names} x seeds {seeds}, shape-major)")
 
 
 def _shape_dict(target: Shape | None, name: str) -> dict:

@@ -37,10 +37,10 @@ from symfast._io import atomic_save, safe_load, sigint_deferred
 from symfast.nn.encodings import FourierPE
 from symfast.nn.fields import Ensemble, init_weights
 from symfast.ops import _dispatch
-from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp_train_step
+from symfast.ops.fourier_mlp import ACTIVATIONS, MAX_WIDTH, fourier_mlp_train_step
 from symfast.shapes import Shape, by_name, samplers
 
-__all__ = ["fit_sdf", "check_backend", "DOMAINS"]
+__all__ = ["fit_sdf", "check_backend", "DOMAINS", "MAX_SEED"]
 
 # Training samplers per input dimension, the default first. The default domains (disk, ball) are
 # invariant under all of O(D); a box breaks every candidate outside its own group (O_h in 3D),
@@ -60,20 +60,76 @@ def _as_shapes(shapes) -> list[Shape]:
     return out
 
 
+# Largest seed: a model's point generator is seeded with 1_000_003 * seed + 7, which
+# torch.Generator.manual_seed must accept (below 2^64).
+MAX_SEED = (2**64 - 1 - 7) // 1_000_003
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
 def _as_seeds(seeds) -> list[int]:
-    if isinstance(seeds, int):
-        if seeds < 1:
-            raise ValueError(f"seeds must be a positive count or a list of seeds, got {seeds}")
-        return list(range(seeds))
+    if _is_int(seeds):
+        if not 1 <= seeds <= 10**6:
+            raise ValueError(f"seeds must be a positive count (at most 10^6) or a list of seeds, got {seeds}")
+        return list(range(int(seeds)))
+    if isinstance(seeds, (str, bytes, bool)) or not hasattr(seeds, "__iter__"):
+        raise ValueError(f"seeds must be a positive count or a list of integers, got {seeds!r}")
+    seeds = list(seeds)
+    for s in seeds:
+        if not _is_int(s) or not 0 <= s <= MAX_SEED:
+            raise ValueError(f"seeds must be integers in 0..{MAX_SEED}, got {s!r}")
     seeds = [int(s) for s in seeds]
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError("seeds must be a non-empty list of distinct integers")
     return seeds
 
 
-def check_backend(backend: str, device) -> None:
-    """Reject a training backend this build or device cannot run (the fused op's own rule)."""
-    _dispatch.resolve("fourier_mlp_train_step", backend, torch.device(device), triton=True)
+def _as_hidden(hidden) -> tuple:
+    if isinstance(hidden, (str, bytes)) or not hasattr(hidden, "__iter__"):
+        raise ValueError(f"hidden must be a sequence of positive integer widths, got {hidden!r}")
+    hidden = tuple(hidden)
+    if not hidden or not all(_is_int(h) and h >= 1 for h in hidden):
+        raise ValueError(f"hidden must be non-empty positive integer widths, got {hidden}")
+    return tuple(int(h) for h in hidden)
+
+
+def _as_device(device) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ValueError(f"unknown device {device!r}; use 'cpu' or 'cuda[:N]'") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this torch build or machine has no CUDA device; use 'cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
+    elif dev.type != "cpu":
+        raise ValueError(f"unsupported device {device!r}; use 'cpu' or 'cuda[:N]'")
+    return dev
+
+
+def check_backend(backend: str, device, hidden=None, pe_dim: int | None = None, dtype=torch.float32) -> str:
+    """Reject a training backend this build or device cannot run (the fused op's own rule), and,
+    given `hidden` widths, an architecture it cannot train; returns the backend that will run."""
+    dev = _as_device(device)
+    resolved = _dispatch.resolve("fourier_mlp_train_step", backend, dev, triton=True)
+    if hidden is None:
+        return resolved
+    hidden = _as_hidden(hidden)
+    if resolved == "cpu" and max(hidden) > MAX_WIDTH:
+        raise ValueError(f"hidden widths {list(hidden)}: the {backend!r} backend's fused CPU kernel supports "
+                         f"widths up to {MAX_WIDTH}; use narrower layers or backend='reference'")
+    if resolved == "triton" and pe_dim is not None:
+        from symfast.ops.fourier_mlp import triton as tri
+
+        dims = [pe_dim, *hidden, 1]
+        ws = [torch.empty(1, a, b, device="meta") for a, b in zip(dims[:-1], dims[1:])]
+        problem = tri.unsupported(dtype, ws)
+        if problem and backend == "triton":
+            raise ValueError(f"backend='triton' cannot train hidden {list(hidden)}: {problem}")
+    return resolved
 
 
 def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = "relu", steps: int = 1500,
@@ -113,9 +169,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     seed_list = _as_seeds(seeds)
     if not isinstance(pe, FourierPE):
         raise ValueError(f"pe must be a symfast FourierPE, got {type(pe).__name__}")
-    hidden = tuple(int(h) for h in hidden)
-    if not hidden or any(h < 1 for h in hidden):
-        raise ValueError(f"hidden must be non-empty positive widths, got {hidden}")
+    hidden = _as_hidden(hidden)
     if activation not in ACTIVATIONS:
         raise ValueError(f"unknown activation {activation!r}; choose from {sorted(ACTIVATIONS)}")
     for name, v in (("steps", steps), ("points", points), ("checkpoint_every", checkpoint_every)):
@@ -133,8 +187,10 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         raise ValueError(f"sampler must be one of {list(DOMAINS[dim])} for {dim}D shapes, got {sampler!r}")
     if not (radius > 0 and math.isfinite(radius)):
         raise ValueError(f"radius must be positive and finite, got {radius}")
-    device = torch.device(device)
-    check_backend(backend, device)
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    device = _as_device(device)
+    check_backend(backend, device, hidden, pe.dim, dtype)
 
     member_shapes = [s for s in shape_objs for _ in seed_list]
     member_seeds = [sd for _ in shape_objs for sd in seed_list]
@@ -292,6 +348,7 @@ def _resume(path, config, targets, params, opt, gens, losses) -> int:
         raise bad(f"expected {len(gens)} generator states")
     if not isinstance(ck["losses"], torch.Tensor) or ck["losses"].shape != (saved_steps, losses.shape[1]):
         raise bad(f"losses must be {[saved_steps, losses.shape[1]]}")
+    _check_adam_state(ck["opt"], params, opt.param_groups[0], bad)
     try:
         opt.load_state_dict(ck["opt"])
         for g, s in zip(gens, ck["gens"]):
@@ -306,6 +363,36 @@ def _resume(path, config, targets, params, opt, gens, losses) -> int:
             p.copy_(v)
     losses[:saved_steps].copy_(ck["losses"])
     return step
+
+
+def _check_adam_state(sd, params, ours: dict, bad) -> None:
+    """Raise bad(...) unless `sd` is Adam state for exactly `params`: one group with the run's
+    hyperparameters (`ours`: the fresh optimiser's group), and per parameter a step count and finite
+    moments of the parameter's shape (second moment >= 0)."""
+    if not isinstance(sd, dict) or not isinstance(sd.get("state"), dict) or \
+            not isinstance(sd.get("param_groups"), list) or len(sd["param_groups"]) != 1 or \
+            not isinstance(sd["param_groups"][0], dict):
+        raise bad("optimiser state is not one Adam parameter group")
+    group = sd["param_groups"][0]
+    if group.get("params") != list(range(len(params))):
+        raise bad(f"optimiser parameter group holds parameters {group.get('params')!r}")
+    for key in ("lr", "betas", "eps", "weight_decay", "amsgrad", "maximize"):
+        theirs = tuple(group[key]) if isinstance(group.get(key), (list, tuple)) else group.get(key)
+        if theirs != (tuple(ours[key]) if isinstance(ours[key], (list, tuple)) else ours[key]):
+            raise bad(f"optimiser {key} is {group.get(key)!r}, expected {ours[key]!r}")
+    for k, st in sd["state"].items():
+        if not isinstance(k, int) or not 0 <= k < len(params) or not isinstance(st, dict):
+            raise bad(f"optimiser state for parameter {k!r}")
+        step = st.get("step")
+        if not isinstance(step, torch.Tensor) or step.numel() != 1 or not torch.isfinite(step).all() or step < 0:
+            raise bad(f"optimiser step count of parameter {k} is {step!r}")
+        for name in ("exp_avg", "exp_avg_sq"):
+            t = st.get(name)
+            if not isinstance(t, torch.Tensor) or t.shape != params[k].shape or t.dtype != params[k].dtype:
+                raise bad(f"optimiser {name} of parameter {k} is {getattr(t, 'shape', type(t).__name__)}, "
+                          f"expected {list(params[k].shape)} {params[k].dtype}")
+            if not torch.isfinite(t).all() or (name == "exp_avg_sq" and (t < 0).any()):
+                raise bad(f"optimiser {name} of parameter {k} holds NaN, Inf or negative values")
 
 
 def checkpoint_subset(path, shapes, out) -> None:

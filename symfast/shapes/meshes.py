@@ -206,11 +206,48 @@ def _mesh_shape(vertices, faces, name: str = "mesh") -> Shape:
     if not np.isfinite(v).all() or f.min() < 0 or f.max() >= len(v):
         raise ValueError("mesh vertices must be finite and faces must index them")
     _check_closed(f)
+    f = _drop_flat_components(v, f)
     tri = v[f]
     if (tri[:, 0] * np.cross(tri[:, 1], tri[:, 2])).sum() < 0:  # signed volume: faces point inwards
         f = f[:, [0, 2, 1]]
     recipe = {"kind": "mesh", "vertices": v.tolist(), "faces": f.tolist(), "name": name}
     return Shape(name, _Mesh(v, f).sdf, None, recipe, dim=3)
+
+
+def _drop_flat_components(v: np.ndarray, f: np.ndarray) -> np.ndarray:
+    """Faces without the connected components that enclose no volume (every face of zero area, or a
+    zero signed volume, such as a tetrahedron collapsed onto a line or two triangles back to back).
+
+    Such a component is part of no solid (its winding number is 0 everywhere), but its normals are
+    0/0 or cancel, which would give points near it the inside sign. A zero-area face inside a
+    component that does enclose volume has no normal to contribute to its neighbours'
+    pseudonormals: that mesh is refused (remove the degenerate faces and re-close it first).
+    """
+    tri = v[f]
+    area2 = np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1)
+    scale = float(np.abs(v).max()) or 1.0
+    flat = area2 <= 1e-12 * scale ** 2
+    vol = tri[:, 0] * np.cross(tri[:, 1], tri[:, 2])
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    rows = np.concatenate([f[:, 0], f[:, 1], f[:, 2]])
+    cols = np.concatenate([f[:, 1], f[:, 2], f[:, 0]])
+    _, label = connected_components(coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(v), len(v))),
+                                    directed=False)
+    comp = label[f[:, 0]]
+    keep = np.ones(len(f), dtype=bool)
+    for c in np.unique(comp):
+        m = comp == c
+        if flat[m].all() or abs(vol[m].sum()) <= 1e-9 * scale ** 3:
+            keep[m] = False
+        elif flat[m].any():
+            raise ValueError(f"mesh has {int(flat[m].sum())} zero-area face(s) inside a solid part; their normals "
+                             "are undefined, so the inside/outside sign near them would be wrong; remove them "
+                             "and re-close the mesh first (e.g. trimesh's remove_degenerate_faces + fill_holes)")
+    if not keep.any():
+        raise ValueError("mesh encloses no volume (every part is flat)")
+    return f[keep]
 
 
 def _check_closed(faces: np.ndarray):

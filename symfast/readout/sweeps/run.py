@@ -82,6 +82,7 @@ def run_sweep(spec: SweepSpec, out: str, shard: str | None = None, executor: str
     i, n = parse_shard(shard)
     if executor not in ("local", "ray"):
         raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+    spec.check_backend(backend, device)  # before anything trains: a width the kernel cannot run fails here
     if executor == "ray":
         _check_ray_address(address)
     store = SweepStore(out, spec)
@@ -192,7 +193,9 @@ def finalize(store: SweepStore, num_null: int = 64) -> pd.DataFrame:
     table = table.merge(obs_df[keys + ["true_symmetry", "observed"]], on=keys, how="left")
     table = table.sort_values(["cell_id", "observable", "element"]).reset_index(drop=True)
     _write_table(table, store.root, "results")
-    obs_df.to_csv(f"{store.root}/observed.csv", index=False)
+    from symfast.readout.sweeps.store import atomic_write_bytes
+
+    atomic_write_bytes(f"{store.root}/observed.csv", obs_df.to_csv(index=False).encode())
     return table
 
 
@@ -219,6 +222,27 @@ def _write_table(df: pd.DataFrame, root: str, name: str) -> str:
     return f"{root}/{name}.csv"
 
 
+_RESULT_COLUMNS = {"cell_id": "str", "shape": "str", "encoding": "str", "hidden": None, "activation": "str",
+                   "steps": "int", "lr": "num", "points": "int", "seed": "int", "final_loss": "num",
+                   "observable": "str", "element": "str", "liftable": "bool", "score": "num"}
+
+
+def _check_results(table: pd.DataFrame, path: str) -> None:
+    """The columns the report and readers use, with the kinds of value `finalize` writes."""
+    missing = sorted(set(_RESULT_COLUMNS) - set(table.columns))
+    if missing:
+        raise ValueError(f"{path}: missing columns {missing}; rerun `symfast merge` or the sweep to rebuild it")
+    api = pd.api.types
+    for col, kind in _RESULT_COLUMNS.items():
+        c = table[col]
+        ok = (kind is None or (kind == "str" and (api.is_object_dtype(c) or api.is_string_dtype(c)))
+              or (kind == "int" and api.is_integer_dtype(c)) or (kind == "bool" and api.is_bool_dtype(c))
+              or (kind == "num" and api.is_numeric_dtype(c) and not api.is_bool_dtype(c)))
+        if not ok:
+            raise ValueError(f"{path}: column {col!r} holds {c.dtype} values, expected {kind}; the table was "
+                             "altered; rerun `symfast merge` or the sweep to rebuild it")
+
+
 def load_results(root: str) -> pd.DataFrame:
     """The tidy table of a finished sweep (Parquet if present, else CSV)."""
     import os
@@ -227,7 +251,12 @@ def load_results(root: str) -> pd.DataFrame:
         path = os.path.join(root, f"results.{ext}")
         if os.path.exists(path):
             try:
-                return reader(path)
+                table = reader(path)
             except ImportError:
                 continue
+            except Exception as e:  # truncated or garbage file: pyarrow/pandas raise many kinds
+                raise ValueError(f"{path} is unreadable ({type(e).__name__}); rerun `symfast merge` or the sweep "
+                                 "to rebuild it") from None
+            _check_results(table, path)
+            return table
     raise ValueError(f"{root} has no results table; is the sweep finished? (`symfast merge` completes shards)")

@@ -19,6 +19,7 @@ from symfast import shapes as shp
 from symfast.ops.fourier_mlp.reference import ACTIVATIONS
 from symfast.nn.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 from symfast.readout.observables import OBSERVABLES
+from symfast.readout.training import MAX_SEED, check_backend
 
 __all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding"]
 
@@ -42,6 +43,7 @@ MAX_WIDTH = 65_536
 MAX_STEPS = 10_000_000
 MAX_POINTS = 1 << 24
 MAX_LR = 10.0
+MAX_DEPTH = 8  # nesting of lists/tables in a spec file (hidden = [[64, 64]] is 2 deep)
 
 
 def _is_number(v) -> bool:
@@ -155,7 +157,7 @@ class SweepSpec:
             _check_observable(o, self.hidden)
         if isinstance(self.seeds, list):
             for v in self.seeds:
-                _int("seeds", v, 0, 2**63 - 1)
+                _int("seeds", v, 0, MAX_SEED)
             if len(set(self.seeds)) != len(self.seeds) or not self.seeds:
                 raise ValueError("sweep spec: seeds must be a positive count or a list of distinct integers")
             n_seeds = len(self.seeds)
@@ -167,6 +169,17 @@ class SweepSpec:
         if cells > MAX_CELLS:
             raise ValueError(f"sweep spec: the grid has {cells:.3g} cells, more than the {MAX_CELLS:g} a sweep "
                              "may hold; split it into several specs")
+
+    def check_backend(self, backend: str = "auto", device="cpu") -> None:
+        """Raise ValueError (naming the spec's field) unless `backend` on `device` can train every
+        architecture of the grid; call before any batch trains."""
+        for enc in self.encodings:
+            pe_dim = make_encoding(enc).dim
+            for h in self.hidden:
+                try:
+                    check_backend(backend, device, h, pe_dim)
+                except ValueError as e:
+                    raise ValueError(f"sweep spec: hidden = {h}, encoding {enc.get('name')!r}: {e}") from None
 
     @property
     def seed_list(self) -> list[int]:
@@ -199,6 +212,17 @@ class SweepSpec:
         return batches
 
 
+def _check_depth(data, path: str) -> None:
+    """Refuse lists/tables nested more than MAX_DEPTH deep (iteratively: no recursion to exhaust)."""
+    stack = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (list, dict)):
+            if depth >= MAX_DEPTH:
+                raise ValueError(f"{path}: lists or tables nested too deeply (at most {MAX_DEPTH} levels)")
+            stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node))
+
+
 def load_spec(path) -> SweepSpec:
     """Read a sweep spec from TOML (a [sweep] table or top-level keys), or YAML if PyYAML is installed."""
     path = str(path)
@@ -214,6 +238,8 @@ def load_spec(path) -> SweepSpec:
             raise ValueError("YAML specs need PyYAML (pip install pyyaml); or use TOML") from None
         try:
             data = yaml.safe_load(raw)
+        except RecursionError:
+            raise ValueError(f"{path}: lists or tables nested too deeply (at most {MAX_DEPTH} levels)") from None
         except yaml.YAMLError as e:
             raise ValueError(f"{path}: invalid YAML: {' '.join(str(e).split())}") from None
     else:
@@ -221,6 +247,9 @@ def load_spec(path) -> SweepSpec:
             data = tomllib.loads(raw.decode())
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path}: invalid TOML: {e}") from None
+        except RecursionError:
+            raise ValueError(f"{path}: lists or tables nested too deeply (at most {MAX_DEPTH} levels)") from None
+    _check_depth(data, path)
     data = data.get("sweep", data) if isinstance(data, dict) else data
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a table of sweep settings")

@@ -1,0 +1,99 @@
+"""Reading RNN checkpoints back: every field checked before a model is built from it.
+
+A checkpoint is data, never code (`torch.load(weights_only=True)` refuses pickled objects).
+`read_checkpoint` returns the raw dict only when it is complete and consistent: known model
+and task configurations, a state dict whose names and shapes are exactly the model's, finite
+weights, a training config, an integer epoch, finite losses. Anything else raises one
+`ValueError` that names the file. `load_checkpoint` builds the model and task from it.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import torch
+
+from symfast._io import safe_load
+from symfast.schur.rnn.model import CONSTRUCTIONS, TanhRNN
+from symfast.schur.rnn.tasks import Task, make_task
+
+__all__ = ["read_checkpoint", "load_checkpoint", "MAX_HIDDEN"]
+
+MAX_HIDDEN = 1 << 14  # largest width a checkpoint may declare (an [H, H] matrix is built from it)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _expected_state(cfg: dict) -> dict:
+    """State-dict names and shapes of TanhRNN(**cfg), computed without building it."""
+    I, H, O = cfg["n_in"], cfg["n_hidden"], cfg["n_out"]
+    w_hh = "rnn.parametrizations.weight_hh_l0.original" if cfg["recurrent"] == "cayley" else "rnn.weight_hh_l0"
+    return {"rnn.weight_ih_l0": (H, I), w_hh: (H, H), "readout": (O, H)}
+
+
+def read_checkpoint(path) -> dict:
+    """The checkpoint at `path` as a dict, after checking every field (see the module docstring).
+
+    Raises:
+        ValueError: naming `path`, when the file is truncated, not a checkpoint, holds a pickled
+            object, NaN/Inf weights, tensors of the wrong shape or malformed settings.
+    """
+    ck = safe_load(path, "RNN checkpoint")
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{path}: damaged RNN checkpoint ({what}); delete it to train again")
+
+    if not isinstance(ck, dict) or not {"model", "state", "task", "train", "epoch"} <= set(ck):
+        raise bad("missing model, state, task, train or epoch")
+    cfg = ck["model"]
+    if not isinstance(cfg, dict) or set(cfg) != {"n_in", "n_hidden", "n_out", "recurrent"}:
+        raise bad(f"model config {cfg!r}")
+    for k in ("n_in", "n_hidden", "n_out"):
+        if not _is_int(cfg[k]) or not 1 <= cfg[k] <= MAX_HIDDEN:
+            raise bad(f"model {k} = {cfg[k]!r}, expected an integer in 1..{MAX_HIDDEN}")
+    if cfg["recurrent"] not in CONSTRUCTIONS:
+        raise bad(f"recurrent = {cfg['recurrent']!r}")
+    state = ck["state"]
+    expected = _expected_state(cfg)
+    if not isinstance(state, dict) or set(state) != set(expected):
+        raise bad(f"state holds {sorted(state) if isinstance(state, dict) else type(state).__name__}, "
+                  f"expected {sorted(expected)}")
+    for name, shape in expected.items():
+        t = state[name]
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != shape or not t.is_floating_point():
+            raise bad(f"{name} is {getattr(t, 'shape', type(t).__name__)}, expected a float tensor {list(shape)}")
+        if not torch.isfinite(t).all():
+            raise bad(f"{name} contains NaN or Inf")
+    task = ck["task"]
+    if not isinstance(task, dict) or not isinstance(task.get("name"), str):
+        raise bad(f"task config {task!r}")
+    if not isinstance(ck["train"], dict):
+        raise bad("train config is not a table")
+    if not _is_int(ck["epoch"]) or ck["epoch"] < 0:
+        raise bad(f"epoch {ck['epoch']!r}")
+    losses = ck.get("losses", [])
+    if not isinstance(losses, list) or not all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                               and math.isfinite(v) for v in losses):
+        raise bad("losses must be a list of finite numbers")
+    if "optimizer" in ck and not isinstance(ck["optimizer"], dict):
+        raise bad("optimizer state is not a table")
+    return ck
+
+
+def load_checkpoint(path) -> tuple[TanhRNN, Task, dict]:
+    """(model, task, info) from a checkpoint written by `train` / `save_checkpoint`, validated by
+    `read_checkpoint`; info holds "train", "epoch" and "losses"."""
+    ck = read_checkpoint(path)
+    tcfg = dict(ck["task"])
+    try:
+        task = make_task(tcfg.pop("name"), **tcfg)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path}: damaged RNN checkpoint (task config: {e}); delete it to train again") from None
+    if (task.n_in, task.n_out) != (ck["model"]["n_in"], ck["model"]["n_out"]):
+        raise ValueError(f"{path}: damaged RNN checkpoint (the model's sizes do not fit task {task.name!r}); "
+                         "delete it to train again")
+    model = TanhRNN(**ck["model"])
+    model.load_state_dict({k: v.to(torch.float32) for k, v in ck["state"].items()})
+    return model, task, {"train": ck["train"], "epoch": ck["epoch"], "losses": list(ck.get("losses", []))}
