@@ -32,8 +32,7 @@ struct RnnTrainProblem {
   T *loss = nullptr, *dW = nullptr, *dU = nullptr, *dV = nullptr, *dx = nullptr, *dh0 = nullptr;
 };
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SYMFAST_RNNT_CLONES 1
+#ifdef SYMFAST_ISA_INSTANCES
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx2,fma")
 namespace rnnt_avx512 {
@@ -61,24 +60,6 @@ constexpr int NV = 2;
 }  // namespace rnnt_base
 
 namespace {
-
-// Instruction set: "auto" picks the widest the CPU supports; others force a variant (tests).
-std::string rnn_train_isa(const std::string& isa) {
-  std::string best = "generic";
-#ifdef SYMFAST_RNNT_CLONES
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = "avx2";
-  if (best == "avx2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512dq"))
-    best = "avx512";
-#endif
-  if (isa == "auto") return best;
-  if (isa == "generic") return isa;
-  if (isa != "avx2" && isa != "avx512") throw std::invalid_argument("isa must be auto, generic, avx2 or avx512");
-  if (best == "generic" || (isa == "avx512" && best != "avx512"))
-    throw std::invalid_argument("this CPU does not support isa " + isa);
-  return isa;
-}
 
 std::string shape_str(const py::array& a) {
   std::string s = "[";
@@ -176,15 +157,15 @@ py::none rnn_train_run(carray<T> W, carray<T> U, carray<T> V, carray<T> x, carra
     if (!dx.is_none()) pb.dx = out_ptr<T>(dx, "dx", {B, S, Tn, I}, "[B, S, T, I]");
     if (!dh0.is_none()) pb.dh0 = out_ptr<T>(dh0, "dh0", {B, S, Hm}, "[B, S, H]");
   }
-  const std::string which = rnn_train_isa(isa);
+  const Isa which = resolve_isa(isa);
   const int nt = clamp_threads(num_threads);
   int flags = 0;
   {
     py::gil_scoped_release release;
-#ifdef SYMFAST_RNNT_CLONES
-    if (which == "avx512")
+#ifdef SYMFAST_ISA_INSTANCES
+    if (which == Isa::Avx512)
       flags = rnnt_avx512::run<T>(pb, nt);
-    else if (which == "avx2")
+    else if (which == Isa::Avx2)
       flags = rnnt_avx2::run<T>(pb, nt);
     else
 #endif
@@ -212,7 +193,8 @@ void bind_rnn_train(py::module_& m) {
         py::arg("V").noconvert(), py::arg("x").noconvert(), py::arg("targets").noconvert(), py::arg("mask"),
         py::arg("h0"), py::arg("widths"), py::arg("mode"), py::arg("loss"), py::arg("dW"), py::arg("dU"),
         py::arg("dV"), py::arg("dx"), py::arg("dh0"), py::arg("num_threads") = 1, py::arg("isa") = "auto", doc);
-  m.def("rnn_train_isa", [](const std::string& isa) { return rnn_train_isa(isa); }, py::arg("isa") = "auto",
+  m.def("rnn_train_isa", [](const std::string& isa) { return std::string(isa_name(resolve_isa(isa))); },
+        py::arg("isa") = "auto",
         "Instruction set the rnn_train kernel uses for `isa` on this CPU");
 }
 

@@ -109,3 +109,21 @@ def test_one_activation_table():
         (g,) = torch.autograd.grad(a.sum(), z)
         assert torch.allclose(reference.ACTIVATION_GRADS[n](z, a), g), n  # the backward's derivative is right
         assert torch.equal(ACTIVATION_MODULES[n]()(z), ACTIVATION_TABLE[n].torch_fn(z))
+
+
+def test_bad_thresholds_and_empty_candidates_are_clear_errors():
+    from symfast.layerwise.layer_action import check_threshold
+
+    for bad in (float("nan"), float("inf"), -0.1, "x", None, True):
+        with pytest.raises(ValueError, match="threshold"):
+            check_threshold(bad)
+    assert check_threshold(0.25) == 0.25
+    W = [(np.eye(4), np.zeros(4)), (np.ones((1, 4)), np.zeros(1))]
+    with pytest.raises(ValueError, match="threshold"):
+        sf.recover_latent_actions(W, np.eye(4), threshold=float("nan"))
+    import torch
+
+    ens = sf.Ensemble(sf.DyadicAxisPE(2), [torch.randn(2, 8, 4), torch.randn(2, 4, 1)],
+                      [torch.zeros(2, 4), torch.zeros(2, 1)], "relu", ["square", "square"], [0, 1])
+    with pytest.raises(ValueError, match="at least one group element"):
+        sf.readout(ens, candidates=[])

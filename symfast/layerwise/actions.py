@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from symfast.layerwise.group import GroupActions, as_named, homomorphism_check
-from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction
+from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction, check_threshold
 from symfast.layerwise.network import MLP, as_mlp, check_rho
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.activations import best_scales, match_rows, post_action
@@ -217,6 +217,7 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
     Returns:
         `LatentActions` for a single rho_in; `GroupActions` (with a homomorphism check) for several.
     """
+    threshold = check_threshold(threshold)
     net = as_mlp(layers, activation)
     d0, dL = net.sizes[0], net.sizes[-1]
     multi = isinstance(rho_in, (dict, list, tuple)) or np.ndim(rho_in) == 3

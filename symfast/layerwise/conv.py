@@ -20,7 +20,7 @@ import torch
 from symfast.layerwise.actions import LatentActions, _rel
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.activations import best_scales, match_rows, post_action
-from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction
+from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction, check_threshold
 
 __all__ = ["CNN", "ConvNet", "as_cnn", "recover_conv_actions", "conv_data_errors", "project_conv",
            "planted_cnn", "conv_equivariance_error"]
@@ -139,6 +139,7 @@ def recover_conv_actions(net, rho_in=None, rho_out=None, threshold: float = DEFA
         pre-activations; the spatial flip is implied), per-layer weight errors (last = head), biases,
         random-permutation baseline.
     """
+    threshold = check_threshold(threshold)
     net = as_cnn(net)
     ent = activation_entry(net.activation)
     C0, dL = net.channels[0], net.head[0].shape[0]

@@ -1,6 +1,8 @@
 """One hidden layer's latent action: a signed / scaled permutation of neurons."""
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,6 +12,17 @@ __all__ = ["LayerAction", "DEFAULT_THRESHOLD"]
 # A neuron counts as matched when ||a_i - s_i b_pi(i)|| < 0.5 ||a_i||; pairing unrelated rows
 # gives ~1.1-1.4 (the random baseline), a filter fixed at 0.5 has antisymmetric/symmetric parts ~1:4.
 DEFAULT_THRESHOLD = 0.5
+
+
+def check_threshold(threshold) -> float:
+    """A residual threshold as a float; ValueError for NaN, infinite, negative or non-numbers."""
+    try:
+        t = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"threshold must be a number, got {threshold!r}") from None
+    if isinstance(threshold, bool) or not math.isfinite(t) or t < 0:
+        raise ValueError(f"threshold must be finite and >= 0, got {threshold!r}")
+    return t
 
 
 @dataclass
@@ -100,6 +113,7 @@ class LayerAction:
         is below `threshold`; the rest are "unmatched". `residual` ([H]) overrides the weight-level
         residual (e.g. the data-level one).
         """
+        threshold = check_threshold(threshold)
         res = np.nan_to_num(self.residual if residual is None else residual, nan=0.0)
         c = {"fixed": 0, "antisymmetric": 0, "cycled": 0, "cycles": 0, "unmatched": 0}
         for cyc in self.cycles():

@@ -120,6 +120,8 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
     for kind in kinds:
         observable_fn(observable_probe.subset([0]), kind)  # fail fast on an unknown observable
     given = None if candidates is None else Group(candidates, getattr(candidates, "name", ""))
+    if given is not None and not given.continuous and len(given) == 0:
+        raise ValueError("candidates must hold at least one group element (or None for the default candidates)")
     gen = torch.Generator().manual_seed(seed)
     rows, sweep_rows, elements = [], [], {}
     for ens in ensembles:

@@ -9,15 +9,16 @@ weights, a training config, an integer epoch, finite losses. Anything else raise
 from __future__ import annotations
 
 import math
+import os
 import numbers
 
 import torch
 
-from symfast._io import safe_load
+from symfast._io import atomic_save, safe_load
 from symfast.schur.rnn.model import CONSTRUCTIONS, TanhRNN
 from symfast.schur.rnn.tasks import Task, make_task
 
-__all__ = ["read_checkpoint", "load_checkpoint", "MAX_HIDDEN"]
+__all__ = ["read_checkpoint", "load_checkpoint", "save_checkpoint", "resume", "MAX_HIDDEN"]
 
 MAX_HIDDEN = 1 << 14  # largest width a checkpoint may declare (an [H, H] matrix is built from it)
 
@@ -97,3 +98,43 @@ def load_checkpoint(path) -> tuple[TanhRNN, Task, dict]:
     model = TanhRNN(**ck["model"])
     model.load_state_dict({k: v.to(torch.float32) for k, v in ck["state"].items()})
     return model, task, {"train": ck["train"], "epoch": ck["epoch"], "losses": list(ck.get("losses", []))}
+
+
+_NOT_COMPARED = ("epochs", "threads", "engine")  # settings a run may resume under with other values
+
+
+def resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg, losses: list) -> int:
+    """Epochs already done by a partly trained checkpoint of this very run (model, optimiser state);
+    0, leaving model and optimiser as they are, when there is none or it belongs to another run.
+
+    Batches are drawn from (seed, epoch, batch), so a run resumed at an epoch boundary ends
+    bit-identical to an uninterrupted one.
+    """
+    if not os.path.exists(path):
+        return 0
+    try:
+        ck = read_checkpoint(path)
+    except ValueError:  # unreadable or damaged: retrain from scratch (the file is rewritten at the first epoch)
+        return 0
+    same = (isinstance(ck, dict) and "optimizer" in ck and ck.get("model") == model.config()
+            and ck.get("task") == task.config()
+            and {k: v for k, v in ck.get("train", {}).items() if k not in _NOT_COMPARED}
+            == {k: v for k, v in {**vars(cfg), "seed": seed}.items() if k not in _NOT_COMPARED})
+    epoch = ck.get("epoch") if isinstance(ck, dict) else None
+    if not same or not isinstance(epoch, int) or not 0 < epoch <= cfg.epochs:
+        return 0
+    model.load_state_dict(ck["state"])
+    opt.load_state_dict(ck["optimizer"])
+    losses[:] = list(ck.get("losses", []))
+    return epoch
+
+
+def save_checkpoint(path: str, model: TanhRNN, task: Task, cfg, epoch: int, optimizer=None,
+                    losses=None) -> None:
+    """Write model weights, model/task/training config (and the optimiser state, so a partly
+    trained run resumes exactly; and the per-batch training losses, if given) to `path` (atomically)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    atomic_save({"model": model.config(), "state": model.state_dict(), "task": task.config(),
+                 "train": vars(cfg).copy(), "epoch": epoch,
+                 **({} if optimizer is None else {"optimizer": optimizer.state_dict()}),
+                 **({} if losses is None else {"losses": [float(v) for v in losses]})}, path)

@@ -11,30 +11,14 @@ rounding only, and checkpoints of either engine resume under the other.
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
-
 import torch
 
-from symfast._io import atomic_save
+from symfast.schur.rnn.checkpoint import load_checkpoint, resume, save_checkpoint
+from symfast.schur.rnn.config import TrainConfig, batch_seed
 from symfast.schur.rnn.model import TanhRNN
-from symfast.schur.rnn.tasks import EVAL_SEED, Task, fvu, make_task
+from symfast.schur.rnn.tasks import EVAL_SEED, Task, fvu
 
 __all__ = ["TrainConfig", "train", "train_seeds", "save_checkpoint", "load_checkpoint", "evaluate"]
-
-
-@dataclass
-class TrainConfig:
-    """Training budget; the paper used epochs=30, batches_per_epoch=128, batch=64, lr=1e-3."""
-
-    epochs: int = 30
-    batches_per_epoch: int = 128
-    batch: int = 64
-    lr: float = 1e-3
-    clip: float | None = None
-    seed: int = 0
-    threads: int | None = 1  # torch threads while training (small per-step ops: 1 is fastest); None: keep
-    engine: str = "fused"  # "fused": all seeds at once (symfast.ops.rnn_train); "torch": torch.nn.RNN, one by one
 
 
 def evaluate(model: TanhRNN, task: Task, batch: int = 256, seed: int = EVAL_SEED) -> float:
@@ -45,10 +29,6 @@ def evaluate(model: TanhRNN, task: Task, batch: int = 256, seed: int = EVAL_SEED
         W = model.recurrent_weight(torch.float64).float()
         yh = rnn_rollout(W, model.input_weight.detach(), model.readout.detach(), x)
         return float(fvu(yh.double(), y.double(), m))
-
-
-def _batch_seed(seed: int, ep: int, b: int) -> int:
-    return (seed * 1_000_003 + ep * 10_007 + b) % (2**62)
 
 
 def train(task: Task, n_hidden: int = 64, recurrent: str = "orthogonal", cfg: TrainConfig | None = None,
@@ -108,7 +88,7 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
     params = list(model.parameters())
     opt = torch.optim.Adam(params, lr=cfg.lr)
     losses: list = []  # per batch, kept in the checkpoint for the loss-curve figure
-    start = _resume(checkpoint, model, opt, task, seed, cfg, losses) if checkpoint else 0
+    start = resume(checkpoint, model, opt, task, seed, cfg, losses) if checkpoint else 0
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -116,7 +96,7 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
                    leave=False, initial=start * cfg.batches_per_epoch)
     for ep in range(start, cfg.epochs):
         for b in range(cfg.batches_per_epoch):
-            x, y, msk = task.sample(cfg.batch, seed=_batch_seed(seed, ep, b))
+            x, y, msk = task.sample(cfg.batch, seed=batch_seed(seed, ep, b))
             loss = (((model(x) - y) ** 2) * msk).sum() / msk.sum().clamp_min(1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -133,53 +113,3 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
     if bar is not None:
         bar.close()
     return model
-
-
-_NOT_COMPARED = ("epochs", "threads", "engine")  # settings a run may resume under with other values
-
-
-def _resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg: TrainConfig, losses: list) -> int:
-    """Epochs already done by a partly trained checkpoint of this very run (model, optimiser state);
-    0, leaving model and optimiser as they are, when there is none or it belongs to another run.
-
-    Batches are drawn from (seed, epoch, batch), so a run resumed at an epoch boundary ends
-    bit-identical to an uninterrupted one.
-    """
-    if not os.path.exists(path):
-        return 0
-    try:
-        ck = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception:  # unreadable: retrain from scratch (the file is rewritten at the first epoch)
-        return 0
-    same = (isinstance(ck, dict) and "optimizer" in ck and ck.get("model") == model.config()
-            and ck.get("task") == task.config()
-            and {k: v for k, v in ck.get("train", {}).items() if k not in _NOT_COMPARED}
-            == {k: v for k, v in {**vars(cfg), "seed": seed}.items() if k not in _NOT_COMPARED})
-    epoch = ck.get("epoch") if isinstance(ck, dict) else None
-    if not same or not isinstance(epoch, int) or not 0 < epoch <= cfg.epochs:
-        return 0
-    model.load_state_dict(ck["state"])
-    opt.load_state_dict(ck["optimizer"])
-    losses[:] = list(ck.get("losses", []))
-    return epoch
-
-
-def save_checkpoint(path: str, model: TanhRNN, task: Task, cfg: TrainConfig, epoch: int, optimizer=None,
-                    losses=None) -> None:
-    """Write model weights, model/task/training config (and the optimiser state, so a partly
-    trained run resumes exactly; and the per-batch training losses, if given) to `path` (atomically)."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    atomic_save({"model": model.config(), "state": model.state_dict(), "task": task.config(),
-                 "train": vars(cfg).copy(), "epoch": epoch,
-                 **({} if optimizer is None else {"optimizer": optimizer.state_dict()}),
-                 **({} if losses is None else {"losses": [float(v) for v in losses]})}, path)
-
-
-def load_checkpoint(path: str) -> tuple[TanhRNN, Task, dict]:
-    """(model, task, info) from a checkpoint written by `train` / `save_checkpoint`."""
-    ck = torch.load(path, map_location="cpu", weights_only=True)
-    model = TanhRNN(**ck["model"])
-    model.load_state_dict(ck["state"])
-    tcfg = dict(ck["task"])
-    task = make_task(tcfg.pop("name"), **tcfg)
-    return model, task, {"train": ck["train"], "epoch": ck["epoch"], "losses": list(ck.get("losses", []))}

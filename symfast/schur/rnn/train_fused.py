@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import torch
 
+from symfast.ops.rnn_train import rnn_train_step
+from symfast.schur.rnn.checkpoint import resume, save_checkpoint
+from symfast.schur.rnn.config import TrainConfig, batch_seed
 from symfast.schur.rnn.model import TanhRNN, cayley
 
 __all__ = ["train_models"]
@@ -50,26 +53,20 @@ def train_models(task, seeds, widths, recurrents, cfg, checkpoints=None, progres
     Returns:
         The trained models, in the order given.
     """
-    from symfast.schur.rnn.train import _batch_seed, _resume, save_checkpoint, TrainConfig
-
     n = len(seeds)
     models = [TanhRNN(task.n_in, int(h), task.n_out, recurrent=r, generator=torch.Generator().manual_seed(int(s)))
               for s, h, r in zip(seeds, widths, recurrents)]
     opts = [torch.optim.Adam(m.parameters(), lr=cfg.lr) for m in models]
     losses = [[] for _ in range(n)]
-    starts = [(_resume(checkpoints[k], models[k], opts[k], task, int(seeds[k]), cfg, losses[k]) if checkpoints
+    starts = [(resume(checkpoints[k], models[k], opts[k], task, int(seeds[k]), cfg, losses[k]) if checkpoints
                else 0) for k in range(n)]
     for start in sorted(set(starts)):  # models resumed at the same epoch step together
         group = [k for k in range(n) if starts[k] == start]
-        _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoints, progress, backend,
-                     _batch_seed, save_checkpoint, TrainConfig)
+        _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoints, progress, backend)
     return models
 
 
-def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoints, progress, backend,
-                 batch_seed, save_checkpoint, TrainConfig):
-    from symfast.ops.rnn_train import rnn_train_step
-
+def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoints, progress, backend):
     # Parameters by position (every construction lists V, U, then W or the Cayley generator P).
     names = [nm if nm in ("readout", "rnn.weight_ih_l0") else "W" for nm, _ in models[group[0]].named_parameters()]
     Hs = [models[k].n_hidden for k in group]
