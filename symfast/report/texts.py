@@ -189,19 +189,27 @@ FIGURE_CAPTIONS = {
                   "has no zero crossing in the square is named in red in its panel (nothing to draw).",
     "loss.png": "Readout training loss per (encoding, shape): median over the ensemble's members, band = min to max.",
     # schur
-    "schur_ablation.png": "Effect of zeroing each coupling block, for every alpha, with 95% intervals over seeds "
-                          "and single seeds as dots, next to the equal-norm random control (open squares); "
-                          "right: eigenvalues of every seed over rho(W) with the cuts alpha rho. Notes state "
-                          "empty sectors and exactly normal matrices (every ablation a no-op).",
+    "schur_ablation.png": "Effect of zeroing each coupling block (T_RR, T_C→R, T_CC, alone and together) per "
+                          "(task, construction, H), for every sector cut α: ΔFVU with 95% t-intervals over seeds and "
+                          "single seeds as dots, next to the equal-norm random control (open squares); right: "
+                          "eigenvalues λ of every seed over ρ(W) with the cuts α ρ (R: |λ| ≥ α ρ, C: the rest). "
+                          "Settings whose every ablation is a no-op (W normal, e.g. Cayley) are not drawn; the "
+                          "title names them in one line. Panel notes state empty sectors.",
     "schur_T.png": "|entries| of the ordered real Schur form T (first seed per setting); blue lines separate the "
                    "R sector (|lambda| >= alpha rho) from C, so T_RR is the upper triangle of the top-left "
                    "block, T_C->R the top-right block and T_CC the upper triangle of the bottom-right block.",
     "schur_loss.png": "RNN training loss per (task, construction, H): median over seeds of a running mean, "
                       "band = min to max.",
-    "schur_stabilisers.png": "Share of seeds where each ablation is an eps-stabiliser (behaviour kept), per "
-                             "alpha; grey: no-op (nothing removed).",
-    "schur_subspace.png": "Which predictor ranks the damage of an ablation: Spearman correlation with ΔFVU "
-                          "(95% bootstrap) and the scatter behind each.",
+    "schur_stabilisers.png": "Share of seeds where each ablation is an ε-stabiliser (behaviour kept: rollout "
+                             "distance d_D ≤ ε, in units of the target variance), per sector cut α; one "
+                             "colour-blind-safe (Okabe-Ito) colour per share, named in the legend; grey: no-op "
+                             "(nothing removed).",
+    "schur_subspace.png": "Which predictor ranks the damage of an ablation: Spearman ρ with ΔFVU across (task, "
+                          "seed, block) with 95% bootstrap intervals, and the scatter behind each. Predictors, for "
+                          "the removed operator dW = W - W~: removed_rel_T = ||T - T~||_F / ||T||_F (removed Schur "
+                          "mass); pc_overlap = ||dW P_pc||_F / ||dW||_F (P_pc: top principal components of the "
+                          "hidden states); readout_overlap = ||P_V dW||_F / ||dW||_F (P_V: the readout's row space); "
+                          "manifold_overlap = ||dW h||_F / (||dW||_F ||h||_F) over the visited states h.",
     # layerwise
     "filters_equivariant.png": "First-layer filters of the flip-equivariant MLP classifier, " + _FILTERS,
     "filters_control.png": "First-layer filters of the control MLP (no equivariance loss), " + _FILTERS,
