@@ -31,7 +31,7 @@ def add_arguments(p):
                    help="'digits' (sklearn, bundled), 'cifar10'/'mnist'/'fashionmnist' (needs --root, "
                         "torchvision, never downloads), or a path to an .npz with images/labels")
     p.add_argument("--root", default=None, help="local dataset directory for --data cifar10/mnist/...")
-    p.add_argument("--limit", type=int, default=None, help="use at most this many images")
+    p.add_argument("--limit", type=int, default=None, help="use at most this many images (default: all)")
     p.add_argument("--model", choices=["mlp", "classifier", "autoencoder", "cnn", "attention"], default="mlp",
                    help="mlp (= classifier): invariant MLP classifier; autoencoder: equivariant MLP autoencoder; "
                         "cnn: invariant CNN classifier (valid 3x3 convs, average pooling); attention: a 4-head "
@@ -46,11 +46,11 @@ def add_arguments(p):
     p.add_argument("--seed-offset", type=int, default=0,
                    help="with --suite: training seed of every model (default 0, the seed the claims' bars were set "
                         "after); a fresh value gives a held-out replicate (symfast reproduce uses 1000)")
-    p.add_argument("--equivariance-weight", type=float, default=1.0)
+    p.add_argument("--equivariance-weight", type=float, default=1.0, help="weight of the equivariance loss term")
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (e.g. 0.5)")
-    p.add_argument("--steps", type=int, default=1500)
-    p.add_argument("--lr", type=float, default=2e-3)
-    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--steps", type=int, default=1500, help="training steps per model (--suite --quick uses smaller fixed budgets)")
+    p.add_argument("--lr", type=float, default=2e-3, help="AdamW learning rate")
+    p.add_argument("--batch", type=int, default=256, help="images per training batch")
     p.add_argument("--seeds", type=int, default=1, help="number of seeds (0..n-1)")
     p.add_argument("--threshold", type=float, default=0.5,
                    help="per-neuron matching residual below which a neuron counts as fixed/paired")

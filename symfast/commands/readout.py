@@ -56,8 +56,8 @@ def add_arguments(p) -> None:
     p.add_argument("--sweep", type=int, default=None, help="rotations in the sweep (0 to skip; default 360 in 2D, "
                    "72 in 3D)")
     p.add_argument("--sweep-axis", default="0,0,1", help="3D: axis of the rotation sweep, as x,y,z")
-    p.add_argument("--sampler", default=None, help="training points: 2D disk (default) or box; 3D ball (default), "
-                   "box or near_surface")
+    p.add_argument("--sampler", default=None, help="training points: 2D disk or box; 3D ball, box or "
+                   "near_surface (default: disk in 2D, ball in 3D)")
     p.add_argument("--backend", default="auto", choices=["auto", "reference", "cpu", "triton"],
                    help="training kernels")
     p.add_argument("--device", default="cpu", help="torch device for training (cpu or cuda[:N])")

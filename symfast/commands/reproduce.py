@@ -7,7 +7,9 @@ explanation, its summary tables with a column glossary, and its figures. Full ta
 as CSV beside it. Rows from models that did not converge (or from budgets below a study's
 calibrated range) are never held or missed: they are "not comparable", with the reason; the
 header of a --quick report says what it can and cannot test (`QUICK_SCOPE`). A study that fails is reported as failed (the others still run) and the
-command exits non-zero.
+command exits 1. Ctrl-C ends the run as an interruption, not a failure: the report is written with
+the finished studies' verdicts, the interrupted study is marked "interrupted", and the command exits
+130; rerunning the same command resumes from the studies' checkpoints.
 """
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ import sys
 import time
 
 from symfast.commands import UsageError
-from symfast.report.texts import FIGURE_CAPTIONS, INTROS, QUICK_SCOPE, READOUT3D_GLOSSARY, READOUT_GLOSSARY
+from symfast.report.texts import (FIGURE_CAPTIONS, GLOSSARY, INTROS, LAYERWISE_GLOSSARY, MISSING_FIGURES, QUICK_SCOPE,
+                                  READOUT3D_CAPTIONS, READOUT3D_GLOSSARY, READOUT_GLOSSARY, SCHUR_GLOSSARY)
 
 NAME = "reproduce"
+INTERRUPTED = 130  # exit status of Ctrl-C (128 + SIGINT), as every symfast command
 HELP = "run the three studies (readout, Schur ablations, layerwise actions) and write report.md / report.html"
 
 # (study, argv for --quick, argv for the full run): argv[0] is the command, --out is appended. Titles
@@ -53,7 +57,7 @@ STUDIES = [
 def add_arguments(p) -> None:
     p.add_argument("--quick", action="store_true", help="small settings: a few minutes on 2 CPU cores (longer on a busy machine)")
     p.add_argument("--out", default="results/reproduce", help="output directory")
-    p.add_argument("--only", default=None, help="comma-separated subset of: readout,readout3d,schur,layerwise")
+    p.add_argument("--only", default=None, help="comma-separated subset of: readout,readout3d,schur,layerwise (default: all four)")
 
 
 def _readout_section(sub: str, section):
@@ -106,6 +110,11 @@ def _readout3d_section(sub: str, section):
     from symfast.readout.claims import readout3d_claims
     from symfast.readout.readout import Readout
 
+    for name, caption in READOUT3D_CAPTIONS.items():
+        if _missing_extra(name):
+            section.notes.append(MISSING_FIGURES[name][1])
+        elif os.path.exists(os.path.join(sub, name)):
+            section.figures.append((os.path.join(sub, name), caption))
     table_path = os.path.join(sub, "readout.csv")
     if not os.path.exists(table_path):
         return []
@@ -113,15 +122,43 @@ def _readout3d_section(sub: str, section):
     counts = Readout(table, pd.DataFrame()).counts()
     section.tables.append(("Sizes of the hierarchy's sets per (solid, encoding) among the 144 candidates", counts,
                            READOUT3D_GLOSSARY))
-    for name, caption in (("heatmap3d.png", "Scores per element of O_h ∪ I_h (columns) and solid (rows), per "
-                                            "encoding; dots: observed; x: not liftable; red ticks: the expected G_obs."),
-                          ("level_sets.png", "Fitted zero-level set (one model) beside the true solid."),
-                          ("sdf_slices.png", "SDF slice z = 0: true, fitted, difference."),
-                          ("sweep.png", "Rotation sweep about the z axis: score against angle.")):
-        if os.path.exists(os.path.join(sub, name)):
-            section.figures.append((os.path.join(sub, name), caption))
     section.text.append("Full per-element table: `readout.csv`; per-set element names: `summary.csv`.")
     return readout3d_claims(table[table["observable"] == table["observable"].iloc[0]], steps=_trained_steps(sub))
+
+
+def _missing_extra(name: str) -> bool:
+    """Whether the figure `name` needs an optional extra that is not installed (then it is left out with a
+    line in the report, never replaced by another figure or a stale file)."""
+    import importlib.util
+
+    need = MISSING_FIGURES.get(name)
+    return need is not None and importlib.util.find_spec(need[0]) is None
+
+
+def _schur_section(sub: str, section) -> None:
+    """Convergence and block-effect tables of `symfast schur` from its CSVs; no-op constructions in one line."""
+    from symfast.report.tables import schur_tables
+
+    tables, notes = schur_tables(sub)
+    for caption, df in tables:
+        section.tables.append((caption, df, {k: v for k, v in SCHUR_GLOSSARY.items()
+                                             if k in df.columns or k == "task / construction / H"}))
+    section.notes += notes
+    section.text.append("Every subset and alpha: `schur_ablation_raw.csv`, `schur_ablation_summary.csv`; the study's "
+                        "printed tables: `schur/stdout.txt`.")
+
+
+def _layerwise_section(sub: str, section) -> None:
+    """The layerwise suite's tables (its own Markdown, rendered) and their column glossary."""
+    from symfast.report.tables import layerwise_markdown
+
+    text = layerwise_markdown(sub)
+    if text:
+        section.markdown.append(text)
+        section.markdown.append("Columns:\n\n" + "\n".join(f"- `{k}`: {v}" for k, v in LAYERWISE_GLOSSARY.items()))
+    section.text.append("Numbers behind the tables: `layerwise/results.json`; printed output: `layerwise/stdout.txt`.")
+
+
 def _readout_figures(sub: str, summary) -> None:
     """The grid summary, fitted zero-level sets and loss curves, from the files `symfast readout` wrote."""
     from symfast.readout import plots
@@ -175,7 +212,6 @@ def run(args) -> int:
     from symfast.commands import layerwise, readout, schur
     from symfast.commands.readout import _check_out
     from symfast.commands.runner import invoke
-    from symfast.report.claim import read_claims
     from symfast.report.render import Section, run_details, write_report
 
     command = {m.NAME: m for m in (readout, schur, layerwise)}
@@ -185,7 +221,7 @@ def run(args) -> int:
     for n in only:
         if n not in names:
             raise UsageError(f"unknown study {n!r}; choose from {', '.join(names)}")
-    sections, claims, failed = [], [], []
+    sections, claims, failed, interrupted = [], [], [], None
     t_all = time.perf_counter()
     for name, quick, full in STUDIES:
         if name not in only:
@@ -199,6 +235,8 @@ def run(args) -> int:
         try:
             with contextlib.redirect_stdout(buf):
                 rc = invoke(command[argv[0]], argv[1:])
+        except KeyboardInterrupt:  # raised outside the study's own handler
+            rc = INTERRUPTED
         except Exception as e:  # a failed study must not lose the others' results
             rc, buf = 1, io.StringIO(buf.getvalue() + f"\n{type(e).__name__}: {e}\n")
         seconds = time.perf_counter() - t
@@ -206,28 +244,60 @@ def run(args) -> int:
         os.makedirs(sub, exist_ok=True)
         with open(os.path.join(sub, "stdout.txt"), "w") as f:
             f.write(text)
+        section = Section(title, [intro], command=f"symfast {' '.join(argv)}", seconds=seconds, ok=rc == 0)
+        if rc == INTERRUPTED:  # Ctrl-C: not a failure; what the study checkpointed is kept for a rerun
+            interrupted = name
+            section.status = "interrupted"
+            section.text.append("Interrupted (Ctrl-C) before this study finished: no tables or verdicts. Rerun the "
+                                "same command; the study resumes from its checkpoints.")
+            sections.append(section)
+            print(f"   {name}: interrupted after {seconds:.0f}s", file=sys.stderr)
+            break
         if rc != 0:
             failed.append(name)
-        section = Section(title, [intro], command=f"symfast {' '.join(argv)}", seconds=seconds, ok=rc == 0)
-        study_claims = (_readout_section(sub, section) if name == "readout"
-                        else _readout3d_section(sub, section) if name == "readout3d"
-                        else _schur_claims(sub, "--include-unconverged" in argv) if name == "schur"
-                        else _layerwise_claims(sub) if name == "layerwise" else [])
-        study_claims += read_claims(os.path.join(sub, "claims.csv"))
-        if name not in ("readout", "readout3d"):
-            section.preformatted = text.strip()[-40000:]
-        shown = {os.path.abspath(f) for f, _ in section.figures}
-        order = {n: k for k, n in enumerate(FIGURE_CAPTIONS)}
-        for fig in sorted(glob.glob(os.path.join(sub, "**", "*.png"), recursive=True),
-                          key=lambda f: (order.get(os.path.basename(f), len(order)), f)):
-            if os.path.abspath(fig) not in shown:
-                section.figures.append((fig, FIGURE_CAPTIONS.get(os.path.basename(fig), os.path.basename(fig))))
+        try:
+            study_claims = _gather(name, sub, section, argv)
+        except KeyboardInterrupt:
+            interrupted, section.status = name, "interrupted"
+            sections.append(section)
+            break
         claims += study_claims
         sections.append(section)
         print(f"   {name}: {'ok' if rc == 0 else 'FAILED'} in {seconds:.0f}s", file=sys.stderr)
     details = run_details(time.perf_counter() - t_all)
     details["settings"] = "--quick" if args.quick else "full"
+    if interrupted:
+        details["status"] = f"interrupted during {interrupted} (rerun the same command to resume)"
     md, page = write_report(args.out, f"symfast reproduce{' --quick' if args.quick else ''}", details, claims,
-                            sections, preamble=[QUICK_SCOPE] if args.quick else [])
+                            sections, preamble=[QUICK_SCOPE] if args.quick else [], glossary=GLOSSARY)
     print(f"report: {md} and {page}" + (f" (failed: {', '.join(failed)})" if failed else ""))
+    if interrupted:
+        print(f"symfast reproduce: interrupted during {interrupted}; rerun the same command to resume",
+              file=sys.stderr)
+        return INTERRUPTED
     return 1 if failed else 0
+
+
+def _gather(name: str, sub: str, section, argv: list) -> list:
+    """A finished study's verdict rows, tables and figures into `section`."""
+    from symfast.report.claim import read_claims
+
+    if name == "readout":
+        study_claims = _readout_section(sub, section)
+    elif name == "readout3d":
+        study_claims = _readout3d_section(sub, section)
+    elif name == "schur":
+        study_claims = _schur_claims(sub, "--include-unconverged" in argv)
+        _schur_section(sub, section)
+    else:
+        study_claims = _layerwise_claims(sub)
+        _layerwise_section(sub, section)
+    study_claims += read_claims(os.path.join(sub, "claims.csv"))
+    shown = {os.path.abspath(f) for f, _ in section.figures}
+    order = {n: k for k, n in enumerate(FIGURE_CAPTIONS)}
+    for fig in sorted(glob.glob(os.path.join(sub, "**", "*.png"), recursive=True),
+                      key=lambda f: (order.get(os.path.basename(f), len(order)), f)):
+        base = os.path.basename(fig)
+        if os.path.abspath(fig) not in shown and not _missing_extra(base):
+            section.figures.append((fig, FIGURE_CAPTIONS.get(base, base)))
+    return study_claims

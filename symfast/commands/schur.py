@@ -40,7 +40,7 @@ def add_arguments(p) -> None:
     p.add_argument("--epochs", type=int, default=30, help="training epochs")
     p.add_argument("--batches", type=int, default=128, help="batches per epoch")
     p.add_argument("--batch", type=int, default=64, help="batch size")
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
     p.add_argument("--clip", type=float, default=None, help="clip each model's gradient norm (default: off)")
     p.add_argument("--epsilon", type=float, default=None,
                    help="tolerance on the rollout distance d_D for eps-stabilisers (default 0.05)")

@@ -12,21 +12,23 @@ import numpy as np
 from symfast.layerwise.actions import LatentActions
 from symfast.plotting import FONT, SMALL, finish
 
-__all__ = ["plot_filters_by_orbit", "orbit_groups", "lit_pixels", "FILTER_CAPTION"]
+__all__ = ["plot_filters_by_orbit", "orbit_groups", "counts_text", "unit_label", "lit_pixels", "FILTER_CAPTION"]
 
 _GROUPS = ("symmetric", "antisymmetric", "paired", "unmatched")
 
 FILTER_CAPTION = (
-    "Label 'i s+' / 'i s−': hidden unit i, which the recovered flip action maps to +1 / −1 times its partner "
-    "(itself for a fixed unit). symmetric (s+): the mirrored filter equals the filter; antisymmetric (s−, "
-    "odd activations such as tanh): the mirrored filter equals minus the filter; paired: units swapped by the "
-    "flip (shown next to each other); unmatched: residual above the threshold. Colour: weight divided by the "
+    "One rule for every label, the one the suite's sym/anti/paired counts use (LayerAction.orbit_labels): a unit "
+    "counts only when its matching residual ||a_i − s_i b_π(i)|| / ||a_i|| (a_i: the unit's mirrored filter and "
+    "bias, b: the filters) is below the threshold. 'i s+': symmetric, the flip maps unit i to itself, so the "
+    "mirrored filter equals the filter (to the residual); 'i s−': antisymmetric (odd activations such as tanh), "
+    "the mirrored filter equals minus the filter; 'i↔j': paired, the flip swaps units i and j (shown next to each "
+    "other; s− when with a sign flip); 'i': unmatched, no sign is claimed. Colour: weight divided by the "
     "filter's largest |weight| on lit pixels; grey: pixels the data (almost) never lights, or whose mirror "
     "it does not light (weights there keep their random initialisation).")
 
 
 def _resolve_level(result: LatentActions, level: str) -> str:
-    if level == "auto":
+    if level == "auto":  # kept for callers that asked for it; the default is "weight", as the suite's table
         return "data" if result.data_residuals is not None else "weight"
     if level == "data" and result.data_residuals is None:
         raise ValueError("level='data' needs data-level residuals (recover_latent_actions(..., data=x))")
@@ -35,14 +37,15 @@ def _resolve_level(result: LatentActions, level: str) -> str:
     return level
 
 
-def orbit_groups(result: LatentActions, threshold: float | None = None, level: str = "auto") -> dict:
+def orbit_groups(result: LatentActions, threshold: float | None = None, level: str = "weight") -> dict:
     """Layer-1 units by orbit label: {"symmetric" | "antisymmetric" | "paired" | "unmatched": [unit indices]},
     members of one cycle adjacent.
 
     Args:
         result: LatentActions of the network (its first hidden action is used).
         threshold: residual threshold (default: the result's).
-        level: "weight" or "data" residuals decide "unmatched"; "auto" = data when available.
+        level: "weight" (default, the level of the suite's table) or "data" residuals decide "unmatched";
+            "auto" = data when available.
     """
     level = _resolve_level(result, level)
     t = result.threshold if threshold is None else threshold
@@ -52,6 +55,24 @@ def orbit_groups(result: LatentActions, threshold: float | None = None, level: s
     for cyc in act.cycles():
         groups[labels[cyc[0]]].extend(cyc)
     return groups
+
+
+def counts_text(result: LatentActions, threshold: float | None = None, level: str = "weight") -> str:
+    """"sym/anti/paired/unmatched a/b/c/d" of layer 1, from `LatentActions.counts` (the function the suite's
+    table uses), so a figure's title and the table cannot disagree."""
+    c = result.counts(threshold, level=_resolve_level(result, level))[0]
+    return f"sym/anti/paired/unmatched {c['fixed']}/{c['antisymmetric']}/{c['cycled']}/{c['unmatched']}"
+
+
+def unit_label(action, i: int, group: str) -> str:
+    """The label of unit i under its orbit group (see `FILTER_CAPTION`): 'i s+', 'i s−', 'i↔j' or 'i'."""
+    if group == "symmetric":
+        return f"{i} s+"
+    if group == "antisymmetric":
+        return f"{i} s−"
+    if group == "paired":
+        return f"{i}↔{int(action.index[i])}" + ("" if action.scale[i] > 0 else " s−")
+    return f"{i}"
 
 
 def lit_pixels(x, min_fraction: float = 0.01) -> np.ndarray:
@@ -69,7 +90,7 @@ def lit_pixels(x, min_fraction: float = 0.01) -> np.ndarray:
 
 
 def plot_filters_by_orbit(W1, image_shape, result: LatentActions, path=None, threshold: float | None = None,
-                          max_per_group: int = 48, cols: int = 16, title: str = "", level: str = "auto",
+                          max_per_group: int = 48, cols: int = 16, title: str = "", level: str = "weight",
                           lit=None, fig=None):
     """Layer-1 filters (rows of W1) grouped as symmetric / antisymmetric / paired / unmatched.
 
@@ -81,8 +102,8 @@ def plot_filters_by_orbit(W1, image_shape, result: LatentActions, path=None, thr
         threshold: residual threshold for the orbit labels (default: the result's).
         max_per_group: filters drawn per group (the title says how many of how many).
         cols: filters per row.
-        level: "weight" or "data" residuals decide "unmatched"; "auto" = data when available (weights on
-            pixels the data never excites keep their random init and hide symmetric filters).
+        level: "weight" (default: the level of the suite's sym/anti/paired counts, so figure and table
+            agree) or "data" residuals decide the labels; "auto" = data when available. The title names it.
         lit: optional [C*h*w] bool, pixels the data lights (`lit_pixels(x)`); the others, and those whose
             image under the input action (`result.rho_in`) is unlit, are grey.
         fig: optional empty Figure to draw into.
@@ -136,7 +157,7 @@ def plot_filters_by_orbit(W1, image_shape, result: LatentActions, path=None, thr
             ax.imshow(np.ma.masked_where(~lit_img, img / v), cmap=cmap, norm=norm, interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
-            ax.set_title(f"{i} s{'+' if result.actions[0].scale[i] > 0 else '−'}", fontsize=SMALL, pad=1)
+            ax.set_title(unit_label(result.actions[0], i, name), fontsize=SMALL, pad=1)
         r += nrows[name]
     cax = fig.add_axes([0.92, 0.3, 0.012, 0.4])
     cb = fig.colorbar(ScalarMappable(norm, cmap), cax=cax)
@@ -145,6 +166,7 @@ def plot_filters_by_orbit(W1, image_shape, result: LatentActions, path=None, thr
     n_shown, n_all = sum(len(v) for v in shown.values()), sum(len(v) for v in groups.values())
     count = f"{n_shown} of {n_all} filters shown" if n_shown < n_all else f"all {n_all} filters"
     fig.suptitle((title or "layer-1 filters by orbit of the recovered flip action")
-                 + f" ({count}; unmatched: {level}-level residual ≥ {t:g})", fontsize=FONT)
+                 + f"\n{level}-level counts {counts_text(result, t, level)} ({count}; matched: residual < {t:g})",
+                 fontsize=FONT)
     fig.text(0.05, 0.0, "\n".join(textwrap.wrap(FILTER_CAPTION, 150)), fontsize=SMALL, va="top", ha="left")
     return finish(fig, path, created)

@@ -74,7 +74,7 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
 def format_suite(rows: list) -> str:
     """Markdown table of `run_suite` rows (layer 1; counts at the weight level, residual < threshold)."""
     out = ["| model | activation | variant | L1 weight err | random | L1 data err | end-to-end err | "
-           "sym/anti/paired | accuracy | projected | random proj. |", "|" + "---|" * 11]
+           "sym/anti/paired (weights) | accuracy | projected | random proj. |", "|" + "---|" * 11]
     for r in rows:
         a = r["accuracy"]
         out.append(f"| {r['model']} | {r['activation']} | {r['variant']} | {r['weight_error']:.3f} | "

@@ -14,7 +14,8 @@ from matplotlib.patches import Patch, Rectangle
 
 from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
 
-__all__ = ["heatmap", "sweep_curves", "sweep_summary", "zero_level_sets", "loss_curves", "P_FLOOR"]
+__all__ = ["heatmap", "sweep_curves", "sweep_summary", "zero_level_sets", "loss_curves", "pvalue_norm",
+           "pvalue_colorbar", "P_FLOOR"]
 
 P_FLOOR = 1e-6  # p-values below this share the darkest colour
 _TRUE, _HATCH = "#ffbf00", "0.8"  # box of a true symmetry, hatching of a non-liftable element: visible on red and blue
@@ -38,6 +39,22 @@ def _panel_p(t: pd.DataFrame) -> np.ndarray:
     for elements without an exact lift, the same test under their best orthogonal lift."""
     lift = t["liftable"].astype(bool).to_numpy()
     return np.where(lift, t["p_adjusted"].to_numpy(float), t["p_adjusted_all"].to_numpy(float))
+
+
+def pvalue_norm(alpha: float) -> TwoSlopeNorm:
+    """Colour scale of log10 p-values, centred on the decision level alpha (shared by the 2D and 3D heatmaps)."""
+    return TwoSlopeNorm(vcenter=np.log10(alpha), vmin=np.log10(P_FLOOR), vmax=0.0)
+
+
+def pvalue_colorbar(fig, im, axs, alpha: float):
+    """The p-value colour bar with the level alpha as a black line (above: observed)."""
+    cb = fig.colorbar(im, ax=axs, shrink=min(1.0, 3.0 / len(axs)), extend="min")
+    ticks = np.arange(np.log10(P_FLOOR), 0.5, 1.0)
+    cb.set_ticks(ticks, labels=[f"1e{int(v)}" if v < 0 else "1" for v in ticks], fontsize=SMALL)
+    cb.ax.axhline(np.log10(alpha), color="k", lw=2.5)
+    cb.set_label(f"Holm-adjusted p-value; black line: alpha = {alpha:g}\n"
+                 "(above: observed, below: rejected)", fontsize=SMALL)
+    return cb
 
 
 def heatmap(table: pd.DataFrame, path=None, axes=None):
@@ -67,7 +84,7 @@ def heatmap(table: pd.DataFrame, path=None, axes=None):
     fig, axs, created = _new_axes(len(keys), axes, (max(6.0, 1.8 + 0.42 * n_el),
                                                     1.6 + (0.9 + 0.45 * n_sh) * len(keys)))
     alpha = float(table["alpha"].iloc[0]) if "alpha" in table.columns else 0.05
-    norm = TwoSlopeNorm(vcenter=np.log10(alpha), vmin=np.log10(P_FLOOR), vmax=0.0)
+    norm = pvalue_norm(alpha)
     im = None
     for ax, (pe, obs) in zip(axs, keys):
         t = table[(table["pe"] == pe) & (table["observable"] == obs)]
@@ -95,12 +112,7 @@ def heatmap(table: pd.DataFrame, path=None, axes=None):
         ax.set_xlabel("candidate element g (r: rotation by deg, m: mirror at axis angle deg)", fontsize=SMALL)
         ax.set_title(f"{pe} encoding, observable {obs}: is g a symmetry of the weights? "
                      "(colour: Holm-adjusted p-value)", fontsize=FONT)
-    cb = fig.colorbar(im, ax=axs, shrink=min(1.0, 3.0 / len(axs)), extend="min")
-    ticks = np.arange(np.log10(P_FLOOR), 0.5, 1.0)
-    cb.set_ticks(ticks, labels=[f"1e{int(v)}" if v < 0 else "1" for v in ticks], fontsize=SMALL)
-    cb.ax.axhline(np.log10(alpha), color="k", lw=2.5)
-    cb.set_label(f"Holm-adjusted p-value; black line: alpha = {alpha:g}\n"
-                 "(above: observed, below: rejected)", fontsize=SMALL)
+    pvalue_colorbar(fig, im, axs, alpha)
     handles = [Line2D([], [], ls="", marker="o", ms=7, mfc="white", mec="k", label="observed (in G_obs)"),
                Patch(fc="white", ec=_TRUE, lw=2.2, label="true symmetry of the shape (G_true)"),
                Patch(fc="0.3", ec=_HATCH, hatch="///", label="no exact lift (not in G_lift)"),
@@ -112,8 +124,23 @@ def heatmap(table: pd.DataFrame, path=None, axes=None):
     return finish(fig, path, created)
 
 
-def sweep_curves(sweep: pd.DataFrame, path=None, axes=None):
-    """Normalised score against rotation angle, one panel per encoding, one line per shape.
+def _thresholds(sweep: pd.DataFrame, table) -> pd.Series:
+    """Per sweep row: the decision threshold on the score (median over the exactly liftable candidates of
+    its (pe, shape, observable) in the readout `table`; the sweep's rotations are scored, not tested)."""
+    out = pd.Series(np.nan, index=sweep.index)
+    if table is None or "threshold" not in table or table.empty:
+        return out
+    t = table[table["liftable"].astype(bool)]
+    med = t.groupby(["pe", "shape", "observable"])["threshold"].median()
+    for key, idx in sweep.groupby(["pe", "shape", "observable"]).groups.items():
+        if key in med.index:
+            out.loc[idx] = med.loc[key]
+    return out
+
+
+def sweep_curves(sweep: pd.DataFrame, path=None, axes=None, table=None):
+    """Normalised score against rotation angle, one panel per encoding, one line per shape, with the
+    decision threshold (dotted, divided by the same null) and the same y axes in every panel.
 
     The score is divided by its spectrum-matched null (`score_null`: the same lift on a random
     orthogonal conjugate of the observable, i.e. what the lift alone produces), so curves sit
@@ -124,31 +151,48 @@ def sweep_curves(sweep: pd.DataFrame, path=None, axes=None):
     Args:
         sweep: `Readout.sweep` (columns pe, shape, observable, angle_deg, score[, score_norm], lift_residual).
         path: optional PNG path. axes: optional sequence of Axes, one per encoding.
+        table: optional `Readout.table`: its decision thresholds (median over the liftable candidates of
+            each shape) are drawn dotted, divided by the same lift-only null as the score.
 
     Returns:
         the figure.
     """
     pes = list(dict.fromkeys(sweep["pe"]))
     value = "score_norm" if "score_norm" in sweep else "score"
+    null = sweep["score_null"] if "score_null" in sweep and value == "score_norm" else 1.0
+    thr = _thresholds(sweep, table) / null
+    thr = thr.where(np.isfinite(thr))
+    finite = lambda v: v[np.isfinite(v)]  # noqa: E731
+    top = max([1.05 * float(finite(sweep[value]).max()) if finite(sweep[value]).size else 1.0, 1.1,
+               1.05 * float(thr.max()) if thr.notna().any() else 0.0])
+    res_top = max(1.05 * float(finite(sweep["lift_residual"]).max()) if finite(sweep["lift_residual"]).size else 0.0,
+                  0.05)
     fig, axs, created = _new_axes(len(pes), axes, (8.0, 2.9 * len(pes)))
     for ax, pe in zip(axs, pes):
         t = sweep[sweep["pe"] == pe]
         several = t["observable"].nunique() > 1
-        for (shape, obs), ts in t.groupby(["shape", "observable"], sort=False):
-            ax.plot(ts["angle_deg"], ts[value], label=f"{shape} ({obs})" if several else shape)
+        for k, ((shape, obs), ts) in enumerate(t.groupby(["shape", "observable"], sort=False)):
+            ax.plot(ts["angle_deg"], ts[value], color=f"C{k % 10}", label=f"{shape} ({obs})" if several else shape)
+            if thr.loc[ts.index].notna().any():
+                ax.plot(ts["angle_deg"], thr.loc[ts.index], color=f"C{k % 10}", ls=":", lw=1.2)
         if value == "score_norm":
-            ax.axhline(1.0, color="grey", lw=0.8, ls=":", label="lift-only null (no symmetry)")
+            ax.axhline(1.0, color="grey", lw=0.8, ls="-.", label="lift-only null (no symmetry)")
         first = t[(t["shape"] == t["shape"].iloc[0]) & (t["observable"] == t["observable"].iloc[0])]
         ax2 = ax.twinx()
         ax2.plot(first["angle_deg"], first["lift_residual"], "k--", lw=0.9)
+        ax2.set_ylim(0.0, res_top)  # the same right axis in every panel
         ax2.set_ylabel("lift residual (relative)", fontsize=SMALL)
         ax2.tick_params(labelsize=SMALL)
+        ax.set_ylim(0.0, top)  # the same left axis in every panel
         ax.set_xlabel("rotation angle (deg)", fontsize=SMALL)
         ax.set_ylabel("score / lift-only null" if value == "score_norm" else "score s(g) (relative)",
                       fontsize=SMALL)
         ax.tick_params(labelsize=SMALL)
         ax.set_title(f"{pe} encoding: Gram change under rotation by angle (low = symmetric)", fontsize=FONT)
         handles, labels = ax.get_legend_handles_labels()
+        if thr.loc[t.index].notna().any():
+            handles.append(Line2D([], [], color="0.3", ls=":", lw=1.2))
+            labels.append("decision threshold (dotted, per shape;\nbelow it: passes the test)")
         handles.append(Line2D([], [], color="k", ls="--", lw=0.9))
         labels.append("lift residual (right axis; 0 = exact lift)")
         legend_outside(ax, handles=handles, labels=labels, bbox_to_anchor=(1.1, 1.0))
@@ -240,9 +284,16 @@ def zero_level_sets(ensembles, path=None, axes=None, members: int = 3, resolutio
             if target is not None and target._sdf is not None:  # a custom field saved without its callable
                 true = target.sdf(pts).numpy().reshape(X.shape)
                 ax.contour(X, Y, true, levels=[0.0], colors="k", linewidths=2.4)
-            for c, k in zip(colours, idx):
-                ax.contour(X, Y, pred[k].reshape(X.shape), levels=[0.0], colors=c, linewidths=1.2,
-                           linestyles="--")
+            flat = []
+            for m, (c, k) in enumerate(zip(colours, idx)):
+                f = pred[k].reshape(X.shape)
+                if f.min() < 0 < f.max():
+                    ax.contour(X, Y, f, levels=[0.0], colors=c, linewidths=1.2, linestyles="--")
+                else:  # nothing to draw: say so instead of an empty panel
+                    flat.append(f"member {m + 1}: no zero crossing ({'f > 0' if f.min() >= 0 else 'f < 0'})")
+            if flat:
+                ax.text(0.5, 0.03, "\n".join(flat), transform=ax.transAxes, ha="center", va="bottom", color="red",
+                        fontsize=SMALL, weight="bold", bbox=dict(fc="white", ec="red", alpha=0.9))
             ax.add_patch(plt.Circle((0, 0), 1.0, fill=False, ec="0.6", lw=0.8, ls=":"))
             ax.set_aspect("equal")
             ax.set_xlim(-extent, extent)

@@ -4,7 +4,9 @@ elements of O(3) (matplotlib; the caller's backend is left as it is).
 Every function takes `path=None` (save there and close the figure) and `fig=None` (draw into a
 given figure, cleared first) and returns the figure. Zero-level sets are extracted by marching
 cubes from scikit-image (the `plot3d` extra: `pip install "symfast[plot3d]"`); without it
-`level_sets` warns and draws SDF slices instead.
+`level_sets` warns, draws nothing and returns None (it never substitutes another figure: a file named
+level_sets.png always holds zero-level surfaces). A fitted field that never changes sign has no zero
+level set: its panel says "no zero crossing" in red instead of showing an empty plot.
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from symfast.plotting import finish
+from symfast.plotting import FONT, SMALL, finish
+from symfast.readout.plots import P_FLOOR, _panel_p, pvalue_colorbar, pvalue_norm
 
 __all__ = ["level_sets", "sdf_slices", "score_heatmap", "HAVE_SKIMAGE"]
 
@@ -69,6 +72,15 @@ def _finish(fig, path, created):
     return finish(fig, path, created)
 
 
+def _no_crossing(ax, values, three_d: bool = False) -> None:
+    """Flag a panel whose field never changes sign (no zero level set to draw)."""
+    sign = "f > 0" if float(np.min(values)) >= 0 else "f < 0"
+    text = f"no zero crossing\n({sign} everywhere)"
+    kw = dict(transform=ax.transAxes, ha="center", va="center", color="red", fontsize=SMALL, weight="bold",
+              bbox=dict(fc="white", ec="red", alpha=0.9))
+    (ax.text2D if three_d else ax.text)(0.5, 0.5, text, **kw)
+
+
 def level_sets(ens, shapes=None, member: int = 0, resolution: int = 40, radius: float = 1.0, path=None,
                fig=None):
     """Fitted zero-level set of each solid (one model) beside the true one, by marching cubes.
@@ -82,14 +94,15 @@ def level_sets(ens, shapes=None, member: int = 0, resolution: int = 40, radius: 
         path, fig: see the module docstring.
 
     Returns:
-        The figure: one row per shape, columns true / fitted. Without scikit-image, `sdf_slices`'s.
+        The figure: one row per shape, columns true / fitted. Without scikit-image: None, with a
+        warning, and nothing written to `path`.
     """
     _check_3d(ens)
     shapes = list(dict.fromkeys(ens.shapes)) if shapes is None else list(shapes)
     if not HAVE_SKIMAGE:
-        warnings.warn("scikit-image is not installed (pip install 'symfast[plot3d]'): drawing SDF slices "
-                      "instead of zero-level surfaces")
-        return sdf_slices(ens, shapes, member=member, radius=radius, path=path, fig=fig)
+        warnings.warn("scikit-image is not installed (pip install 'symfast[plot3d]'): zero-level surfaces are "
+                      "not drawn")
+        return None
     from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
     fig, created = _figure(fig, (6.4, 3.0 * len(shapes)))
@@ -105,7 +118,7 @@ def level_sets(ens, shapes=None, member: int = 0, resolution: int = 40, radius: 
                                         facecolor="tab:blue" if label == "true" else "tab:orange")
                 ax.add_collection3d(mesh)
             else:
-                ax.text2D(0.2, 0.5, "no zero crossing", transform=ax.transAxes)
+                _no_crossing(ax, vol, three_d=True)
             for setter in (ax.set_xlim, ax.set_ylim, ax.set_zlim):
                 setter(-radius, radius)
             ax.set_box_aspect((1, 1, 1))
@@ -140,41 +153,96 @@ def sdf_slices(ens, shapes=None, member: int = 0, z=(0.0,), resolution: int = 96
             im = ax.imshow(img, origin="lower", extent=ext, cmap=cmap, vmin=-vlim, vmax=vlim)
             if c < 2 and img.min() < 0 < img.max():
                 ax.contour(ticks, ticks, img, levels=[0.0], colors="k", linewidths=0.8)
+            elif c < 2:
+                _no_crossing(ax, img)
             ax.set_title(f"{name}, z = {h:g}: {label}", fontsize=8)
             ax.tick_params(labelsize=6)
             fig.colorbar(im, ax=ax, fraction=0.046)
     return _finish(fig, path, created)
 
 
-def score_heatmap(table: pd.DataFrame, path=None, fig=None):
-    """Scores over many group elements (3D candidate sets have ~144): one panel per (pe, observable),
-    shapes x elements coloured by score (best orthogonal lift).
+def _blocks(elements: list) -> list:
+    """[(block name, [elements])]: O_h ∩ I_h, O_h only, I_h only (by name; others last), each sorted by class."""
+    from symfast.groups import o3
 
-    Marks: white dot = observed; grey x = not liftable by the encoding; red tick under a cell =
-    liftable true symmetry (the expected G_obs). Element names are on the x axis (small font).
+    oh, ih = {g.name for g in o3.octahedral()}, {g.name for g in o3.icosahedral()}
+    named = (("O_h ∩ I_h", lambda e: e in oh and e in ih), ("O_h only", lambda e: e in oh and e not in ih),
+             ("I_h only", lambda e: e in ih and e not in oh), ("other", lambda e: e not in oh and e not in ih))
+    out = []
+    for name, member in named:
+        els = [e for e in elements if member(e)]
+        if els:
+            out.append((name, sorted(els, key=lambda e: (_class(e), e))))
+    return out
+
+
+def _class(element: str) -> str:
+    """Conjugacy-type label of an element name: 'r90[0,0,1]' and 'r270[...]' -> 'r90' (angles folded to <= 180)."""
+    head = element.split("[")[0]
+    kind, digits = head[:1], head[1:]
+    if not digits.isdigit():
+        return head
+    angle = int(digits)
+    return f"{kind}{min(angle, 360 - angle)}"
+
+
+def score_heatmap(table: pd.DataFrame, path=None, fig=None):
+    """The readout's decision over many group elements (3D candidate sets have 144), one panel per
+    (pe, observable): solids x elements coloured by the Holm-adjusted p-value, as the 2D `heatmap`.
+
+    Columns are grouped into blocks (O_h ∩ I_h, O_h only, I_h only), separated by black lines and
+    named above, and within a block by class (label under each run of columns). Marks: white dot =
+    observed; amber square = true symmetry; grey x = no exact lift; red x = observed but not a true
+    symmetry.
     """
     keys = list(dict.fromkeys(zip(table["pe"], table["observable"])))
-    n_el = table["element"].nunique()
+    blocks = _blocks(list(dict.fromkeys(table["element"])))
+    elems = [e for _, els in blocks for e in els]
     n_sh = table["shape"].nunique()
-    fig, created = _figure(fig, (max(6.0, 0.09 * n_el + 2.0), (1.4 + 0.35 * n_sh) * len(keys) + 0.6))
-    vmax = max(1e-12, float(np.nanmax(table["score"])))
+    fig, created = _figure(fig, (max(7.0, 0.075 * len(elems) + 3.0), (1.5 + 0.32 * n_sh) * len(keys) + 1.0))
+    fig.set_layout_engine("constrained")  # the colour bar spans every panel (tight_layout cannot place it)
+    alpha = float(table["alpha"].iloc[0]) if "alpha" in table.columns else 0.05
+    norm = pvalue_norm(alpha)
+    axs, im = [], None
     for k, (pe, obs) in enumerate(keys):
         ax = fig.add_subplot(len(keys), 1, k + 1)
+        axs.append(ax)
         t = table[(table["pe"] == pe) & (table["observable"] == obs)]
         shapes = list(dict.fromkeys(t["shape"]))
-        elems = list(dict.fromkeys(t["element"]))
-        grid = t.pivot(index="shape", columns="element", values="score").loc[shapes, elems]
-        im = ax.imshow(grid.values, cmap="viridis_r", vmin=0, vmax=vmax, aspect="auto", interpolation="nearest")
+        grid = np.full((len(shapes), len(elems)), np.nan)
         x = t["element"].map({e: i for i, e in enumerate(elems)}).to_numpy()
         y = t["shape"].map({s: i for i, s in enumerate(shapes)}).to_numpy()
+        grid[y, x] = np.log10(np.clip(_panel_p(t), P_FLOOR, 1.0))
+        im = ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu", norm=norm, aspect="auto", interpolation="nearest")
+        ax.set_facecolor("0.85")
         obs_m = t["observed"].astype(bool).to_numpy()
         lift = t["liftable"].astype(bool).to_numpy()
         true = t["true_symmetry"].astype("boolean").fillna(False).astype(bool).to_numpy()
-        ax.scatter(x[obs_m], y[obs_m], s=6, c="white", edgecolors="none")
-        ax.scatter(x[~lift], y[~lift], s=5, c="grey", marker="x", linewidths=0.5)
-        ax.scatter(x[lift & true], y[lift & true] + 0.42, s=8, c="red", marker="|", linewidths=0.8)
-        ax.set_xticks(range(len(elems)), elems, rotation=90, fontsize=3.5)
-        ax.set_yticks(range(len(shapes)), shapes, fontsize=7)
-        ax.set_title(f"{pe} / {obs}: dot observed, x not liftable, red tick = liftable true symmetry", fontsize=8)
-        fig.colorbar(im, ax=ax, fraction=0.02, label="score s(g)")
-    return _finish(fig, path, created)
+        ax.scatter(x[true], y[true], s=30, marker="s", facecolors="none", edgecolors="#ffbf00", linewidths=1.2)
+        ax.scatter(x[~lift], y[~lift], s=10, c="0.45", marker="x", linewidths=0.6)
+        ax.scatter(x[obs_m], y[obs_m], s=12, c="white", edgecolors="k", linewidths=0.5)
+        ax.scatter(x[obs_m & ~true], y[obs_m & ~true], s=20, c="red", marker="x", linewidths=1.0)
+        start, ticks, labels = 0, [], []
+        for name, els in blocks:
+            runs = list(dict.fromkeys(_class(e) for e in els))
+            pos = start
+            for c in runs:
+                n = sum(_class(e) == c for e in els)
+                ticks.append(pos + (n - 1) / 2)
+                labels.append(f"{c} ({n})")
+                if pos > start:
+                    ax.axvline(pos - 0.5, color="white", lw=0.8)
+                pos += n
+            if start:
+                ax.axvline(start - 0.5, color="k", lw=2.0)
+            ax.text(start + len(els) / 2 - 0.5, -0.6, name, ha="center", va="bottom", fontsize=SMALL, weight="bold")
+            start += len(els)
+        ax.set_xticks(ticks, labels, rotation=90, fontsize=SMALL)
+        ax.set_yticks(range(len(shapes)), shapes, fontsize=SMALL)
+        ax.set_xlabel("candidate element g, by block and class (r: rotation by deg, s: rotoreflection, m: mirror, "
+                      "i: inversion, e: identity; (n): elements in the class)", fontsize=SMALL)
+        ax.set_title(f"{pe} encoding, observable {obs}: is g a symmetry of the weights? (colour: Holm-adjusted "
+                     "p-value)", fontsize=FONT, pad=14)
+    if im is not None:
+        pvalue_colorbar(fig, im, axs, alpha)
+    return finish(fig, path, created)

@@ -161,7 +161,8 @@ class Readout:
         return heatmap(self.table, path, axes=axes)
 
     def plot_sweep(self, path=None, axes=None):
-        """Score and lift residual against rotation angle, per encoding; returns the figure."""
+        """Score and lift residual against rotation angle, per encoding, with the decision threshold of
+        the candidates' test; returns the figure."""
         from symfast.readout.plots import sweep_curves
 
-        return sweep_curves(self.sweep, path, axes=axes)
+        return sweep_curves(self.sweep, path, axes=axes, table=self.table)

@@ -5,7 +5,8 @@ Papers are cited by title and arXiv id; `symfast reproduce` puts these beside it
 """
 from __future__ import annotations
 
-__all__ = ["INTROS", "QUICK_SCOPE", "READOUT_GLOSSARY", "READOUT3D_GLOSSARY", "FIGURE_CAPTIONS"]
+__all__ = ["INTROS", "QUICK_SCOPE", "READOUT_GLOSSARY", "READOUT3D_GLOSSARY", "SCHUR_GLOSSARY", "LAYERWISE_GLOSSARY",
+           "GLOSSARY", "FIGURE_CAPTIONS", "MISSING_FIGURES"]
 
 # The header of a `symfast reproduce --quick` report: what its small budgets can and cannot test.
 QUICK_SCOPE = (
@@ -79,10 +80,97 @@ READOUT3D_GLOSSARY = {
     "liftable_false": "liftable non-symmetries", "liftable_false_rejected": "of those, rejected",
 }
 
+SCHUR_GLOSSARY = {
+    "task / construction / H": "RNN task, initialisation of W (orthogonal: random orthogonal; cayley: Cayley "
+                               "transform of a skew matrix, kept orthogonal) and hidden size",
+    "converged": "models that reached the task's convergence target (held-out FVU or replay accuracy) of the seeds",
+    "subset": "blocks zeroed: -T_RR, -T_C->R, -T_CC, or all three",
+    "ΔFVU [95% CI]": "FVU(ablated) - FVU(trained), mean over seeds with a 95% t-interval (copy task: replay "
+                     "accuracy after the ablation instead)",
+    "random control": "the same for a random perturbation of W of equal Frobenius norm (mean over draws and seeds)",
+    "d_D": "rollout distance to the trained model, in units of the target variance (median over seeds)",
+    "mass/||T||": "removed Schur mass ||T - T~||_F / ||T||_F (mean over seeds)",
+    "eps-stabilisers": "seeds whose ablation keeps behaviour (d_D <= eps) of the seeds",
+}
+
+LAYERWISE_GLOSSARY = {
+    "L1 weight err": "layer-1 weight-level error ||W1 ρ_in - ρ_1 W1||_F / ||W1||_F of the recovered action ρ_1",
+    "random": "the same error with a random permutation (best signs / scales) in place of ρ_1",
+    "L1 data err": "data-level error: how far h(gx) is from ρ_1 h(x) on held-out images, relative",
+    "end-to-end err": "how far the trained network is from invariant (classifier) or equivariant (autoencoder)",
+    "sym/anti/paired (weights)": "layer-1 units fixed by the flip with sign +1 (s+) / with sign -1 (s−) / swapped in pairs, "
+                       "each counted only when its weight-level matching residual is below the threshold "
+                       "(the rest are unmatched); the filter figures use the same counts",
+    "accuracy / projected / random proj.": "test accuracy (autoencoder: relative MSE) of the trained network, "
+                                           "after projecting its weights onto the recovered actions, and onto "
+                                           "random pairings",
+    "near-linear": "fraction of tanh units whose pre-activations stay in tanh's near-linear range",
+}
+
+# Every abbreviation of the report, in one place (the report's closing section).
+GLOSSARY = {
+    "held / missed": "tested verdicts: the measurement could have come out either way; a missed row says why",
+    "not comparable / by construction / order-dependent": "rows that are not tests: not testable in this run, "
+                                                          "cannot fail, or depend on a choice the paper leaves open",
+    "G_obs, G_lift, G_true": "elements observed in the weights; elements the encoding lifts exactly; true "
+                             "symmetries of the shape",
+    "implied": "liftable non-symmetries that every Gram invariant under G_lift ∩ G_true is also invariant under: "
+               "no Gram-type observable can tell them from G_lift ∩ G_true",
+    "Holm-adjusted p-value": "p-value of 'g is a symmetry of the weights', corrected for testing many g "
+                             "(Holm's step-down method); g is observed when it lies above the level alpha",
+    "prefixK": "Gram of the weight prefix W_K ... W_1 (prefix1 = the first-layer Gram W1ᵀW1)",
+    "dyadic / triaxis / rff / dyadic3 / cube4 / ico6 / rff3": "encodings of the input: sinusoids along the "
+                                                              "coordinate axes / three axes 120° apart / random "
+                                                              "Fourier features / the 3D analogues",
+    "O_h, I_h": "full symmetry groups of the cube (48 elements) and of the icosahedron (120 elements)",
+    "FVU, ΔFVU (dfvu)": "fraction of variance unexplained by the RNN's output; its change under an ablation",
+    "cross-task": "the paper's table of single-block ΔFVU across the four tasks (orthogonal W, H = 64)",
+    "T, Q, N": "ordered real Schur form W = Q T Qᵀ; N the strictly block-upper part of T (the coupling)",
+    "R, C, α, ρ(W), n_R": "leading sector R (|λ| ≥ α ρ(W)) and the rest C; α the sector cut; ρ(W) the "
+                          "spectral radius; n_R the number of eigenvalues in R",
+    "T_RR, T_C→R, T_CC": "the coupling blocks within R, from C into R, and within C",
+    "d_D": "rollout distance to the trained model, in units of the target variance (d_D of the target = FVU)",
+    "ε-stabiliser (eps-stabiliser), no-op": "an ablation with d_D ≤ ε (behaviour kept); an ablation that removes "
+                                            "nothing (the block is empty or zero)",
+    "mass/||T|| (removed_rel_T)": "removed Schur mass ||T - T~||_F / ||T||_F",
+    "pc_overlap, readout_overlap, manifold_overlap": "damage predictors: how much of the removed operator dW acts "
+                                                     "on the top principal components of the hidden states / is "
+                                                     "seen by the readout / acts on the visited states",
+    "Spearman ρ": "rank correlation of a predictor with ΔFVU across (task, seed, block), 95% bootstrap interval",
+    "s+, s−, paired, unmatched": "a layer-1 unit the flip maps to itself (s+), to minus itself (s−), to "
+                                 "another unit (paired), or none of these within the threshold (unmatched)",
+    "L1": "the first hidden layer",
+}
+
+# Captions of the 3D readout's figures, in the order they are shown.
+READOUT3D_CAPTIONS = {
+    "heatmap3d.png": "The decision per candidate element (columns) and solid (rows), one panel per encoding: colour "
+                     "= Holm-adjusted p-value of 'g is a symmetry of the weights', as in the 2D heatmap (black line "
+                     "on the colour bar: alpha; above it: observed). Columns are grouped into the blocks O_h ∩ I_h, "
+                     "O_h only and I_h only, and within a block by class (r: rotation by deg, s: rotoreflection, "
+                     "m: mirror, i: inversion, e: identity; element names in readout.csv). White dot: observed; "
+                     "amber square: true symmetry of the solid; grey x: no exact lift; red x: observed but false.",
+    "level_sets.png": "Fitted zero-level surface f = 0 of one model (marching cubes) beside the true solid; a panel "
+                      "without a surface says 'no zero crossing' in red (the fitted field never changes sign).",
+    "sdf_slices.png": "SDF slice z = 0: true, fitted and fitted - true, with the zero contour (black); a fitted panel "
+                      "whose field never changes sign in the slice is flagged 'no zero crossing' in red.",
+    "sweep.png": "Rotation sweep about the z axis: score over its lift-only null against the angle (dips = "
+                 "symmetries), dotted: the decision threshold over the same null (below it: passes), dashed: "
+                 "residual of the least-squares lift; every panel shares the y axes.",
+}
+
+# A figure that cannot be drawn without an optional extra: one line in the report instead (never another figure).
+MISSING_FIGURES = {
+    "level_sets.png": ("skimage", "Zero-level surfaces (`level_sets.png`) not drawn: scikit-image is not installed "
+                                  "(`pip install 'symfast[plot3d]'`)."),
+}
+
 # Captions of the figures (by file name), in the order they are shown; figures not listed follow.
-_FILTERS = ("grouped by the orbit of the recovered flip action on the first hidden layer; 's+' / 's−' is the "
-            "sign with which the flip maps a unit to its partner (symmetric: s+, antisymmetric: s−); grey "
-            "pixels are never lit by the data.")
+_FILTERS = ("grouped by the orbit of the recovered flip action on the first hidden layer, by the rule of the suite's "
+            "sym/anti/paired (weights) column (the title repeats its counts): a unit is labelled only when its "
+            "weight-level matching residual is below the threshold; 'i s+': the mirrored filter equals the filter "
+            "(symmetric); 'i s−': it equals minus the filter (antisymmetric); 'i↔j': the flip swaps units i and j "
+            "(paired); 'i' alone: unmatched, no sign claimed. Grey pixels are never lit by the data.")
 FIGURE_CAPTIONS = {
     # readout
     "summary_grid.png": "Observed vs expected over the whole grid: per shape and (encoding, observable), how many "
@@ -93,24 +181,35 @@ FIGURE_CAPTIONS = {
                    "hatching marks elements without an exact lift, so a hatched box is a true symmetry the "
                    "encoding hides.",
     "sweep.png": "Rotation sweep: score over its lift-only null against the rotation angle (dips = symmetries); "
-                 "dashed: residual of the least-squares lift (0 where the encoding lifts the rotation exactly).",
+                 "dotted: the decision threshold over the same null (a dip below it passes the test); dashed: "
+                 "residual of the least-squares lift (0 where the encoding lifts the rotation exactly); every "
+                 "panel shares the y axes.",
     "fields.png": "Fitted zero-level sets f = 0 of the first members (dashed) beside the true boundary (black), "
-                  "per shape and encoding: what the weights being read actually represent.",
+                  "per shape and encoding: what the weights being read actually represent. A member whose field "
+                  "has no zero crossing in the square is named in red in its panel (nothing to draw).",
     "loss.png": "Readout training loss per (encoding, shape): median over the ensemble's members, band = min to max.",
     # schur
-    "schur_ablation.png": "Effect of zeroing each coupling block, for every alpha, with 95% intervals over seeds "
-                          "and single seeds as dots, next to the equal-norm random control (open squares); "
-                          "right: eigenvalues of every seed over rho(W) with the cuts alpha rho. Notes state "
-                          "empty sectors and exactly normal matrices (every ablation a no-op).",
+    "schur_ablation.png": "Effect of zeroing each coupling block (T_RR, T_C→R, T_CC, alone and together) per "
+                          "(task, construction, H), for every sector cut α: ΔFVU with 95% t-intervals over seeds and "
+                          "single seeds as dots, next to the equal-norm random control (open squares); right: "
+                          "eigenvalues λ of every seed over ρ(W) with the cuts α ρ (R: |λ| ≥ α ρ, C: the rest). "
+                          "Settings whose every ablation is a no-op (W normal, e.g. Cayley) are not drawn; the "
+                          "title names them in one line. Panel notes state empty sectors.",
     "schur_T.png": "|entries| of the ordered real Schur form T (first seed per setting); blue lines separate the "
                    "R sector (|lambda| >= alpha rho) from C, so T_RR is the upper triangle of the top-left "
                    "block, T_C->R the top-right block and T_CC the upper triangle of the bottom-right block.",
     "schur_loss.png": "RNN training loss per (task, construction, H): median over seeds of a running mean, "
                       "band = min to max.",
-    "schur_stabilisers.png": "Share of seeds where each ablation is an eps-stabiliser (behaviour kept), per "
-                             "alpha; grey: no-op (nothing removed).",
-    "schur_subspace.png": "Which predictor ranks the damage of an ablation: Spearman correlation with ΔFVU "
-                          "(95% bootstrap) and the scatter behind each.",
+    "schur_stabilisers.png": "Share of seeds where each ablation is an ε-stabiliser (behaviour kept: rollout "
+                             "distance d_D ≤ ε, in units of the target variance), per sector cut α; one "
+                             "colour-blind-safe (Okabe-Ito) colour per share, named in the legend; grey: no-op "
+                             "(nothing removed).",
+    "schur_subspace.png": "Which predictor ranks the damage of an ablation: Spearman ρ with ΔFVU across (task, "
+                          "seed, block) with 95% bootstrap intervals, and the scatter behind each. Predictors, for "
+                          "the removed operator dW = W - W~: removed_rel_T = ||T - T~||_F / ||T||_F (removed Schur "
+                          "mass); pc_overlap = ||dW P_pc||_F / ||dW||_F (P_pc: top principal components of the "
+                          "hidden states); readout_overlap = ||P_V dW||_F / ||dW||_F (P_V: the readout's row space); "
+                          "manifold_overlap = ||dW h||_F / (||dW||_F ||h||_F) over the visited states h.",
     # layerwise
     "filters_equivariant.png": "First-layer filters of the flip-equivariant MLP classifier, " + _FILTERS,
     "filters_control.png": "First-layer filters of the control MLP (no equivariance loss), " + _FILTERS,

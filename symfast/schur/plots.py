@@ -17,9 +17,13 @@ from matplotlib.patches import Patch
 
 from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
 
-__all__ = ["ablation_figure", "schur_form", "stabilisers", "predictors", "loss_curves", "NORMAL_TOL"]
+__all__ = ["ablation_figure", "schur_form", "stabilisers", "predictors", "loss_curves", "noop_line", "NORMAL_TOL",
+           "OKABE_ITO"]
 
 NORMAL_TOL = 1e-10  # ||N|| / ||T|| below this: W is normal to rounding, every ablation removes nothing
+ROW_HEIGHT = 3.4  # inches per (task, construction, H) row of the ablation figure: ~410 px, well under a screen
+# Okabe-Ito colours (colour-blind safe), for categories ordered from "none" to "all".
+OKABE_ITO = ("#D55E00", "#E69F00", "#F0E442", "#56B4E9", "#0072B2", "#CC79A7", "#009E73")
 
 
 def _groups(df: pd.DataFrame) -> list:
@@ -45,6 +49,24 @@ def _is_normal(facts: pd.DataFrame, task, construction, hidden) -> bool:
     return not f.empty and bool(f["N_over_T"].max() < NORMAL_TOL)
 
 
+def _all_noop(raw: pd.DataFrame, facts, task, construction, hidden) -> bool:
+    """Whether every ablation of this model group removes nothing (e.g. W normal, as a Cayley W is)."""
+    if facts is not None and _is_normal(facts, task, construction, hidden):
+        return True
+    r = raw[(raw.task == task) & (raw.construction == construction) & (raw.hidden == hidden) & (raw.subset != "full")]
+    return "stabiliser" in r and not r.empty and bool((r["stabiliser"] == "no-op").all())
+
+
+def noop_line(groups: list) -> str:
+    """One line naming the model groups whose every ablation is a no-op (left out of the panels)."""
+    by = {}
+    for task, construction, hidden in groups:
+        by.setdefault((construction, hidden), []).append(task)
+    parts = [f"{cn}, H = {hd} ({', '.join(ts)})" for (cn, hd), ts in by.items()]
+    return ("Not drawn, every ablation a no-op (W normal to rounding: T has no coupling to remove): "
+            + "; ".join(parts))
+
+
 def _sector_note(facts: pd.DataFrame, H: int, alpha: float) -> str:
     """What the sector split leaves to ablate, in words, for the panel."""
     if facts.empty:
@@ -64,7 +86,8 @@ def ablation_figure(raw: pd.DataFrame, spectra: dict, alpha: float, facts: pd.Da
     """Per (task, construction, H): block-ablation effects for every alpha with intervals over seeds,
     next to the equal-norm random control, and all seeds' eigenvalues with the sector cuts.
 
-    Left panel: one row per ablated subset; filled circles = Schur ablation, open squares = random
+    Model groups whose every ablation is a no-op (a normal W, e.g. Cayley) get no panels: the
+    figure's title names them in one line. Left panel: one row per ablated subset; filled circles = Schur ablation, open squares = random
     perturbation of the same Frobenius norm (mean, bar = 95% t-interval over seeds), small dots =
     single seeds, one colour per alpha. Rows where the ablation removes nothing are labelled no-op.
     Right panel: eigenvalues lambda / rho(W) of every seed with the circle rho (|lambda| = rho)
@@ -84,13 +107,20 @@ def ablation_figure(raw: pd.DataFrame, spectra: dict, alpha: float, facts: pd.Da
     """
     import matplotlib.pyplot as plt
 
-    groups = _groups(raw)
+    groups, noop_groups = [], []
+    for g in _groups(raw):
+        (noop_groups if _all_noop(raw, facts, *g) else groups).append(g)
     alphas = sorted(raw["alpha"].unique())
     colours = {a: f"C{k}" for k, a in enumerate(alphas)}
     created = fig is None
     if created:
-        fig = plt.figure(figsize=(13.0, 3.6 * max(1, len(groups))), layout="constrained")
-    axes = fig.subplots(max(1, len(groups)), 2, squeeze=False, gridspec_kw={"width_ratios": [2.3, 1.0]})
+        fig = plt.figure(figsize=(13.0, ROW_HEIGHT * max(1, len(groups)) + (0.5 if noop_groups else 0.0)),
+                         layout="constrained")
+    if noop_groups:
+        fig.suptitle(noop_line(noop_groups), fontsize=FONT)
+    if not groups:
+        return finish(fig, path, created)
+    axes = fig.subplots(len(groups), 2, squeeze=False, gridspec_kw={"width_ratios": [2.3, 1.0]})
     for row, (tk, cn, hd) in enumerate(groups):
         ax, axe = axes[row]
         r = raw[(raw.task == tk) & (raw.construction == cn) & (raw.hidden == hd) & (raw.subset != "full")]
@@ -255,17 +285,34 @@ def stabilisers(raw: pd.DataFrame, path=None, ax=None):
     piv = r.pivot_table(index=["task", "construction", "hidden", "subset"], columns="alpha", values="frac",
                         aggfunc="mean", sort=False, dropna=False)
     fig, ax, created = axes_or_new(ax, (7.0, 0.24 * len(piv) + 1.8))
-    im = ax.imshow(piv.to_numpy(), aspect="auto", cmap="RdYlGn", vmin=0, vmax=1)
+    values = piv.to_numpy()
+    levels = sorted({float(v) for v in values[np.isfinite(values)]})
+    if len(levels) <= 7:  # few seeds: categories (0, 1/2, 1 ...), one colour-blind-safe colour each
+        from matplotlib.colors import ListedColormap
+
+        middle = ("#F0E442", "#56B4E9", "#0072B2", "#E69F00", "#CC79A7")  # the other Okabe-Ito colours
+        pick = ([OKABE_ITO[-1] if levels and levels[0] > 0.5 else OKABE_ITO[0]] if len(levels) <= 1 else
+                [OKABE_ITO[0], *middle[:len(levels) - 2], OKABE_ITO[-1]])
+        codes = np.full(values.shape, np.nan)
+        for k, v in enumerate(levels):
+            codes[np.isclose(values, v)] = k
+        ax.imshow(codes, aspect="auto", cmap=ListedColormap(pick or ["white"]), vmin=-0.5,
+                  vmax=max(len(levels), 1) - 0.5, interpolation="nearest")
+        handles = [Patch(fc=c, label=f"{v:.2g} of seeds") for v, c in zip(levels, pick)]
+    else:  # many seeds: a sequential colour-blind-safe scale
+        im = ax.imshow(values, aspect="auto", cmap="cividis", vmin=0, vmax=1)
+        cb = ax.figure.colorbar(im, ax=ax, fraction=0.05)
+        cb.set_label("fraction of seeds", fontsize=SMALL)
+        cb.ax.tick_params(labelsize=SMALL)
+        handles = []
     ax.set_yticks(range(len(piv)), [f"{t}/{c} H={h}  {s.replace('->', '→')}" for t, c, h, s in piv.index],
                   fontsize=SMALL)
     ax.set_xticks(range(len(piv.columns)), [f"α = {a:g}" for a in piv.columns], fontsize=SMALL)
     ax.set_xlabel("sector cut α", fontsize=SMALL)
     ax.set_title("share of seeds where the ablation keeps behaviour (ε-stabiliser: d_D ≤ ε)", fontsize=FONT)
     ax.set_facecolor("0.8")
-    cb = ax.figure.colorbar(im, ax=ax, fraction=0.05)
-    cb.set_label("fraction of seeds", fontsize=SMALL)
-    cb.ax.tick_params(labelsize=SMALL)
-    legend_outside(ax, handles=[Patch(fc="0.8", label="no-op: nothing removed")], bbox_to_anchor=(1.25, 1.0))
+    legend_outside(ax, handles=handles + [Patch(fc="0.8", label="no-op: nothing removed")], title="share of seeds",
+                   title_fontsize=SMALL)
     return finish(fig, path, created)
 
 

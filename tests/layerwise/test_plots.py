@@ -44,6 +44,7 @@ def test_filters_title_counts_truncation_and_caption_explains_signs(planted):
     try:
         texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts) + fig._suptitle.get_text()
         texts += " ".join(t.get_text() for t in fig.texts)
+        texts = " ".join(texts.split())  # the caption is wrapped
         assert f"{biggest}: 3 of {n} filters shown" in texts
         assert "s+" in texts and "s−" in texts and "mirrored filter equals minus the filter" in texts
         assert fig.axes[-1].get_ylabel() == "weight / max |weight| of the filter"  # the colour bar
@@ -119,3 +120,59 @@ def test_layerwise_claims_expected_measured_held():
     assert auto.verdict == "held" and auto.measured.startswith("1 of 1")
     assert claims["Equivariant attention carries a permutation of heads"].verdict == "held"
     assert layerwise_claims({}) == []
+
+
+def _labels(fig) -> list:
+    return [ax.get_title() for ax in fig.axes if ax.images]
+
+
+def test_filter_labels_follow_one_rule_and_s_plus_filters_are_mirror_symmetric(planted):
+    """Planted network, one s+ unit then broken: every 's+' filter is mirror-symmetric to tolerance,
+    the broken one loses its sign label (the old rule labelled it by the sign of its scale alone)."""
+    net, res = planted
+    W1 = np.asarray(net.layers[0][0], dtype=np.float64)
+    fig = plot_filters_by_orbit(W1, (1, 4, 4), res)
+    try:
+        labels = _labels(fig)
+    finally:
+        plt.close(fig)
+    plus = [int(t.split()[0]) for t in labels if t.endswith("s+")]
+    assert plus and any(t.endswith("s−") for t in labels) and any("↔" in t for t in labels)
+    for i in plus:
+        assert np.linalg.norm(W1[i] @ FLIP - W1[i]) <= 1e-6 * np.linalg.norm(W1[i])
+    for t in labels:
+        if "↔" in t:
+            i, j = (int(v) for v in t.split()[0].split("↔"))
+            assert np.linalg.norm(np.abs(W1[i] @ FLIP) - np.abs(W1[j])) <= 1e-6 * np.linalg.norm(W1[i])
+
+    broken = [tuple(np.array(w, copy=True) for w in layer) for layer in net.layers]
+    k = plus[0]
+    broken[0][0][k] = W1[k] + np.random.default_rng(1).normal(size=16) * 2.0 * np.linalg.norm(W1[k])
+    res2 = sf.recover_latent_actions(broken, FLIP, activation="tanh")
+    fig = plot_filters_by_orbit(np.asarray(broken[0][0], dtype=np.float64), (1, 4, 4), res2)
+    try:
+        labels2 = _labels(fig)
+    finally:
+        plt.close(fig)
+    assert f"{k} s+" not in labels2
+    W2 = np.asarray(broken[0][0], dtype=np.float64)
+    for t in labels2:
+        if t.endswith("s+"):
+            i = int(t.split()[0])
+            assert np.linalg.norm(W2[i] @ FLIP - W2[i]) <= res2.threshold * np.linalg.norm(W2[i]) + 1e-9
+
+
+def test_filter_title_counts_are_the_tables_counts_at_the_weight_level(planted):
+    from symfast.layerwise.suite import _counts
+
+    net, res = planted
+    fig = plot_filters_by_orbit(net.layers[0][0], (1, 4, 4), res)
+    try:
+        title = fig._suptitle.get_text()
+    finally:
+        plt.close(fig)
+    c = res.counts()[0]  # what run_suite stores and format_suite prints
+    assert f"weight-level counts sym/anti/paired/unmatched {_counts(c)}/{c['unmatched']}" in title
+    groups = orbit_groups(res)
+    assert (len(groups["symmetric"]), len(groups["antisymmetric"]), len(groups["paired"])) == \
+        (c["fixed"], c["antisymmetric"], c["cycled"])

@@ -282,9 +282,9 @@ def test_plots3d_figures_and_fallback_without_scikit_image(tmp_path, monkeypatch
     if plots3d.HAVE_SKIMAGE:
         assert len(plots3d.level_sets(ens, resolution=12).axes) == 2
     monkeypatch.setattr(plots3d, "HAVE_SKIMAGE", False)
-    with pytest.warns(UserWarning, match="scikit-image"):
-        plots3d.level_sets(ens, resolution=12, path=tmp_path / "fallback.png")
-    assert (tmp_path / "fallback.png").exists()
+    with pytest.warns(UserWarning, match="scikit-image"):  # no substitute figure under the level sets' name
+        assert plots3d.level_sets(ens, resolution=12, path=tmp_path / "fallback.png") is None
+    assert not (tmp_path / "fallback.png").exists()
     with pytest.raises(ValueError, match="3D fields"):
         plots3d.level_sets(sf.fit_sdf(["square"], sf.DyadicAxisPE(K=2), seeds=1, hidden=(4,), steps=1, points=8,
                                       progress=False))

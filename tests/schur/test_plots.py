@@ -89,7 +89,11 @@ def test_ablation_figure_states_no_ops_cuts_and_every_alpha():
     try:
         texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
         assert "C sector empty" in texts  # n_R = H
-        assert "normal to rounding" in texts and "every ablation is a no-op" in texts  # Cayley
+        # Cayley: W normal, every ablation a no-op -> no panels, one line in the title
+        title = fig._suptitle.get_text()
+        assert "normal to rounding" in title and "every ablation a no-op" in title and "cayley, H = 6" in title
+        assert len(fig.axes) == 2 and "cayley" not in " ".join(ax.get_title() for ax in fig.axes)
+        assert fig.get_size_inches()[1] * 120 <= 1080  # one screen for the one drawn task
         assert "no-op (block empty) at alpha = 0.85, 0.9, 0.95" in texts
         assert "ρ(W)" in texts and "α ρ, α = 0.9" in texts
         eig = fig.axes[1]
@@ -111,3 +115,26 @@ def test_training_losses_are_kept_in_the_checkpoint(tmp_path):
           progress=False)
     losses = load_checkpoint(path)[2]["losses"]
     assert len(losses) == 6 and all(np.isfinite(losses))
+
+
+def test_stabilisers_use_categorical_colour_blind_safe_colours():
+    from matplotlib.colors import to_hex
+
+    r = _raw()
+    r = r[r.subset != "full"].copy()
+    seeds = sorted(r["seed"].unique())
+    r["stabiliser"] = np.where(r["stabiliser"] == "no-op", "no-op",
+                               np.where(r["seed"] == seeds[0], "eps-stabiliser", "fragile"))  # 1 of 2 seeds
+    first = r.index[r["stabiliser"] != "no-op"][:2]
+    r.loc[r.index.isin(first) & (r["seed"] != seeds[0]), "stabiliser"] = "eps-stabiliser"
+    fig = plots.stabilisers(r)
+    try:
+        ax = fig.axes[0]
+        legend = {t.get_text(): to_hex(p.get_facecolor()) for t, p in zip(ax.get_legend().get_texts(),
+                                                                          ax.get_legend().get_patches())}
+        assert set(legend.values()) - {to_hex("0.8")} <= {c.lower() for c in plots.OKABE_ITO + (
+            "#F0E442", "#56B4E9", "#0072B2", "#E69F00", "#CC79A7")}
+        assert "0.5 of seeds" in legend and "no-op: nothing removed" in legend
+        assert len(fig.axes) == 1  # categories in the legend, no continuous colour bar
+    finally:
+        plt.close(fig)

@@ -1,0 +1,69 @@
+"""report.html is rendered, not dumped: Markdown through markdown-it-py (code spans, lists, tables),
+study tables as HTML tables, each distinct figure embedded once (by content), compressed, and linked
+once the page's image budget is spent."""
+import re
+import shutil
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from symfast.report import Claim, Section, write_report  # noqa: E402
+from symfast.report.figures import FigureStore  # noqa: E402
+
+SUITE_MD = """| model | activation | sym/anti/paired |
+|---|---|---|
+| mlp | tanh | 7/0/0 |
+| cnn | tanh | 3/1/2 |"""
+
+
+def _figure(path, seed=0, size=(6, 4)):
+    rng = np.random.default_rng(seed)
+    fig, ax = plt.subplots(figsize=size)
+    ax.plot(rng.normal(size=50).cumsum())
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def test_markdown_tables_and_a_duplicated_figure_render_once(tmp_path):
+    _figure(tmp_path / "sdf_slices.png")
+    shutil.copy(tmp_path / "sdf_slices.png", tmp_path / "level_sets.png")  # byte-identical under another name
+    _figure(tmp_path / "other.png", seed=1)
+    sec = Section("Layerwise", ["Read `results.json` for the numbers; the **suite** trains two models."],
+                  [("Scores", pd.DataFrame({"element": ["r0"], "score": [0.5]}), {"score": "relative `Gram` change"})],
+                  [(str(tmp_path / "sdf_slices.png"), "slices"), (str(tmp_path / "level_sets.png"), "level sets"),
+                   (str(tmp_path / "other.png"), "other")],
+                  command="symfast layerwise --suite", markdown=[SUITE_MD], notes=["`level_sets.png` not drawn"])
+    claims = [Claim("layerwise", "the `flip` action fits", "< 0.5", "0.7", "missed")]
+    md_path, html_path = write_report(str(tmp_path), "t", {}, claims, [sec], glossary={"dfvu": "ΔFVU"})
+    page = open(html_path).read()
+    body = re.sub(r"<code>.*?</code>", "", page, flags=re.S)
+    assert "`" not in body  # every code span rendered
+    assert "<pre>" not in page  # the study's markdown is rendered, not preformatted
+    assert page.count("<table") >= 4  # run details, verdicts, the scores table, the suite's markdown table
+    assert "<td>7/0/0</td>" in page and "<strong>suite</strong>" in page and "<code>results.json</code>" in page
+    assert page.count("<img") == 2  # three figures, two distinct
+    assert "the same image as <a href='#fig-1'>figure 1</a>" in page
+    assert "measured 0.7, outside the expected &lt; 0.5" in page  # a miss says why even without a note
+    assert "<h2>Glossary</h2>" in page and "<code>dfvu</code>" in page
+    md = open(md_path).read()
+    assert md.count("![") == 2 and "the same image as figure 1 above (`level_sets.png`)" in md
+    assert "| mlp | tanh | 7/0/0 |" in md and "- `level_sets.png` not drawn" in md
+
+
+def test_figures_are_compressed_and_linked_beyond_the_budget(tmp_path):
+    paths = []
+    for k in range(3):
+        p = tmp_path / f"f{k}.png"
+        _figure(p, seed=k, size=(20, 8))  # 2400 px wide
+        paths.append(str(p))
+    store = FigureStore(str(tmp_path))
+    first = store.img(paths[0])
+    assert first.startswith('<img src="data:image/png;base64,')
+    assert store.used * 3 / 4 < (tmp_path / "f0.png").stat().st_size  # re-encoded smaller
+    small = FigureStore(str(tmp_path), budget=store.used + 10)
+    assert "base64" in small.img(paths[0]) and "base64" not in small.img(paths[1])
+    assert '<a href="f2.png">' in small.img(paths[2])
