@@ -43,3 +43,18 @@ def test_fused_gradients_match_reference_by_name():
     for l, (w, b) in enumerate(zip(ens.weights, ens.biases)):
         assert_close(f"dW{l}", ref_dw[l], w.grad)
         assert_close(f"db{l}", ref_db[l], b.grad)
+
+
+@pytest.mark.filterwarnings("ignore:symfast.nn")
+def test_casts_keep_a_learned_frequency_parameter_float64():
+    m = sf.nn.FourierMLP(sf.DyadicAxisPE(3), hidden=(8,), dtype=torch.float64, backend="reference")
+    m.pe.frequencies = torch.nn.Parameter(m.pe.frequencies.clone())
+    p = m.pe.frequencies
+    opt = torch.optim.Adam(m.parameters(), lr=1e-3)
+    m(torch.rand(5, 2, dtype=torch.float64)).sum().backward()
+    m.float()
+    assert m.pe.frequencies is p and isinstance(p, torch.nn.Parameter) and p.requires_grad
+    assert p.dtype == torch.float64 and p.grad.dtype == torch.float64 and m.weights[0].dtype == torch.float32
+    m.to(torch.float64).to(torch.float32)
+    assert p.dtype == torch.float64 and any(q is p for q in opt.param_groups[0]["params"])
+    assert m.pe.lift(sf.rotation(np.pi / 2)) is not None

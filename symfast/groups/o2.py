@@ -6,6 +6,7 @@ line through the origin at angle theta (`symfast.groups.elements.O2Element`).
 from __future__ import annotations
 
 import math
+import warnings
 
 from symfast.groups.elements import O2Element
 from symfast.groups.group import Group
@@ -13,14 +14,30 @@ from symfast.groups.group import Group
 __all__ = ["rotation", "reflection", "identity", "cyclic", "dihedral", "rotation_sweep", "orthogonal_group"]
 
 
-def rotation(theta: float) -> O2Element:
-    """Rotation by theta radians (counter-clockwise)."""
-    return O2Element("rotation", float(theta))
+def _angle(fn: str, theta, deg) -> float:
+    """theta in radians, or deg in degrees (exactly one of them)."""
+    if (theta is None) == (deg is None):
+        raise TypeError(f"{fn}() takes an angle in radians (positional, {fn}(math.pi / 3)) or in degrees "
+                        f"({fn}(deg=60)), exactly one of them")
+    if deg is not None:
+        return math.radians(float(deg))
+    if isinstance(theta, int) and not isinstance(theta, bool) and abs(theta) > 2 * math.pi:
+        warnings.warn(f"{fn}({theta}) is {theta} radians ({math.degrees(theta) % 360:.4g} degrees mod 360); "
+                      f"for degrees write {fn}(deg={theta})", stacklevel=3)
+    return float(theta)
 
 
-def reflection(theta: float) -> O2Element:
-    """Reflection across the line through the origin at angle theta radians."""
-    return O2Element("reflection", float(theta))
+def rotation(theta: float | None = None, *, deg: float | None = None) -> O2Element:
+    """Rotation by theta radians, or by `deg` degrees (counter-clockwise): `rotation(math.pi / 2)` and
+    `rotation(deg=90)` are the same element, named "r90" (names are in degrees and parse back with
+    `as_element`). An integer theta above 2 pi warns (it is most likely degrees)."""
+    return O2Element("rotation", _angle("rotation", theta, deg))
+
+
+def reflection(theta: float | None = None, *, deg: float | None = None) -> O2Element:
+    """Reflection across the line through the origin at angle theta radians, or `deg` degrees:
+    `reflection(deg=30)` is "m30"."""
+    return O2Element("reflection", _angle("reflection", theta, deg))
 
 
 def identity() -> O2Element:

@@ -12,6 +12,14 @@ The frequencies and phases are float64 buffers (saved in `state_dict`) that modu
 (`.float()`, `.half()`, `.to(dtype)`) never touch: they move between devices with the
 module but stay float64, so the lifts stay exact whatever dtype the model around them runs
 in. The features are computed in the input's dtype.
+
+Learned frequencies: `pe.frequencies = nn.Parameter(...)` (or `pe.frequencies.requires_grad_(True)`)
+makes them trainable. Casts keep such a Parameter float64 too (its data is replaced, the Parameter
+object and its optimizer state stay), and every lift, fingerprint and config reads the current
+values, detached: after training, `lift(g)` and the readout's G_lift come from the trained
+frequency set. Meta device: the frequencies are data, not an initialisation, so under
+`with torch.device("meta")` they are still built with their values (on the CPU); modules around
+them can be built and run on meta tensors, and `module.to_empty(device=...)` keeps them.
 """
 from __future__ import annotations
 
@@ -66,14 +74,21 @@ class FourierPE(torch.nn.Module):
             if value is not None and (value.is_complex() if isinstance(value, torch.Tensor)
                                       else np.iscomplexobj(value)):
                 raise TypeError(f"{arg} must be real, got a complex array")
-        w = torch.as_tensor(np.asarray(frequencies, dtype=np.float64))
+        w_np = np.asarray(frequencies.detach().cpu() if isinstance(frequencies, torch.Tensor) else frequencies,
+                          dtype=np.float64)
+        b_np = np.zeros(w_np.shape[:1]) if phases is None else np.asarray(
+            phases.detach().cpu() if isinstance(phases, torch.Tensor) else phases, dtype=np.float64)
+        # finiteness is checked on the numpy arrays (no .item() on meta tensors); a meta default device
+        # still gets real values (on the CPU), the encoding being data rather than an initialisation
+        device = torch.get_default_device()
+        device = torch.device("cpu") if device.type == "meta" else device
+        w = torch.as_tensor(w_np, device=device)
         if w.ndim != 2 or w.shape[1] not in _DIMS or w.shape[0] < 1:
             raise ValueError(f"frequencies must be [m, D] with m >= 1 and D in {_DIMS}, got {list(w.shape)}")
-        b = torch.zeros(w.shape[0], dtype=torch.float64) if phases is None else torch.as_tensor(
-            np.asarray(phases, dtype=np.float64))
+        b = torch.as_tensor(b_np, device=device)
         if b.shape != (w.shape[0],):
             raise ValueError(f"phases must be [{w.shape[0]}], got {list(b.shape)}")
-        if not (torch.isfinite(w).all() and torch.isfinite(b).all()):
+        if not (np.isfinite(w_np).all() and np.isfinite(b_np).all()):
             raise ValueError("frequencies and phases must be finite")
         self.register_buffer("frequencies", w)
         self.register_buffer("phases", b)
@@ -105,12 +120,24 @@ class FourierPE(torch.nn.Module):
 
     def _apply(self, fn, recurse=True):
         """Module casts move the float64 frequencies/phases to the new device but keep them
-        float64 (a float32 copy of 2^k pi would break phi(gx) = rho(g) phi(x))."""
-        exact = {"frequencies": self.frequencies, "phases": self.phases}
+        float64 (a float32 copy of 2^k pi would break phi(gx) = rho(g) phi(x)). A learned
+        nn.Parameter keeps its identity (optimizers hold it): its data (and grad) are set instead."""
+        # .detach() aliases the current storage: super()._apply replaces a Parameter's .data and a
+        # buffer's tensor, and these aliases keep the float64 values
+        exact = {name: getattr(self, name) for name in ("frequencies", "phases")}
+        saved = {name: (t.detach(), None if t.grad is None else t.grad.detach()) for name, t in exact.items()}
         super()._apply(fn, recurse)
-        for name, master in exact.items():
+        for name, (master, grad) in saved.items():
             moved = getattr(self, name)
-            setattr(self, name, master.to(device=moved.device, dtype=torch.float64))
+            if master.device.type == "meta":  # nothing to restore from
+                continue
+            value = master.to(device=moved.device, dtype=torch.float64)
+            if isinstance(moved, torch.nn.Parameter):
+                moved.data = value
+                if grad is not None:
+                    moved.grad = grad.to(device=moved.device, dtype=torch.float64)
+            else:
+                setattr(self, name, value)
         return self
 
     def extra_repr(self) -> str:
@@ -118,8 +145,8 @@ class FourierPE(torch.nn.Module):
 
     def config(self) -> dict:
         """Everything needed to rebuild this encoding (see `FourierPE.from_config`)."""
-        return {"name": self.name, "frequencies": self.frequencies.cpu().tolist(),
-                "phases": self.phases.cpu().tolist()}
+        return {"name": self.name, "frequencies": self.frequencies.detach().cpu().tolist(),
+                "phases": self.phases.detach().cpu().tolist()}
 
     @staticmethod
     def from_config(cfg: dict) -> "FourierPE":
@@ -127,9 +154,10 @@ class FourierPE(torch.nn.Module):
 
     # -- lifts ---------------------------------------------------------------------------
     def lift(self, g, tol: float = 1e-9) -> np.ndarray | None:
-        """Exact lift rho(g) as a [d, d] float64 array, or None when g is not liftable.
+        """Exact lift rho(g) as a [d, d] float64 numpy array (not a tensor: lifts are exact
+        bookkeeping, `torch.from_numpy(rho)` when you need one), or None when g is not liftable.
 
-        phi(g x) = rho(g) phi(x) for all x. Found by matching g^T w_j = s w_i (s = +-1), each
+        phi(g x) = rho(g) phi(x) for all x, for the current (detached) frequencies and phases. Found by matching g^T w_j = s w_i (s = +-1), each
         w_i used once, to `tol` relative to the largest frequency.
 
         Args:
@@ -139,8 +167,8 @@ class FourierPE(torch.nn.Module):
             ValueError: when g does not act on R^D (D = `input_dim`).
         """
         mat = _element_matrix(g, self.input_dim)
-        w = self.frequencies.cpu().numpy()
-        b = self.phases.cpu().numpy()
+        w = self.frequencies.detach().cpu().numpy()
+        b = self.phases.detach().cpu().numpy()
         m = w.shape[0]
         scale = max(1.0, float(np.abs(w).max()))
         target = w @ mat  # row j: (g^T w_j)^T
@@ -208,13 +236,15 @@ class FourierPE(torch.nn.Module):
             (rho_hat [d, d] float64 numpy, relative residual ||phi(gX) - rho_hat phi(X)|| / ||phi(gX)||).
         """
         mat = torch.as_tensor(_element_matrix(g, self.input_dim))
-        key = (num_samples, radius, seed)
-        if getattr(self, "_lstsq_cache", (None,))[0] != key:  # samples and phi(X) reused across a sweep
-            sample = samplers.sample_disk if self.input_dim == 2 else samplers.sample_ball
-            x = sample(num_samples, radius, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
-            self._lstsq_cache = (key, x, self(x.to(self.frequencies.device)).cpu().numpy())
-        _, x, a = self._lstsq_cache
-        target = self((x @ mat.T).to(self.frequencies.device)).cpu().numpy()
+        # samples and phi(X) reused across a sweep, and recomputed when (learned) frequencies change
+        key = (num_samples, radius, seed, self._fingerprint())
+        with torch.no_grad():
+            if getattr(self, "_lstsq_cache", (None,))[0] != key:
+                sample = samplers.sample_disk if self.input_dim == 2 else samplers.sample_ball
+                x = sample(num_samples, radius, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+                self._lstsq_cache = (key, x, self(x.to(self.frequencies.device)).cpu().numpy())
+            _, x, a = self._lstsq_cache
+            target = self((x @ mat.T).to(self.frequencies.device)).cpu().numpy()
         if orthogonal:  # Procrustes: sol = U V^T from the SVD of a^T target
             u, _, vt = np.linalg.svd(a.T @ target)
             sol = u @ vt

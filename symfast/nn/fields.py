@@ -21,6 +21,18 @@ Data model:
   name and group elements). `load(path)` reads it with `torch.load(weights_only=True)`
   (no arbitrary unpickling) and validates every field; files of the first format, which
   stored shape names only, load with a warning and take the shapes from `symfast.shapes.by_name`.
+- Pickling: Ensembles, modules and their shapes pickle (shapes through their recipe, see
+  `symfast.shapes.base`), so `torch.save(module)`, `copy.deepcopy` and multiprocessing workers
+  take them; `save`/`load` remain the format to keep (validated, no code on load).
+- Activations: an Ensemble stacked from `nn.Sequential` models may carry an activation the fused
+  kernel lacks (any parameter-free pointwise module, e.g. nn.GELU()): the readout reads it as any
+  other (the Gram observables use the weights only), `ens(x)` evaluates it in plain PyTorch
+  through the module, `to_sequential(i)` gives it back; `to_module()` and `save()` refuse it.
+- Learned frequencies: a module whose `pe.frequencies` (or phases) require grad trains through
+  the PyTorch reference, the fused kernel having no frequency gradients (a one-time
+  RuntimeWarning says so); `to_ensemble()` and the readout take the current values, detached.
+- Meta device: modules built with `device="meta"` or under `with torch.device("meta")` run
+  forward and `train_step` on meta tensors (shapes only, through the ops' fake kernels).
 """
 from __future__ import annotations
 
@@ -36,13 +48,21 @@ from torch import nn
 
 from symfast._io import atomic_save, safe_load
 from symfast.nn.encodings import FourierPE
-from symfast.nn.sequential import parse_sequential, stack_sequentials, to_sequential
+from symfast.nn.sequential import (activation_fn, activation_label, check_activation, parse_sequential,
+                                   stack_sequentials, to_sequential)
 from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp, fourier_mlp_train_step
 from symfast.shapes import Shape, by_name
 
 __all__ = ["Ensemble", "FourierMLPEnsemble", "FourierMLP", "init_weights"]
 
 FORMAT = "symfast.Ensemble/2"
+_WARNED: set = set()  # one-time warnings already given (by key)
+
+
+def _warn_once(key: str, msg: str) -> None:
+    if key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(msg, RuntimeWarning, stacklevel=4)
 _OLD_FORMAT = "symfast.Ensemble/1"  # shapes by name only
 
 
@@ -80,7 +100,9 @@ class Ensemble:
     Attributes:
         pe: the shared Fourier encoding.
         weights, biases: lists of [B, fan_in, fan_out] and [B, fan_out] tensors.
-        activation: hidden activation name (one of `symfast.ops.fourier_mlp.ACTIVATIONS`).
+        activation: hidden activation name (one of `symfast.ops.fourier_mlp.ACTIVATIONS`), or a
+            parameter-free pointwise nn.Module the fused kernel lacks (nn.GELU(), ...; see the
+            module docstring for what such an ensemble can do).
         shapes: per-member shape name (length B). The constructor takes Shape objects or
             names; `targets` keeps the Shape objects (None for a name it does not know).
         seeds: per-member seed (length B).
@@ -115,14 +137,22 @@ class Ensemble:
             raise ValueError(f"the last layer must have one output, got {list(self.weights[-1].shape)}")
         if len(self.shapes) != B or len(self.seeds) != B:
             raise ValueError(f"shapes and seeds must have one entry per model (B = {B})")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"unknown activation {self.activation!r}; choose from {sorted(ACTIVATIONS)}")
+        check_activation(self.activation)
         self.targets = [_as_target(s) for s in self.shapes]
         self.shapes = [getattr(s, "name", s) for s in self.shapes]
         for t in self.targets:
             if t is not None and getattr(t, "dim", 2) != self.pe.input_dim:
                 raise ValueError(f"shape {t.name!r} is {getattr(t, 'dim', 2)}D but the encoding {self.pe.name!r} "
                                  f"encodes {self.pe.input_dim}D points")
+
+    def __repr__(self) -> str:
+        counts = dict.fromkeys(self.shapes, 0)
+        for name in self.shapes:
+            counts[name] += 1
+        shapes = ", ".join(f"{k} x{v}" for k, v in list(counts.items())[:6]) + (", ..." if len(counts) > 6 else "")
+        return (f"Ensemble(B={len(self)}, pe={self.pe.name!r} (d={self.pe.dim}), hidden={self.hidden}, "
+                f"activation={activation_label(self.activation)!r}, dtype={self.weights[0].dtype}, "
+                f"shapes=[{shapes}], steps={self.losses.shape[0]})")
 
     # -- views --------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -177,6 +207,8 @@ class Ensemble:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         """Evaluate every member at x: [N, D] (shared) or [B, N, D] -> [B, N] (D = `pe.input_dim`)."""
         x = torch.as_tensor(x, dtype=self.weights[0].dtype)
+        if not isinstance(self.activation, str):  # no fused form: plain PyTorch through the module
+            return _plain_forward(self.pe, x, self.weights, self.biases, self.activation)
         return fourier_mlp(x, self.pe.frequencies, self.pe.phases, self.weights, self.biases, self.activation,
                            backend="reference")
 
@@ -184,6 +216,9 @@ class Ensemble:
     def to_module(self, backend: str = "auto"):
         """The ensemble as a trainable `symfast.nn.FourierMLPEnsemble` (parameters are copies;
         the module keeps `shapes` and `seeds`, so `module.to_ensemble()` gives this back)."""
+        if not isinstance(self.activation, str):
+            raise ValueError(f"the fused kernel has no activation {activation_label(self.activation)}; evaluate "
+                             "this ensemble with ens(x) or use ens.to_sequential(i)")
         return FourierMLPEnsemble.from_tensors(self.pe, self.weights, self.biases, self.activation, backend,
                                                shapes=[self._shape_arg(i) for i in range(len(self))],
                                                seeds=list(self.seeds))
@@ -191,7 +226,8 @@ class Ensemble:
     @staticmethod
     def from_module(module, shapes=None, seeds=None) -> "Ensemble":
         """An Ensemble from a `symfast.nn.FourierMLPEnsemble` (or `FourierMLP`): its weights
-        (detached copies) and activation; `shapes`/`seeds` default to the module's own."""
+        (detached copies), encoding (a copy that no longer requires grad: learned frequencies
+        are read as they are now) and activation; `shapes`/`seeds` default to the module's own."""
         if not isinstance(module, FourierMLPEnsemble):
             raise TypeError(f"expected a symfast.nn.FourierMLPEnsemble, got {type(module).__name__}")
         shapes = module.shapes if shapes is None else list(shapes)
@@ -200,15 +236,32 @@ class Ensemble:
                              "(one Shape per model) or set module.shapes")
         seeds = (module.seeds if module.seeds is not None else list(range(module.num_models))) \
             if seeds is None else list(seeds)
-        return Ensemble(copy.deepcopy(module.pe), [w.detach().clone() for w in module.weights], [b.detach().clone() for b in module.biases],
+        pe = copy.deepcopy(module.pe).requires_grad_(False)
+        return Ensemble(pe, [w.detach().clone() for w in module.weights], [b.detach().clone() for b in module.biases],
                         module.activation, shapes, seeds)
 
     @staticmethod
-    def coerce(obj) -> "Ensemble":
-        """An Ensemble as is; a `FourierMLPEnsemble` converted by `from_module`."""
+    def coerce(obj, shapes=None) -> "Ensemble":
+        """An Ensemble as is; a `FourierMLPEnsemble` converted by `from_module` (with `shapes` if
+        given); an `nn.Sequential(FourierPE, Linear, act, ..., Linear)` or a list of them converted
+        by `from_sequentials(models, shapes)` (`shapes` required: one Shape or name per model)."""
         if isinstance(obj, Ensemble):
+            if shapes is not None:
+                raise ValueError("shapes= is for models that do not carry their shapes; an Ensemble carries its own")
             return obj
-        return Ensemble.from_module(obj)
+        if isinstance(obj, FourierMLPEnsemble):
+            return Ensemble.from_module(obj, shapes)
+        if isinstance(obj, nn.Sequential):
+            obj = [obj]
+        if isinstance(obj, (list, tuple)) and obj and all(isinstance(m, nn.Sequential) for m in obj):
+            if shapes is None:
+                raise ValueError(f"{len(obj)} nn.Sequential model(s) do not say which shape each was fitted to; pass "
+                                 "shapes= (one Shape or shape name per model), as for "
+                                 "symfast.Ensemble.from_sequentials(models, shapes)")
+            return Ensemble.from_sequentials(list(obj), shapes)
+        raise TypeError(f"expected a symfast.Ensemble, a symfast.nn.FourierMLPEnsemble, or a list of "
+                        f"nn.Sequential(FourierPE, Linear, act, ..., Linear) models with shapes= (converted by "
+                        f"symfast.Ensemble.from_sequentials(models, shapes)); got {type(obj).__name__}")
 
     def to_sequential(self, i: int) -> torch.nn.Sequential:
         """Member i as nn.Sequential(FourierPE, Linear, act, ..., Linear) (output [..., 1])."""
@@ -219,14 +272,24 @@ class Ensemble:
     @staticmethod
     def from_sequentials(models, shapes, seeds=None) -> "Ensemble":
         """Stack nn.Sequential(FourierPE, Linear, act, ..., Linear) models (same encoding and
-        architecture) into an Ensemble; `shapes` gives each model's target (Shape or name)."""
+        architecture) into an Ensemble; `shapes` gives each model's target (Shape or name).
+        A pointwise activation the fused kernel lacks (nn.GELU(), ...) is kept as the module."""
+        models = list(models)
+        if shapes is None or len(list(shapes)) != len(models):
+            raise ValueError(f"shapes must give one Shape or name per model ({len(models)}), "
+                             f"got {None if shapes is None else len(list(shapes))}")
         pe, weights, biases, act = stack_sequentials(models)
+        pe = copy.deepcopy(pe).requires_grad_(False)
         seeds = list(range(len(models))) if seeds is None else list(seeds)
         return Ensemble(pe, weights, biases, act, list(shapes), seeds)
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path) -> None:
         """Write the ensemble atomically (see the module docstring for what is stored)."""
+        if not isinstance(self.activation, str):
+            raise ValueError(f"save() stores fused activations only, this ensemble has "
+                             f"{activation_label(self.activation)}; pickle it (torch.save(ens, path)) or save "
+                             "its nn.Sequential models instead")
         d = {"format": FORMAT, "pe": self.pe.config(), "weights": [w.detach().cpu() for w in self.weights],
              "biases": [b.detach().cpu() for b in self.biases], "activation": self.activation,
              "shapes": [_shape_dict(t, n) for t, n in zip(self.targets, self.shapes)],
@@ -268,6 +331,19 @@ class Ensemble:
             return ens
         except (KeyError, TypeError, ValueError, IndexError) as e:
             raise ValueError(f"{path}: malformed symfast ensemble file ({type(e).__name__}: {e})") from None
+
+
+def _plain_forward(pe, x, weights, biases, act) -> torch.Tensor:
+    """Every member at x: [N, D] or [B, N, D] -> [B, N], in plain PyTorch with the activation `act`."""
+    h = pe(x)
+    if h.ndim == 2:
+        h = h.expand(weights[0].shape[0], *h.shape)
+    fn = activation_fn(act)
+    for l, (w, b) in enumerate(zip(weights, biases)):
+        h = torch.baddbmm(b[:, None, :], h, w)
+        if l < len(weights) - 1:
+            h = fn(h)
+    return h[..., 0]
 
 
 def _fingerprint(d: dict) -> str:
@@ -350,8 +426,10 @@ class FourierMLPEnsemble(nn.Module):
         for name, v in (("shapes", self.shapes), ("seeds", self.seeds)):
             if v is not None and len(v) != num_models:
                 raise ValueError(f"{name} must have one entry per model ({num_models}), got {len(v)}")
-        if activation not in ACTIVATIONS:
-            raise ValueError(f"unsupported activation {activation!r}; choose from {list(ACTIVATIONS)}")
+        if not isinstance(activation, str) or activation not in ACTIVATIONS:
+            raise ValueError(f"unsupported activation {activation!r}; the fused kernel has {list(ACTIVATIONS)} (models "
+                             "with another pointwise activation are read out as an Ensemble: "
+                             "symfast.Ensemble.from_sequentials(models, shapes))")
         if not isinstance(pe, FourierPE):
             raise ValueError(f"pe must be a symfast FourierPE, got {type(pe).__name__}")
         dims = [pe.dim, *[int(h) for h in hidden], 1]
@@ -361,7 +439,7 @@ class FourierMLPEnsemble(nn.Module):
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
         init_seeds = self.seeds if self.seeds is not None else \
-            torch.randint(2**62, (num_models,), generator=generator).tolist()
+            torch.randint(2**62, (num_models,), generator=generator, device="cpu").tolist()
         ws, bs = init_weights(init_seeds, dims, dtype)
         for w, bb in zip(ws, bs):
             self.weights.append(nn.Parameter(w.to(device)))
@@ -403,22 +481,68 @@ class FourierMLPEnsemble(nn.Module):
                 raise TypeError(f"{name} must be a tensor or numeric array, got {type(x).__name__}: {e}") from None
         return x.contiguous()
 
+    def _learned_pe(self) -> bool:
+        """True (after a one-time warning) when the encoding's frequencies or phases require grad."""
+        if not (self.pe.frequencies.requires_grad or self.pe.phases.requires_grad):
+            return False
+        _warn_once("learned-frequencies", "symfast.nn: the encoding's frequencies/phases require grad; the fused "
+                   "kernel has no frequency gradients, so this module runs the slower PyTorch reference "
+                   "(symfast.ops.fourier_mlp.reference, forward and backward, ~6x the fused training step). "
+                   "Freeze them (pe.requires_grad_(False)) to use the fused kernel.")
+        return True
+
+    def _check_meta(self, x: torch.Tensor) -> None:
+        """Shape and dtype checks without reading values (meta tensors have none)."""
+        B, D = self.num_models, self.pe.input_dim
+        if x.ndim not in (2, 3) or x.shape[-1] != D or (x.ndim == 3 and x.shape[0] != B):
+            raise ValueError(f"x must be [B={B}, N, {D}] or [N, {D}], got {list(x.shape)}")
+        if x.dtype != self.weights[0].dtype:
+            raise ValueError(f"x has dtype {x.dtype}, the parameters {self.weights[0].dtype}")
+
+    def _on_meta(self, x) -> bool:
+        return x.device.type == "meta" or self.weights[0].device.type == "meta"
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [B, N, 2] (per model) or [N, 2] (shared) -> [B, N]."""
+        """x: [B, N, D] (per model) or [N, D] (shared) -> [B, N] (D: the encoding's input dimension)."""
         x = self._as_input(x)
         f, p = self._pe_args(x)
+        if self._on_meta(x):  # the op's fake kernel: output shapes and autograd, no values
+            self._check_meta(x)
+            return torch.ops.symfast.fourier_mlp(x, f, p, list(self.weights), list(self.biases), self.activation,
+                                                 "reference")
+        if torch.is_grad_enabled():
+            self._learned_pe()
         return fourier_mlp(x, f, p, list(self.weights), list(self.biases), self.activation, self.backend)
 
     def train_step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Fused forward + per-model MSE + backward; sets p.grad (replacing it) and returns loss [B].
 
-        x: [B, N, 2] or [N, 2]; targets: [B, N]. Follow with optimizer.step().
+        x: [B, N, D] or [N, D]; targets: [B, N]. Follow with optimizer.step().
+        With trainable frequencies/phases (they require grad) it runs forward and backward through
+        the PyTorch reference instead (one-time warning) and sets their .grad too.
         """
         x, targets = self._as_input(x), self._as_input(targets, "targets")
         f, p = self._pe_args(x)
-        loss, dw, db = fourier_mlp_train_step(x, targets, f, p, list(self.weights), list(self.biases),
-                                              self.activation, self.backend)
-        for param, g in zip(list(self.weights) + list(self.biases), dw + db):
+        params = list(self.weights) + list(self.biases)
+        if self._on_meta(x):
+            self._check_meta(x)
+            loss, *grads = torch.ops.symfast.fourier_mlp_train_step(
+                x.detach(), targets.detach(), f.detach(), p.detach(), [w.detach() for w in self.weights],
+                [b.detach() for b in self.biases], self.activation, "reference")
+        elif self._learned_pe():
+            params += [t for t in (self.pe.frequencies, self.pe.phases) if t.requires_grad]
+            with torch.enable_grad():
+                y = FourierMLPEnsemble.forward(self, x)
+                if targets.shape != y.shape:
+                    raise ValueError(f"targets must be {list(y.shape)}, got {list(targets.shape)}")
+                loss = (y - targets).square().mean(-1)
+                grads = torch.autograd.grad(loss.sum(), params)
+            loss = loss.detach()
+        else:
+            loss, dw, db = fourier_mlp_train_step(x, targets, f, p, list(self.weights), list(self.biases),
+                                                  self.activation, self.backend)
+            grads = dw + db
+        for param, g in zip(params, grads):
             param.grad = g
         return loss
 

@@ -2,6 +2,12 @@
 Linear)` models (pe a `symfast.nn.FourierPE`), so a model trained here runs anywhere and a plain
 PyTorch model gets the fused kernels. Activation names are those of the fused op
 (`symfast.ops.fourier_mlp.ACTIVATIONS`); `ACTIVATION_MODULES` gives their nn.Module form.
+
+Other pointwise activations without parameters (nn.GELU, nn.Softplus, nn.Sigmoid, ...) are kept as
+the module itself: such models stack into an `Ensemble` (the readout's Gram observables read the
+weights only), evaluate through the module in plain PyTorch, and convert back to `nn.Sequential`,
+but have no fused form (`Ensemble.to_module` refuses them). "Pointwise" is the caller's promise:
+a module that mixes features would make the evaluation wrong, not the readout.
 """
 from __future__ import annotations
 
@@ -13,23 +19,57 @@ from torch import nn
 from symfast.activations import ACTIVATION_TABLE, FUSED, Sine
 from symfast.nn.encodings import FourierPE
 
-__all__ = ["Sine", "ACTIVATION_MODULES", "parse_sequential", "stack_sequentials", "to_sequential"]
+__all__ = ["Sine", "ACTIVATION_MODULES", "parse_sequential", "stack_sequentials", "to_sequential",
+           "activation_fn", "activation_label", "check_activation"]
 
 
 # The nn.Module form of each activation the fused op implements (same names, same functions).
 ACTIVATION_MODULES = {name: ACTIVATION_TABLE[name].module for name in FUSED}
 
 
-def _act_name(mod: nn.Module) -> str:
+def _act_name(mod: nn.Module):
+    """The fused name of an activation module, else the module itself (a pointwise activation
+    without parameters); ValueError for anything else."""
     for name, cls in ACTIVATION_MODULES.items():
         if type(mod) is cls:
             return name
-    raise ValueError(f"unsupported activation module {type(mod).__name__}; use one of "
-                     f"{[c.__name__ for c in ACTIVATION_MODULES.values()]}")
+    check_activation(mod)
+    return mod
+
+
+def check_activation(act) -> None:
+    """ValueError unless act is a fused activation name or a parameter-free nn.Module (taken as pointwise)."""
+    if isinstance(act, str):
+        if act not in ACTIVATION_MODULES:
+            raise ValueError(f"unknown activation {act!r}; choose from {sorted(ACTIVATION_MODULES)} "
+                             "or pass a pointwise nn.Module")
+        return
+    if not isinstance(act, nn.Module) or isinstance(act, (nn.Linear, nn.Sequential, FourierPE)):
+        raise ValueError(f"unsupported activation {type(act).__name__}; expected one of {sorted(ACTIVATION_MODULES)} "
+                         "or a pointwise activation nn.Module (nn.GELU(), nn.Softplus(), ...)")
+    if any(True for _ in act.parameters()):
+        raise ValueError(f"activation {act!r} has parameters; only parameter-free pointwise activations are "
+                         "supported")
+
+
+def _act_key(act):
+    return act if isinstance(act, str) else (type(act), repr(act))
+
+
+def activation_label(act) -> str:
+    """The activation's name: the fused name, or the module's repr (e.g. "GELU(approximate='none')")."""
+    return act if isinstance(act, str) else repr(act)
+
+
+def activation_fn(act):
+    """The callable z -> act(z) for a fused name or an activation module."""
+    return ACTIVATION_TABLE[act].torch_fn if isinstance(act, str) else act
 
 
 def parse_sequential(seq: nn.Sequential):
-    """(pe, [W [fan_in, fan_out]], [b [fan_out]], activation) from Sequential(pe, Linear, act, ..., Linear)."""
+    """(pe, [W [fan_in, fan_out]], [b [fan_out]], activation) from Sequential(pe, Linear, act, ..., Linear).
+
+    activation: the fused name, or the activation module itself for any other pointwise one."""
     mods = list(seq)
     if len(mods) < 4 or not isinstance(mods[0], FourierPE):
         raise ValueError("expected nn.Sequential(FourierPE, Linear, act, ..., Linear) with >= 1 hidden layer")
@@ -37,14 +77,14 @@ def parse_sequential(seq: nn.Sequential):
     linears, acts = rest[0::2], rest[1::2]
     if len(linears) != len(acts) + 1 or not all(isinstance(m, nn.Linear) for m in linears):
         raise ValueError("layers after the PE must alternate Linear, activation, ..., Linear")
-    names = {_act_name(a) for a in acts}
-    if len(names) != 1:
-        raise ValueError(f"all hidden activations must be the same, got {sorted(names)}")
+    found = [_act_name(a) for a in acts]
+    if len({_act_key(a) for a in found}) != 1:
+        raise ValueError(f"all hidden activations must be the same, got {sorted({activation_label(a) for a in found})}")
     if linears[-1].out_features != 1 or linears[0].in_features != pe.dim:
         raise ValueError(f"first Linear must take d = {pe.dim} features and the last give 1 output")
     ws = [m.weight.detach().T.contiguous() for m in linears]
     bs = [(m.bias.detach() if m.bias is not None else m.weight.new_zeros(m.out_features)) for m in linears]
-    return pe, ws, bs, names.pop()
+    return pe, ws, bs, found[0]
 
 
 def stack_sequentials(seqs):
@@ -56,7 +96,7 @@ def stack_sequentials(seqs):
     parsed = [parse_sequential(s) for s in seqs]
     pe, _, _, act = parsed[0]
     shapes = [[w.shape for w in p[1]] for p in parsed]
-    if any(s != shapes[0] for s in shapes) or any(p[3] != act for p in parsed):
+    if any(s != shapes[0] for s in shapes) or any(_act_key(p[3]) != _act_key(act) for p in parsed):
         raise ValueError("all models must have the same layer shapes and activation")
     if any(not torch.equal(p[0].frequencies, pe.frequencies) or not torch.equal(p[0].phases, pe.phases)
            for p in parsed):
@@ -76,5 +116,5 @@ def to_sequential(pe, ws, bs, activation) -> nn.Sequential:
             lin.bias.copy_(b.detach())
         mods.append(lin)
         if l < len(ws) - 1:
-            mods.append(ACTIVATION_MODULES[activation]())
+            mods.append(ACTIVATION_MODULES[activation]() if isinstance(activation, str) else copy.deepcopy(activation))
     return nn.Sequential(*mods)

@@ -81,13 +81,16 @@ def _angle_deg(g) -> float:
 
 def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ensemble",
             sweep: int = 360, num_null: int = 64, seed: int = 0, alpha: float = 0.05,
-            sweep_axis=(0.0, 0.0, 1.0)) -> Readout:
+            sweep_axis=(0.0, 0.0, 1.0), shapes=None) -> Readout:
     """Read which candidate symmetries the trained weights show.
 
     Args:
         ensembles: an `Ensemble` or a list of them (e.g. one per encoding); a
             `symfast.nn.FourierMLPEnsemble` that knows its shapes is converted. G_true of each
-            member comes from the `Shape` it carries (`Ensemble.true_group`).
+            member comes from the `Shape` it carries (`Ensemble.true_group`). Your own trained
+            models are read too: a list of `nn.Sequential(FourierPE, Linear, act, ..., Linear)`
+            (one encoding, one architecture; any pointwise activation) with `shapes=`, converted
+            by `Ensemble.from_sequentials` (a list of such lists for several encodings).
         candidates: group elements to test (default `default_candidates(D)` for the encoding's
             input dimension D: D4 ∪ D6 in 2D, O_h ∪ I_h in 3D).
         observable: "gram", "gram_bias", "prefixK" (see `symfast.readout.observables`), a list of
@@ -98,15 +101,15 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         sweep_axis: the rotation axis of the sweep for 3D fields (ignored in 2D).
         num_null: null draws for the noise floor.
         seed: seed of the null's random splits.
+        shapes: one Shape (or shape name) per model, for models that do not carry theirs
+            (nn.Sequential lists, or a FourierMLPEnsemble built without shapes=).
         alpha: family-wise rate, per (shape, encoding, observable), of calling a true symmetry
             broken (Holm over the candidates; `symfast.readout.decision`).
 
     Returns:
         A `Readout`.
     """
-    if not isinstance(ensembles, (list, tuple)):
-        ensembles = [ensembles]
-    ensembles = [Ensemble.coerce(e) for e in ensembles]
+    ensembles = _coerce_inputs(ensembles, shapes)
     if aggregate not in ("ensemble", "model"):
         raise ValueError(f"aggregate must be 'ensemble' or 'model', got {aggregate!r}")
     if int(num_null) != num_null or num_null < 1:
@@ -154,6 +157,20 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
                         sweep_rows.append(dict(row, score_null=nl,  # identity: 0 / 0, undefined
                                                score_norm=r["score"] / nl if nl > _ATOL else np.nan))
     return Readout(pd.DataFrame(rows), pd.DataFrame(sweep_rows), elements)
+
+
+def _coerce_inputs(ensembles, shapes) -> list[Ensemble]:
+    """The readout's input as a list of Ensembles: one Ensemble / module / Sequential list, or a list of them."""
+    if isinstance(ensembles, torch.nn.Sequential) or (
+            isinstance(ensembles, (list, tuple)) and ensembles
+            and all(isinstance(m, torch.nn.Sequential) for m in ensembles)):
+        return [Ensemble.coerce(ensembles, shapes)]  # one collection of the user's models
+    if not isinstance(ensembles, (list, tuple)):
+        ensembles = [ensembles]
+    if shapes is not None and len(ensembles) > 1:
+        raise ValueError("shapes= names the models of one collection; with several, convert each with "
+                         "symfast.Ensemble.from_sequentials(models, shapes) (or Ensemble.from_module)")
+    return [Ensemble.coerce(e, shapes) for e in ensembles]
 
 
 def _warn_small_budget(ens: Ensemble) -> None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import warnings
 
 import torch
 from tqdm.auto import tqdm
@@ -212,7 +213,12 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         start = _resume(checkpoint, config, targets, params, opt, gens, losses)
 
     L = len(hidden) + 1
-    freq, phase = pe.frequencies.to(device, dtype), pe.phases.to(device, dtype)
+    # fit_sdf trains the weights; the encoding stays as given (learned frequencies: train your own
+    # FourierMLPEnsemble, whose autograd path updates them), read detached
+    if pe.frequencies.requires_grad or pe.phases.requires_grad:
+        warnings.warn(f"fit_sdf keeps the frequencies and phases of {pe.name!r} fixed although they require grad; "
+                      "to learn them, train a symfast.nn.FourierMLPEnsemble in your own loop", stacklevel=2)
+    freq, phase = pe.frequencies.detach().to(device, dtype), pe.phases.detach().to(device, dtype)
     show = progress if progress is not None else (steps - start) * B * points > 5e7
     bar = tqdm(range(start, steps), total=steps, initial=start, disable=not show,
                desc=f"fit_sdf {pe.name} B={B}", unit="step", leave=False)

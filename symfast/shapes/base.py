@@ -10,10 +10,17 @@ rebuilds it (`{"kind": "polygon", "vertices": [...]}`, `{"kind": "circle", "radi
 ...); `shape.to_dict()` / `Shape.from_dict(d)` round-trip name, recipe and group
 through plain lists and numbers, which is how a saved `Ensemble` stores its shapes.
 A `Shape` made from an arbitrary callable saves its name and group only.
+
+Shapes pickle (and so `copy`, `torch.save` and multiprocessing workers take them) through the same
+recipe: a shape with one is pickled as `Shape.from_dict(shape.to_dict())`, plain data only; a shape
+built from your own callable pickles when that callable does (a module-level function does, a
+lambda or closure does not: pickling it raises TypeError naming the shape).
 """
 from __future__ import annotations
 
+import copy
 import math
+import pickle
 from typing import Callable
 
 import torch
@@ -91,6 +98,28 @@ class Shape:
             raise ValueError(f"malformed shape recipe {params!r}: {e}") from None
         return Shape(d["name"], made._sdf, group, made.params, made.dim)
 
+    # -- pickling: through the recipe --------------------------------------------------------
+    def __reduce_ex__(self, protocol):
+        """Pickle as `Shape.from_dict(self.to_dict())` where the recipe rebuilds the field (or there
+        is no field); else pickle the callable itself, with a clear TypeError when it cannot be."""
+        if self._sdf is None or (isinstance(self.params, dict) and self.params.get("kind") in RECIPES):
+            return (Shape.from_dict, (self.to_dict(),))
+        try:
+            pickle.dumps(self._sdf, protocol)
+        except (pickle.PicklingError, AttributeError, TypeError) as e:
+            raise TypeError(f"cannot pickle shape {self.name!r}: its field is a callable without a recipe that "
+                            f"pickle cannot store ({e}); define the SDF as a module-level function, or build the "
+                            "shape with a factory of symfast.shapes (polygon, mesh, ...), whose recipe pickles") from None
+        return (_rebuild, (self.name, self._sdf, self.group, self.params, self.dim))
+
+    def __copy__(self) -> "Shape":
+        return _rebuild(self.name, self._sdf, self.group, self.params, self.dim)
+
+    def __deepcopy__(self, memo) -> "Shape":
+        # the field is shared (it is never mutated), so a lambda-built shape deep-copies too
+        return _rebuild(self.name, self._sdf, copy.deepcopy(self.group, memo), copy.deepcopy(self.params, memo),
+                        self.dim)
+
     def sdf(self, x) -> torch.Tensor:
         """Signed distance (negative inside) at x: [..., dim]; numpy input gives float64."""
         if self._sdf is None:
@@ -121,6 +150,13 @@ class Shape:
 
     def __repr__(self) -> str:
         return f"<Shape {self.name} {self.dim}D group={'?' if self.group is None else self.group.name}>"
+
+
+def _rebuild(name, sdf, group, params, dim) -> Shape:
+    """A Shape from its fields as stored, without validation (for copy and pickle)."""
+    out = Shape.__new__(Shape)
+    out.name, out._sdf, out.group, out.params, out.dim = name, sdf, group, params, dim
+    return out
 
 
 def _pos(**kw):
