@@ -241,7 +241,9 @@ def test_cuda_on_a_cpu_build_is_one_line(capsys):
 
 
 def test_malformed_observed_csv_is_one_line(tmp_path, capsys):
-    (tmp_path / "results.csv").write_text("cell_id,final_loss\n0,1.0\n")
+    (tmp_path / "results.csv").write_text(  # a well-formed results table: only observed.csv is broken
+        "cell_id,shape,encoding,hidden,activation,steps,lr,points,seed,final_loss,observable,element,liftable,score\n"
+        "c0,circle,dyadic,8,relu,2,0.002,16,0,1.0,gram,r0,True,0.1\n")
     (tmp_path / "observed.csv").write_text("a,b\n1,2\n")
     assert_usage_error(["report", str(tmp_path)], capsys, "observed.csv", "missing columns")
     (tmp_path / "observed.csv").write_bytes(b"\xff\xfe\x00garbage\x00\x01")

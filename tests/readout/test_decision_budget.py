@@ -133,7 +133,7 @@ def test_cli_budget_auto_and_alpha(tmp_path, capsys):
     table = pd.read_csv(out / "readout.csv")
     assert (table["alpha"] == 0.1).all() and {"p_adjusted", "approx_observed"} <= set(table.columns)
     assert len(list(out.glob("adaptive_dyadic_*/*.ckpt"))) == 1  # kept: a rerun resumes from it
-    other = [a if a != "5" else "4" for a in args]  # --steps 4: other settings, other checkpoints
+    other = [a if a != "5" else "4" for a in args] + ["--overwrite"]  # --steps 4: other settings, other checkpoints
     assert main(other) == 0
     assert len(list(out.glob("adaptive_dyadic_*"))) == 2
     assert main(["readout", "--out", str(tmp_path / "x"), "--alpha", "1.5"]) == 2
