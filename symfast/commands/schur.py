@@ -14,6 +14,7 @@ Checkpoints in OUT/ckpt are reused when their configuration matches.
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 import pandas as pd
@@ -58,9 +59,11 @@ def add_arguments(p) -> None:
                    help="list eigenvalues within this relative distance of alpha * rho")
     p.add_argument("--n-eval", type=int, default=256, help="held-out sequences")
     p.add_argument("--refit", action="store_true", help="also report the ridge-refit readout variant")
-    p.add_argument("--threads", type=int, default=1, help="torch threads for training")
+    p.add_argument("--threads", type=int, default=None,
+                   help="threads for training (default: torch's thread count for the fused engine, 1 for torch)")
     p.add_argument("--engine", choices=("fused", "torch"), default="fused",
-                   help="training: all seeds at once through the fused kernel, or torch.nn.RNN one model at a time")
+                   help="training: all models of a task (every seed, width and construction) at once through the "
+                        "fused kernel, or torch.nn.RNN one model at a time")
     p.add_argument("--out", default="schur_out", help="output directory")
     p.add_argument("--no-progress", action="store_true")
 
@@ -75,8 +78,15 @@ def _list(arg: str, allowed, what: str) -> list[str]:
     return items
 
 
-def _models(task, construction, hidden, args, cfg, ckdir):
-    from symfast.schur.rnn import train_seeds
+def _train_task(task, cells, args, cfg, ckdir) -> dict:
+    """Every model of `task` the run needs, {(construction, hidden): ([model per seed], [losses per seed])}.
+
+    A model whose checkpoint in `ckdir` is complete and of this run's settings is loaded; all the
+    others, of every construction and width, train together in one `train_many` call (one fused
+    kernel call per step for the whole task, widths padded), each resuming from a partly trained
+    checkpoint of its own. The result of each model does not depend on which others it trains with.
+    """
+    from symfast.schur.rnn import train_many
     from symfast.schur.rnn.checkpoint import load_checkpoint as _load
 
     def load_checkpoint(path):  # a damaged file: one line naming it, never a traceback or NaN model
@@ -85,24 +95,31 @@ def _models(task, construction, hidden, args, cfg, ckdir):
         except ValueError as e:
             raise UsageError(str(e)) from None
     seeds = list(range(args.seeds))
-    paths = [os.path.join(ckdir, f"{task.name}_{construction}_H{hidden}_s{s}.pt") for s in seeds]
+    keys = [(cn, hidden, s) for cn, hidden in cells for s in seeds]
+    paths = {key: os.path.join(ckdir, f"{task.name}_{key[0]}_H{key[1]}_s{key[2]}.pt") for key in keys}
     models, losses = {}, {}
-    for s, pth in zip(seeds, paths):
-        if os.path.exists(pth):
-            m, t, info = load_checkpoint(pth)
+    for key in keys:
+        cn, hidden, _ = key
+        if os.path.exists(paths[key]):
+            m, t, info = load_checkpoint(paths[key])
             tr = info["train"]
-            if (t == task and m.n_hidden == hidden and m.recurrent == construction and info["epoch"] == cfg.epochs
+            if (t == task and m.n_hidden == hidden and m.recurrent == cn and info["epoch"] == cfg.epochs
                     and tr["batches_per_epoch"] == cfg.batches_per_epoch and tr["batch"] == cfg.batch
                     and tr["lr"] == cfg.lr and tr.get("clip") == cfg.clip):
-                models[s], losses[s] = m, info["losses"]
-    todo = [s for s in seeds if s not in models]
+                models[key], losses[key] = m, info["losses"]
+    todo = [key for key in keys if key not in models]
     if todo:
-        trained = train_seeds(task, todo, hidden, construction, cfg,
-                              checkpoints=[paths[s] for s in todo], progress=not args.no_progress)
+        t0 = time.perf_counter()
+        trained = train_many(task, [s for _, _, s in todo], [h for _, h, _ in todo], [cn for cn, _, _ in todo], cfg,
+                             checkpoints=[paths[key] for key in todo], progress=not args.no_progress)
+        print(f"trained {len(todo)} {task.name} models ({len(keys) - len(todo)} loaded) in one "
+              f"{cfg.engine} run: {time.perf_counter() - t0:.1f} s")
         models.update(zip(todo, trained))
         # --epochs 0 trains nothing and writes no checkpoint: no losses to show
-        losses.update((s, load_checkpoint(paths[s])[2]["losses"] if os.path.exists(paths[s]) else []) for s in todo)
-    return [models[s] for s in seeds], [losses[s] for s in seeds]
+        losses.update((key, load_checkpoint(paths[key])[2]["losses"] if os.path.exists(paths[key]) else [])
+                      for key in todo)
+    return {(cn, hidden): ([models[(cn, hidden, s)] for s in seeds], [losses[(cn, hidden, s)] for s in seeds])
+            for cn, hidden in cells}
 
 
 def _grid(arg: str) -> list[float]:
@@ -243,15 +260,17 @@ def run(args) -> int:
         os.makedirs(os.path.join(args.out, "ckpt"), exist_ok=True)
     except OSError as e:
         raise UsageError(f"cannot create output directory {args.out!r}: {e}") from e
+    threads = args.threads or (1 if args.engine == "torch" else None)  # None: keep torch's thread count
     cfg = TrainConfig(epochs=args.epochs, batches_per_epoch=args.batches, batch=args.batch, lr=args.lr,
-                      clip=args.clip, threads=args.threads, engine=args.engine)
+                      clip=args.clip, threads=threads, engine=args.engine)
     frames, spectra, facts, projs, schur_T, losses, nears, grids = [], {}, [], [], {}, {}, [], []
     for tname in tasks:
         task = make_task(tname)
+        trained = _train_task(task, [(cn, h) for cn in cons_of[tname] for h in hid_of[tname]], args, cfg,
+                              os.path.join(args.out, "ckpt"))
         for cn in cons_of[tname]:
             for hidden in hid_of[tname]:
-                models, losses[f"{tname} / {cn}, H = {hidden}"] = _models(task, cn, hidden, args, cfg,
-                                                                          os.path.join(args.out, "ckpt"))
+                models, losses[f"{tname} / {cn}, H = {hidden}"] = trained[(cn, hidden)]
                 for seed, model in enumerate(models):
                     df = schur_ablation(model, task, alpha=sweep, n_eval=args.n_eval, n_random=args.n_random,
                                         seed=seed, refit=args.refit, epsilon=epsilon, n_orders=args.n_orders,

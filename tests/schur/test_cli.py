@@ -6,12 +6,15 @@ import pandas as pd
 from symfast.cli import main
 
 
-def test_schur_cli_tiny(tmp_path, capsys):
+def test_schur_cli_tiny(tmp_path, capsys, monkeypatch):
+    calls = _spy_train_many(monkeypatch)
     out = str(tmp_path / "run")
     argv = ["schur", "--task", "copy", "--construction", "orthogonal,cayley", "--seeds", "2", "--hidden", "8",
             "--epochs", "1", "--batches", "2", "--batch", "4", "--n-eval", "8", "--n-random", "2", "--alphas", "0.95",
             "--n-orders", "2", "--alpha-grid", "0.85,0.95", "--out", out, "--no-progress", "--include-unconverged"]
     assert main(argv) == 0
+    assert [(c[0], sorted(zip(c[3], c[1]))) for c in calls] == [  # one call for the task's 4 models
+        ("copy", [("cayley", 0), ("cayley", 1), ("orthogonal", 0), ("orthogonal", 1)])]
     for f in ["schur_ablation_raw.csv", "schur_ablation_summary.csv", "schur_models.csv", "schur_ablation.png",
               "schur_subspace.csv", "schur_paper_comparison.csv", "schur_stabilisers.png", "schur_subspace.png",
               "schur_T.png", "schur_loss.png"]:
@@ -34,7 +37,9 @@ def test_schur_cli_tiny(tmp_path, capsys):
     ck = sorted(os.listdir(os.path.join(out, "ckpt")))
     assert len(ck) == 4
     mtime = os.path.getmtime(os.path.join(out, "ckpt", ck[0]))
+    calls.clear()
     assert main(argv) == 0  # second run reuses the checkpoints
+    assert calls == []
     assert os.path.getmtime(os.path.join(out, "ckpt", ck[0])) == mtime
 
 
@@ -65,3 +70,56 @@ def test_schur_cli_bad_input(tmp_path, capsys):
     assert main(["schur", "--n-orders", "-1", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--alpha-grid", "0.9:0.8:0.01", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--near-cut", "0", "--out", str(tmp_path)]) == 2
+
+
+
+def _spy_train_many(monkeypatch):
+    """Record (task, seeds, widths, constructions, engine) of every train_many call."""
+    from symfast.schur import rnn
+    calls, real = [], rnn.train_many
+
+    def spy(task, seeds, widths, recurrents, cfg, **kw):
+        calls.append((task.name, list(seeds), list(widths), list(recurrents), cfg.engine))
+        return real(task, seeds, widths, recurrents, cfg, **kw)
+    monkeypatch.setattr(rnn, "train_many", spy)
+    return calls
+
+
+def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tmp_path, monkeypatch):
+    """All models of a task (every construction, width and seed) train in one call; with some
+    checkpoints gone, one call trains just those, to the same weights bit for bit; --engine torch
+    goes through the same path."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from symfast.commands import schur
+    from symfast.schur.rnn import Copy, TrainConfig
+    calls = _spy_train_many(monkeypatch)
+    task, args = Copy(length=3, replay=5, scored=5), SimpleNamespace(seeds=2, no_progress=True)
+    cells = [(cn, h) for cn in ("orthogonal", "cayley") for h in (6, 9)]
+    cfg = TrainConfig(epochs=2, batches_per_epoch=2, batch=4)
+    ck = str(tmp_path / "ckpt")
+    first = schur._train_task(task, cells, args, cfg, ck)
+    assert len(calls) == 1 and calls[0][4] == "fused"
+    assert sorted(zip(calls[0][3], calls[0][2], calls[0][1])) == sorted((cn, h, s) for cn, h in cells for s in (0, 1))
+    assert sorted(first) == sorted(cells)
+    for (cn, h), (models, losses) in first.items():
+        assert [(m.recurrent, m.n_hidden) for m in models] == [(cn, h)] * 2 and [len(v) for v in losses] == [4, 4]
+    assert not torch.equal(first[("orthogonal", 6)][0][0].W, first[("orthogonal", 6)][0][1].W)  # seeds differ
+    gone = [("cayley", 9, 1), ("orthogonal", 6, 0)]
+    for cn, h, s in gone:
+        os.remove(os.path.join(ck, f"copy_{cn}_H{h}_s{s}.pt"))
+    calls.clear()
+    again = schur._train_task(task, cells, args, cfg, ck)
+    assert [(c[3], c[2], c[1]) for c in calls] == [(["orthogonal", "cayley"], [6, 9], [0, 1])]
+    for cell, (models, losses) in first.items():
+        for a, b, la, lb in zip(models, again[cell][0], losses, again[cell][1]):
+            assert la == lb and all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters())), cell
+    calls.clear()
+    via_torch = schur._train_task(task, cells, args, TrainConfig(epochs=2, batches_per_epoch=2, batch=4,
+                                                                  engine="torch"), str(tmp_path / "torch"))
+    assert [c[4] for c in calls] == ["torch"]
+    for cell, (models, _) in first.items():
+        for a, b in zip(models, via_torch[cell][0]):
+            assert all(torch.allclose(p, q, atol=2e-5, rtol=1e-4) for p, q in zip(a.parameters(), b.parameters()))

@@ -64,3 +64,70 @@ def test_checkpoints_resume_across_engines(tmp_path):
 def test_bad_engine():
     with pytest.raises(ValueError, match="engine must be"):
         rnn.train_seeds(rnn.FlipFlop(T=5), [0], 4, "dense", TrainConfig(epochs=1, engine="jax"), progress=False)
+
+
+def test_cayley_gradient_formula_matches_autograd():
+    """dL/dP through W = cayley(P), from W and dL/dW alone, equals autograd through the solve."""
+    from symfast.schur.rnn.model import cayley
+    from symfast.schur.rnn.train_fused import _cayley_grad
+    g = torch.Generator().manual_seed(0)
+    for H in (1, 5, 33):
+        P = (0.3 * torch.randn(H, H, generator=g, dtype=torch.float64)).requires_grad_()
+        G = torch.randn(H, H, generator=g, dtype=torch.float64)
+        W = cayley(P)
+        W.backward(G)
+        assert torch.allclose(_cayley_grad(W.detach(), G), P.grad, atol=1e-12, rtol=1e-10)
+    assert torch.allclose(cayley(torch.stack([P.detach(), 2 * P.detach()]))[1], cayley(2 * P.detach()),
+                          atol=1e-13)  # a batch of generators
+
+
+def test_a_model_trains_the_same_whatever_it_is_trained_with():
+    """Bit for bit: a model trained alone, beside a wider one (other padding), or beside other
+    constructions and seeds ends identical; so grouping the whole grid into one call changes nothing."""
+    task = rnn.Copy(length=4, replay=9, scored=9)
+    cfg = TrainConfig(epochs=1, batches_per_epoch=4, batch=8)
+    for rec in ("orthogonal", "cayley"):
+        alone = train_models(task, [0], [9], [rec], cfg, progress=False)[0]
+        for spec in (([0, 1], [9, 14], [rec, rec]), ([2, 0, 0], [5, 9, 11], ["dense", rec, "cayley"])):
+            beside = train_models(task, *spec, cfg, progress=False)[spec[0].index(0)]
+            for name, p in _params(alone).items():
+                assert torch.equal(_params(beside)[name], p), (rec, spec, name)
+
+
+def test_resume_split_over_groups_is_exact(tmp_path):
+    """A grid interrupted with its models at different epochs (one finished, two at epoch 1, one not
+    started) resumes to exactly the weights, Adam states and losses of an uninterrupted run."""
+    task = rnn.SineGeneration(T=9)
+    cfg = TrainConfig(epochs=3, batches_per_epoch=2, batch=6)
+    spec = ([0, 1, 0, 2], [6, 6, 10, 8], ["orthogonal", "cayley", "cayley", "normal"])
+    full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
+    full_paths = [str(full_dir / f"m{k}.pt") for k in range(4)]
+    cut_paths = [str(cut_dir / f"m{k}.pt") for k in range(4)]
+    full = train_models(task, *spec, cfg, checkpoints=full_paths, progress=False)
+    one = TrainConfig(epochs=1, batches_per_epoch=2, batch=6)
+    train_models(task, [spec[0][1], spec[0][2]], [spec[1][1], spec[1][2]], [spec[2][1], spec[2][2]], one,
+                 checkpoints=cut_paths[1:3], progress=False)  # models 1, 2 at epoch 1
+    train_models(task, [0], [6], ["orthogonal"], cfg, checkpoints=cut_paths[:1], progress=False)  # model 0 done
+    resumed = train_models(task, *spec, cfg, checkpoints=cut_paths, progress=False)  # model 3 from scratch
+    for k, (a, b) in enumerate(zip(full, resumed)):
+        for name, p in _params(a).items():
+            assert torch.equal(_params(b)[name], p), (k, name)
+        ca, cb = torch.load(full_paths[k], weights_only=True), torch.load(cut_paths[k], weights_only=True)
+        assert ca["losses"] == cb["losses"] and len(ca["losses"]) == 6 and ca["epoch"] == cb["epoch"] == 3
+        for i, st in ca["optimizer"]["state"].items():
+            for key, v in st.items():
+                assert torch.equal(cb["optimizer"]["state"][i][key], v), (k, i, key)
+
+
+def test_train_many_engines_agree_and_check_lengths():
+    task = rnn.FlipFlop(T=8)
+    cfg = dict(epochs=1, batches_per_epoch=3, batch=5)
+    spec = ([0, 1], [7, 4], ["dense", "cayley"])
+    fused = rnn.train_many(task, *spec, TrainConfig(**cfg), progress=False)
+    torch_ = rnn.train_many(task, *spec, TrainConfig(**cfg, engine="torch"), progress=False)
+    for a, b in zip(fused, torch_):
+        assert a.n_hidden == b.n_hidden and a.recurrent == b.recurrent
+        for name, p in _params(b).items():
+            assert torch.allclose(_params(a)[name], p, atol=2e-5, rtol=1e-4), name
+    with pytest.raises(ValueError, match="one width and one construction per seed"):
+        rnn.train_many(task, [0, 1], [7], ["dense", "dense"], TrainConfig(**cfg), progress=False)

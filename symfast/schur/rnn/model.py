@@ -30,9 +30,10 @@ CONSTRUCTIONS = ("dense", "orthogonal", "normal", "cayley")
 
 
 def cayley(P: torch.Tensor) -> torch.Tensor:
-    """Orthogonal W = (I + A)^{-1} (I - A), A = P - P^T; P: [H, H] in the dtype it is given."""
-    A = P - P.T
-    eye = torch.eye(P.shape[0], dtype=P.dtype, device=P.device)
+    """Orthogonal W = (I + A)^{-1} (I - A), A = P - P^T; P: [H, H] or a batch [..., H, H], in the
+    dtype it is given."""
+    A = P - P.transpose(-1, -2)
+    eye = torch.eye(P.shape[-1], dtype=P.dtype, device=P.device)
     return torch.linalg.solve(eye + A, eye - A)
 
 

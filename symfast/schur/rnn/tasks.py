@@ -61,13 +61,13 @@ class FlipFlop(Task):
     def sample(self, batch: int, seed: int):
         g = _gen(seed)
         pulse = torch.rand(batch, self.T, self.n_bits, generator=g) < self.p_pulse
-        sign = torch.where(torch.rand(batch, self.T, self.n_bits, generator=g) < 0.5, -1.0, 1.0)
+        sign = 1.0 - 2.0 * (torch.rand(batch, self.T, self.n_bits, generator=g) < 0.5)  # -1 if u < 0.5, else +1
         x = pulse * sign
-        y = torch.zeros_like(x)
-        state = torch.zeros(batch, self.n_bits)
-        for t in range(self.T):
-            state = torch.where(pulse[:, t], sign[:, t], state)
-            y[:, t] = state
+        # The target at step t is the pulse at step last(t) = the latest t' <= t with a pulse: a running
+        # maximum over time of (t' + 1 where a pulse is, else 0), read from x behind one row of zeros
+        # (0: no pulse yet, target 0). No Python loop over time.
+        last = (pulse * torch.arange(1, self.T + 1).view(1, -1, 1)).cummax(1).values
+        y = torch.cat([torch.zeros(batch, 1, self.n_bits), x], 1).gather(1, last)
         return x, y, torch.ones_like(y)
 
 
@@ -125,12 +125,12 @@ class ContextIntegration(Task):
         win = slice(self.t_on, self.t_off)
         n = self.t_off - self.t_on
         x[:, win, :2] = c + self.noise_std * torch.randn(batch, n, 2, generator=g)
-        x[torch.arange(batch), :, 2 + ctx] = 1.0
+        x[:, :, 2:] = torch.nn.functional.one_hot(ctx, 2).to(x.dtype).unsqueeze(1)  # the context cue
         ev = x[:, win, :2].mean(1)  # [B, 2]
-        target = ev[torch.arange(batch), ctx] / self.c_max
+        target = ev.gather(1, ctx.unsqueeze(1)) / self.c_max  # [B, 1]: the relevant stream
         y = torch.zeros(batch, self.T, 1)
         m = torch.zeros(batch, self.T, 1)
-        y[:, self.t_off:, 0] = target.unsqueeze(1)
+        y[:, self.t_off:] = target.unsqueeze(1)
         m[:, self.t_off:] = 1.0
         return x, y, m
 
@@ -186,7 +186,7 @@ class Copy(Task):
         x[:, L, K] = 1.0
         y = torch.zeros(batch, self.T, K)
         m = torch.zeros(batch, self.T, K)
-        y[:, L + 1:] = oh[:, torch.arange(self.replay) % L]
+        y[:, L + 1:] = oh.repeat(1, -(-self.replay // L), 1)[:, :self.replay]  # step L + 1 + j: symbol j mod L
         m[:, L + 1:] = 1.0
         return x, y, m
 

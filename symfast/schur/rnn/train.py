@@ -18,7 +18,7 @@ from symfast.schur.rnn.config import TrainConfig, batch_seed
 from symfast.schur.rnn.model import TanhRNN
 from symfast.schur.rnn.tasks import EVAL_SEED, Task, fvu
 
-__all__ = ["TrainConfig", "train", "train_seeds", "save_checkpoint", "load_checkpoint", "evaluate"]
+__all__ = ["TrainConfig", "train", "train_seeds", "train_many", "save_checkpoint", "load_checkpoint", "evaluate"]
 
 
 def evaluate(model: TanhRNN, task: Task, batch: int = 256, seed: int = EVAL_SEED) -> float:
@@ -58,26 +58,46 @@ def train_seeds(task: Task, seeds, n_hidden: int = 64, recurrent: str = "orthogo
         seeds: list of ints (cfg.seed is ignored).
         checkpoints: optional list of paths, one per seed, rewritten every epoch.
     """
+    seeds = list(seeds)
+    return train_many(task, seeds, [n_hidden] * len(seeds), [recurrent] * len(seeds), cfg, checkpoints, progress)
+
+
+def train_many(task: Task, seeds, widths, recurrents, cfg: TrainConfig | None = None, checkpoints=None,
+               progress: bool = True) -> list[TanhRNN]:
+    """Train one model per entry on `task`: model k with seed seeds[k], width widths[k] and
+    construction recurrents[k]; each gets exactly what `train` with those settings gives it.
+
+    cfg.engine "fused" trains all of them in one call of the fused kernel (widths padded to the
+    widest; see `symfast.schur.rnn.train_fused.train_models`), on cfg.threads threads; "torch"
+    trains them one after another on torch.nn.RNN.
+
+    Args:
+        seeds, widths, recurrents: one entry per model (equal lengths).
+        checkpoints: optional list of paths, one per model, rewritten every epoch; a partly trained
+            checkpoint of the same run resumes at its epoch.
+    """
     cfg = cfg or TrainConfig()
-    seeds = [int(s) for s in seeds]
+    seeds, widths, recurrents = [int(s) for s in seeds], [int(h) for h in widths], list(recurrents)
     if cfg.epochs < 0 or cfg.batches_per_epoch < 1 or cfg.batch < 1 or not seeds:
         raise ValueError(f"bad training budget {cfg} or empty seeds {seeds}")
+    if not len(seeds) == len(widths) == len(recurrents):
+        raise ValueError(f"need one width and one construction per seed, got {len(seeds)} seeds, "
+                         f"{len(widths)} widths, {len(recurrents)} constructions")
     if cfg.clip is not None and not cfg.clip > 0:
         raise ValueError(f"clip must be None or > 0, got {cfg.clip}")
     if cfg.engine not in ("fused", "torch"):
         raise ValueError(f"engine must be 'fused' or 'torch', got {cfg.engine!r}")
     if checkpoints is not None and len(checkpoints) != len(seeds):
-        raise ValueError(f"need one checkpoint path per seed, got {len(checkpoints)} for {len(seeds)}")
+        raise ValueError(f"need one checkpoint path per model, got {len(checkpoints)} for {len(seeds)}")
     prev_threads = torch.get_num_threads()
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     try:
         if cfg.engine == "fused":
             from symfast.schur.rnn.train_fused import train_models
-            return train_models(task, seeds, [n_hidden] * len(seeds), [recurrent] * len(seeds), cfg, checkpoints,
-                                progress)
-        return [_train_one(task, s, n_hidden, recurrent, cfg, None if checkpoints is None else checkpoints[k],
-                           progress) for k, s in enumerate(seeds)]
+            return train_models(task, seeds, widths, recurrents, cfg, checkpoints, progress)
+        return [_train_one(task, s, h, r, cfg, None if checkpoints is None else checkpoints[k], progress)
+                for k, (s, h, r) in enumerate(zip(seeds, widths, recurrents))]
     finally:
         torch.set_num_threads(prev_threads)
 
