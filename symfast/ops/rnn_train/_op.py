@@ -64,6 +64,8 @@ def validate(W, U, V, x, targets, mask=None, h0=None, widths=None, values: bool 
         if not isinstance(widths, torch.Tensor) or widths.dtype != torch.int64 or widths.shape != (B,):
             raise ValueError(f"widths must be an int64 tensor [B={B}], got "
                              f"{_shape(widths) if isinstance(widths, torch.Tensor) else type(widths).__name__}")
+        if widths.device != x.device:  # (a meta widths with real tensors would reach the fake: no result)
+            raise ValueError(f"widths is on {widths.device}, expected {x.device} (same as x)")
         if values and widths.device.type != "meta" and not bool(((widths >= 1) & (widths <= H)).all()):
             raise ValueError(f"widths must lie in [1, H={H}], got {widths.tolist()}")
     return B, H, S, T, I, O
