@@ -93,6 +93,11 @@ def _finite(W, U, V, x, targets, mask, h0):
     _check_finite(("W", W), ("U", U), ("V", V), ("x", x), ("targets", targets), ("mask", mask), ("h0", h0))
 
 
+def _params_finite(W, U, V, mask, h0):
+    # the C++ kernel checks x and targets as it reads them; the parameters, mask and h0 (small) here
+    _check_finite(("W", W), ("U", U), ("V", V), ("mask", mask), ("h0", h0))
+
+
 # ---- symfast::rnn_train_step ----
 
 def _empty(x):
@@ -108,6 +113,7 @@ def _step_reference(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, ba
 def _step_cpu(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend):
     validate(W, U, V, x, targets, mask, h0, widths)
     _cpu_inputs(W, U, V, x, targets, mask, h0, widths)
+    _params_finite(W, U, V, mask, h0)
     loss, dW, dU, dV, dx, dh0 = cpu.rnn_train(W, U, V, x, targets, mask, h0, widths, 1, need_dx, need_dh0)
     return [loss, dW, dU, dV, _empty(x) if dx is None else dx, _empty(x) if dh0 is None else dh0]
 
@@ -152,6 +158,7 @@ def _loss_reference(W, U, V, x, targets, mask, h0, widths, backend):
 def _loss_cpu(W, U, V, x, targets, mask, h0, widths, backend):
     validate(W, U, V, x, targets, mask, h0, widths)
     _cpu_inputs(W, U, V, x, targets, mask, h0, widths)
+    _params_finite(W, U, V, mask, h0)
     return cpu.rnn_train(W, U, V, x, targets, mask, h0, widths, 0)
 
 
