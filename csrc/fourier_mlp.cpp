@@ -102,15 +102,42 @@ int run_isa(Isa isa, const Problem<T>& pb, int nt) {
   return fmlp_base::run<T, D>(pb, nt);
 }
 
-// An output (or aux) buffer: None, or a C-contiguous writeable array of exactly T. Never a
-// converted copy: a copy would receive the results and be dropped.
+// "[2, 64, 16]" for messages.
+inline std::string shape_str(const py::array& a) {
+  std::string s = "[";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + "]";
+}
+
+inline std::string indexed(const char* name, int l) { return std::string(name) + "[" + std::to_string(l) + "]"; }
+
+// Throws ValueError unless `a` is exactly `dims` (form: the expected shape in words for the message).
+inline void check_shape(const py::array& a, std::initializer_list<py::ssize_t> dims, const std::string& name,
+                        const std::string& form) {
+  bool ok = a.ndim() == (py::ssize_t)dims.size();
+  py::ssize_t i = 0;
+  for (py::ssize_t d : dims) ok = ok && a.shape(i++) == d;
+  if (!ok) throw std::invalid_argument(name + " must be " + form + ", got " + shape_str(a));
+}
+
 template <typename T>
-T* opt_ptr(py::object o, const char* name) {
+void check_finite(const carray<T>& a, const char* name) {
+  const T* p = a.data();
+  for (py::ssize_t i = 0; i < a.size(); ++i)
+    if (!std::isfinite(p[i])) throw std::invalid_argument(std::string(name) + " contains NaN or Inf values");
+}
+
+// An output (or aux) buffer of exactly `dims`: None, or a C-contiguous writeable array of exactly T.
+// Never a converted copy: a copy would receive the results and be dropped.
+template <typename T>
+T* opt_ptr(py::object o, const char* name, std::initializer_list<py::ssize_t> dims, const std::string& form) {
   if (o.is_none()) return nullptr;
   if (!py::isinstance<carray<T>>(o) || !o.cast<py::array>().writeable())
     throw py::type_error(std::string(name) + " must be a C-contiguous writeable " +
                          (sizeof(T) == 4 ? "float32" : "float64") + " array (no conversion is made)");
-  return o.cast<carray<T>>().mutable_data();
+  carray<T> a = o.cast<carray<T>>();
+  check_shape(a, dims, name, form);
+  return a.mutable_data();
 }
 
 template <typename T>
@@ -118,50 +145,83 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
                          std::vector<carray<T>> biases, int act, FourierMlpMode mode, py::object aux, py::object y,
                          py::object loss, py::object dx, std::vector<carray<T>> dw, std::vector<carray<T>> db,
                          int num_threads, const std::string& isa, long chunk) {
+  // Every shape is checked here, before any pointer is taken: the kernel trusts fan-ins, batch sizes
+  // and lengths, so a direct call with mismatched arrays must stop at this boundary.
   Problem<T> pb;
   const int L = (int)weights.size();
   if (L < 2 || (int)biases.size() != L)
-    throw std::invalid_argument("weights and biases must be equal-length lists with >= 1 hidden layer");
+    throw std::invalid_argument("weights and biases must be equal-length lists with >= 1 hidden layer, got " +
+                                std::to_string(L) + " weights and " + std::to_string(biases.size()) + " biases");
+  if (act < fmlp_base::RELU || act > fmlp_base::SINE)
+    throw std::invalid_argument("act must be an Activation code, got " + std::to_string(act));
   check_ndim(freq, 2, "frequencies");
   check_ndim(phase, 1, "phases");
-  if (x.ndim() != 2 && x.ndim() != 3) throw std::invalid_argument("x must be [B, N, D] or [N, D]");
+  if (x.ndim() != 2 && x.ndim() != 3)
+    throw std::invalid_argument("x must be [B, N, D] or [N, D], got " + shape_str(x));
   pb.D = freq.shape(1);
-  if (pb.D != 2 && pb.D != 3) throw std::invalid_argument("frequencies must be [m, D] with D = 2 or 3");
-  if (x.shape(x.ndim() - 1) != pb.D) throw std::invalid_argument("x's last dimension must equal frequencies.shape[1]");
+  if (pb.D != 2 && pb.D != 3)
+    throw std::invalid_argument("frequencies must be [m, D] with D = 2 or 3, got " + shape_str(freq));
+  if (x.shape(x.ndim() - 1) != pb.D)
+    throw std::invalid_argument("x's last dimension must equal frequencies.shape[1] = " + std::to_string(pb.D) +
+                                ", got x " + shape_str(x));
+  pb.m = freq.shape(0);
+  if (phase.shape(0) != pb.m)
+    throw std::invalid_argument("phases must be [" + std::to_string(pb.m) + "], got " + shape_str(phase));
+  check_finite(freq, "frequencies");
+  check_finite(phase, "phases");
+  check_ndim(weights[0], 3, "weights[0]");
   pb.B = weights[0].shape(0);
   pb.x_shared = x.ndim() == 2;
   pb.N = x.shape(x.ndim() - 2);
-  pb.m = freq.shape(0);
-  if (phase.shape(0) != pb.m) throw std::invalid_argument("phases must be [m] with m = len(frequencies)");
+  const std::string sB = std::to_string(pb.B), sN = std::to_string(pb.N), sD = std::to_string(pb.D);
+  if (pb.B < 1 || pb.N < 1)
+    throw std::invalid_argument("need B >= 1 models and N >= 1 points, got weights[0] " + shape_str(weights[0]) +
+                                ", x " + shape_str(x));
+  if (!pb.x_shared && x.shape(0) != pb.B)
+    throw std::invalid_argument("x must be [B, N, D] with B = " + sB + " (weights[0].shape[0]) or [N, D], got " +
+                                shape_str(x));
+  long fan_in = 2 * pb.m;
+  for (int l = 0; l < L; ++l) {
+    const bool last = l == L - 1;
+    const carray<T>& w = weights[l];
+    const std::string fi = std::to_string(fan_in);
+    if (w.ndim() != 3 || w.shape(0) != pb.B || w.shape(1) != fan_in || (last && w.shape(2) != 1) || w.shape(2) < 1)
+      throw std::invalid_argument(indexed("weights", l) + " must be [B, " + fi + ", " + (last ? "1" : "H") +
+                                  "] with B = " + sB + (l ? " (fan-in = previous fan-out)" : " (fan-in = 2m)") +
+                                  ", got " + shape_str(w));
+    const long fo = w.shape(2);
+    check_shape(biases[l], {pb.B, fo}, indexed("biases", l), "[B, " + std::to_string(fo) + "] with B = " + sB);
+    pb.w.push_back(w.data());
+    pb.b.push_back(biases[l].data());
+    pb.fan_in.push_back(fan_in);
+    pb.fan_out.push_back(fo);
+    fan_in = fo;
+  }
+  if (mode != FourierMlpMode::Forward && mode != FourierMlpMode::TrainStep && mode != FourierMlpMode::Backward)
+    throw std::invalid_argument("mode must be a FourierMlpMode (forward, train_step or backward)");
+  if (mode != FourierMlpMode::Forward) {
+    if ((int)dw.size() != L || (int)db.size() != L) throw std::invalid_argument("dw/db must have one array per layer");
+    for (int l = 0; l < L; ++l) {
+      check_shape(dw[l], {pb.B, pb.fan_in[l], pb.fan_out[l]}, indexed("dw", l), "weights[l]'s shape");
+      check_shape(db[l], {pb.B, pb.fan_out[l]}, indexed("db", l), "biases[l]'s shape");
+      pb.dw.push_back(dw[l].mutable_data());
+      pb.db.push_back(db[l].mutable_data());
+    }
+    if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for mode train_step/backward");
+    pb.aux = opt_ptr<T>(aux, mode == FourierMlpMode::TrainStep ? "targets" : "the incoming gradient", {pb.B, pb.N},
+                        "[B, N] = [" + sB + ", " + sN + "]");
+  }
   pb.x = x.data();
   pb.freq = freq.data();
   pb.phase = phase.data();
   pb.act = act;
   pb.mode = mode;
   pb.chunk = chunk > 0 ? chunk : 4096;
-  for (int l = 0; l < L; ++l) {
-    check_ndim(weights[l], 3, "weights[l]");
-    check_ndim(biases[l], 2, "biases[l]");
-    pb.w.push_back(weights[l].data());
-    pb.b.push_back(biases[l].data());
-    pb.fan_in.push_back(weights[l].shape(1));
-    pb.fan_out.push_back(weights[l].shape(2));
-  }
-  if (pb.fan_in[0] != 2 * pb.m) throw std::invalid_argument("weights[0] fan-in must equal 2 * len(frequencies)");
-  if (mode != FourierMlpMode::Forward && mode != FourierMlpMode::TrainStep && mode != FourierMlpMode::Backward)
-    throw std::invalid_argument("mode must be a FourierMlpMode (forward, train_step or backward)");
-  if (mode != FourierMlpMode::Forward) {
-    if ((int)dw.size() != L || (int)db.size() != L) throw std::invalid_argument("dw/db must have one array per layer");
-    for (int l = 0; l < L; ++l) {
-      pb.dw.push_back(dw[l].mutable_data());
-      pb.db.push_back(db[l].mutable_data());
-    }
-    if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for mode train_step/backward");
-    pb.aux = opt_ptr<T>(aux, "aux");
-  }
-  pb.y = opt_ptr<T>(y, "y");
-  pb.loss = opt_ptr<T>(loss, "loss");
-  pb.dx = opt_ptr<T>(dx, "dx");
+  pb.y = opt_ptr<T>(y, "y", {pb.B, pb.N}, "[B, N] = [" + sB + ", " + sN + "]");
+  pb.loss = opt_ptr<T>(loss, "loss", {pb.B}, "[B] = [" + sB + "]");
+  pb.dx = opt_ptr<T>(dx, "dx", {pb.B, pb.N, pb.D}, "[B, N, D] = [" + sB + ", " + sN + ", " + sD + "]");
+  if (mode == FourierMlpMode::Forward && !pb.y) throw std::invalid_argument("mode forward needs y");
+  if (mode == FourierMlpMode::TrainStep && !pb.loss) throw std::invalid_argument("mode train_step needs loss");
   const Isa which = resolve_isa(isa);
   const int nt = clamp_threads(num_threads);
   int flags = 0;

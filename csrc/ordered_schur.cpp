@@ -246,6 +246,16 @@ py::tuple ordschur_f64(carray<double> U, carray<double> T, carray<double> cluste
   check_ndim(T, 3, "T");
   check_ndim(clusters, 2, "clusters");
   const int M = (int)T.shape(0), n = (int)T.shape(1);
+  const std::string sM = std::to_string(M), sn = std::to_string(n);
+  if (T.shape(2) != n)
+    throw std::invalid_argument("T must be [M, n, n], got [" + sM + ", " + sn + ", " + std::to_string(T.shape(2)) + "]");
+  if (U.shape(0) != M || U.shape(1) != n || U.shape(2) != n)
+    throw std::invalid_argument("U must be [M, n, n] = [" + sM + ", " + sn + ", " + sn + "] (T's shape), got [" +
+                                std::to_string(U.shape(0)) + ", " + std::to_string(U.shape(1)) + ", " +
+                                std::to_string(U.shape(2)) + "]");
+  if (clusters.shape(0) != M || clusters.shape(1) != n)
+    throw std::invalid_argument("clusters must be [M, n] = [" + sM + ", " + sn + "], got [" +
+                                std::to_string(clusters.shape(0)) + ", " + std::to_string(clusters.shape(1)) + "]");
   const Lapack& L = lapack();
   carray<double> Qo({M, n, n}), To({M, n, n}), Eo({M, n, 2}), Io({M, 4});
   const double *up = U.data(), *tp_in = T.data(), *cp = clusters.data();

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from symfast.ops import _dispatch
+from symfast.ops import _checks, _dispatch
 from symfast.ops.fourier_features import cpu, reference
 
 __all__ = ["fourier_features", "INPUT_DIMS", "input_dim"]
@@ -43,18 +43,44 @@ def input_dim(x: torch.Tensor, frequencies: torch.Tensor, x_form: str = "[..., D
     return D
 
 
+def validate(x, frequencies, phases) -> None:
+    """Static checks of one op call (fake tensors too): x [..., D], frequencies [m, D], phases [m],
+    one float dtype and one device (never a mix of meta and real tensors)."""
+    op = "fourier_features"
+    for name, t in (("x", x), ("frequencies", frequencies), ("phases", phases)):
+        _checks.tensor(op, name, t, (torch.float16, torch.bfloat16, *_checks.FLOATS))
+    input_dim(x, frequencies)
+    if phases.shape != frequencies.shape[:1]:
+        raise ValueError(f"phases must be [{frequencies.shape[0]}] (one per frequency), got {list(phases.shape)}")
+    named = (("x", x), ("frequencies", frequencies), ("phases", phases))
+    _checks.same_dtype(op, named, "x")
+    _checks.same_device(op, named)
+
+
+def _reference(x, frequencies, phases, backend):
+    validate(x, frequencies, phases)
+    return reference.fourier_features(x, frequencies, phases)
+
+
+def _cpu(x, frequencies, phases, backend):
+    validate(x, frequencies, phases)
+    _checks.tensor("fourier_features (C++ kernel)", "x", x)
+    return cpu.fourier_features(x, frequencies, phases)
+
+
 @torch.library.custom_op("symfast::fourier_features", mutates_args=())
 def fourier_features_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
                         backend: str) -> torch.Tensor:
     """x: [..., D], frequencies: [m, D], phases: [m] (one dtype and device) -> [..., 2m]."""
-    return reference.fourier_features(x, frequencies, phases)
+    return _reference(x, frequencies, phases, backend)
 
 
-_dispatch.register_kernels(fourier_features_op, reference.fourier_features, {"cpu": cpu.fourier_features})
+_dispatch.register_kernels(fourier_features_op, _reference, {"cpu": _cpu})
 
 
 @fourier_features_op.register_fake
 def _(x, frequencies, phases, backend):
+    validate(x, frequencies, phases)
     return x.new_empty(*x.shape[:-1], 2 * frequencies.shape[0])
 
 

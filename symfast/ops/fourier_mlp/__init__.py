@@ -25,63 +25,23 @@ import torch
 
 from symfast import _ext
 from symfast.ops import _dispatch
-from symfast.ops.fourier_features import input_dim
 from symfast.ops.fourier_mlp import reference
-from symfast.ops.fourier_mlp._op import check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op
+from symfast.ops.fourier_mlp._op import (MAX_WIDTH, check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op,
+                                         validate)
 
 __all__ = ["fourier_mlp", "fourier_mlp_train_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH"]
 
 ACTIVATIONS = tuple(reference.ACTIVATIONS)  # the names of the one activation table
 BACKENDS = _dispatch.BACKENDS
-MAX_WIDTH = 1024  # widest layer the CPU kernel accepts (its tile buffers scale with it)
 mse_loss = reference.mse_loss
 
 
 def _validate(x, frequencies, phases, weights, biases, activation, targets=None):
-    """Shape/dtype/device/contiguity checks with messages naming the offender; returns (B, N)."""
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"unsupported activation {activation!r}; choose from {list(ACTIVATIONS)}")
-    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float64):
-        raise ValueError(f"x must be a float32 or float64 tensor, got {getattr(x, 'dtype', type(x))}")
-    if not (isinstance(weights, (list, tuple)) and isinstance(biases, (list, tuple))):
-        raise ValueError("weights and biases must be lists of tensors")
-    if len(weights) < 2 or len(weights) != len(biases):
-        raise ValueError(f"need >= 1 hidden layer and one bias per weight: got {len(weights)} weights, "
-                         f"{len(biases)} biases")
-    if x.ndim not in (2, 3):
-        raise ValueError(f"x must be [B, N, D] or [N, D] (D = 2 or 3), got {list(x.shape)}")
-    input_dim(x, frequencies, "[B, N, D] or [N, D]")
-    if phases.shape != frequencies.shape[:1]:
-        raise ValueError(f"phases must be [{frequencies.shape[0]}], got {list(phases.shape)}")
-    B = weights[0].shape[0] if weights[0].ndim == 3 else -1
-    if x.ndim == 3 and x.shape[0] != B:
-        raise ValueError(f"x must be [B, N, D] with B = {B} models, or [N, D]; got {list(x.shape)}")
-    N = x.shape[-2]
-    if N < 1:
-        raise ValueError("x must hold at least one point")
-    fan_in = 2 * frequencies.shape[0]
-    for l, (w, b) in enumerate(zip(weights, biases)):
-        last = l == len(weights) - 1
-        if w.ndim != 3 or w.shape[0] != B or w.shape[1] != fan_in:
-            raise ValueError(f"weights[{l}] must be [B={B}, {fan_in}, fan_out], got {list(w.shape)}")
-        if last and w.shape[2] != 1:
-            raise ValueError(f"weights[{l}] (output layer) must be [B, {fan_in}, 1], got {list(w.shape)}")
-        if not last and not 1 <= w.shape[2] <= MAX_WIDTH:
-            raise ValueError(f"unsupported hidden width {w.shape[2]} in weights[{l}]; widths 1..{MAX_WIDTH}")
-        if b.shape != (B, w.shape[2]):
-            raise ValueError(f"biases[{l}] must be [{B}, {w.shape[2]}], got {list(b.shape)}")
-        fan_in = w.shape[2]
+    """The op's checks (`_op.validate`) plus contiguity, with messages naming the offender; returns (B, N)."""
+    B, N = validate(x, frequencies, phases, weights, biases, activation, targets=targets, pe_cast=True)
     named = [("x", x)] + [(f"weights[{l}]", w) for l, w in enumerate(weights)] + \
-        [(f"biases[{l}]", b) for l, b in enumerate(biases)]
-    if targets is not None:
-        if targets.shape != (B, N):
-            raise ValueError(f"targets must be [B={B}, N={N}], got {list(targets.shape)}")
-        named.append(("targets", targets))
+        [(f"biases[{l}]", b) for l, b in enumerate(biases)] + ([] if targets is None else [("targets", targets)])
     for name, t in named:
-        if t.dtype != x.dtype:
-            raise ValueError(f"{name} has dtype {t.dtype}, expected {x.dtype} (same as x)")
-        if t.device != x.device:
-            raise ValueError(f"{name} is on {t.device}, expected {x.device} (same as x)")
         if not t.is_contiguous():
             raise ValueError(f"{name} must be contiguous (shape {list(t.shape)}, strides {list(t.stride())}); "
                              f"call .contiguous()")
@@ -121,7 +81,7 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
             or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
         if backend == "reference" and not (torch.compiler.is_compiling()
                                            or _dispatch.under_functorch(*weights, *biases)):
-            check_finite_params(weights, biases)  # as in the op's kernels
+            check_finite_params(weights, biases, frequencies, phases)  # as in the op's kernels
         return reference.fourier_mlp(x, frequencies, phases, list(weights), list(biases), activation)
     return fourier_mlp_op(x, frequencies, phases, list(weights), list(biases), activation, backend)
 
@@ -148,7 +108,7 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
         if backend == "reference" and not (torch.compiler.is_compiling()
                                            or _dispatch.under_functorch(*weights, *biases)):
-            check_finite_params(weights, biases)  # as in the op's kernels
+            check_finite_params(weights, biases, frequencies, phases)  # as in the op's kernels
         return reference.fourier_mlp_train_step(x, targets, frequencies, phases, list(weights), list(biases),
                                                 activation)
     L = len(weights)

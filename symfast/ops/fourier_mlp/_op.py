@@ -16,10 +16,79 @@ from __future__ import annotations
 
 import torch
 
-from symfast.ops import _dispatch
+from symfast.ops import _checks, _dispatch
+from symfast.ops.fourier_features import input_dim
 from symfast.ops.fourier_mlp import cpu, reference
 
 _LIB = "symfast"
+MAX_WIDTH = 1024  # widest layer the CPU kernel accepts (its tile buffers scale with it)
+
+
+def validate(x, frequencies, phases, weights, biases, activation, targets=None, grad=None, pe_cast=False):
+    """Shapes, dtypes and devices of one fused-MLP call, with messages naming the offender; returns (B, N).
+
+    Static (runs on fake and meta tensors): every op's kernels *and* fake implementation call it,
+    so a direct `torch.ops.symfast.*` call never reaches a kernel with mismatched buffers (layer
+    chaining: fan-in = previous fan-out, last fan-out = 1; biases [B, fan_out]; x, targets and
+    grad holding B models and N points). pe_cast: frequencies/phases will still be cast to x's
+    dtype and device (the public functions), so theirs are not checked.
+    """
+    if activation not in reference.ACTIVATIONS:
+        raise ValueError(f"unsupported activation {activation!r}; choose from {list(reference.ACTIVATIONS)}")
+    if not isinstance(x, torch.Tensor) or x.dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"x must be a float32 or float64 tensor, got {getattr(x, 'dtype', type(x))}")
+    if not (isinstance(weights, (list, tuple)) and isinstance(biases, (list, tuple))):
+        raise ValueError("weights and biases must be lists of tensors")
+    if len(weights) < 2 or len(weights) != len(biases):
+        raise ValueError(f"need >= 1 hidden layer and one bias per weight: got {len(weights)} weights, "
+                         f"{len(biases)} biases")
+    for name, t in (("frequencies", frequencies), ("phases", phases), *[(f"weights[{l}]", w) for l, w in
+                                                                        enumerate(weights)],
+                    *[(f"biases[{l}]", b) for l, b in enumerate(biases)], ("targets", targets), ("grad", grad)):
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+    if x.ndim not in (2, 3):
+        raise ValueError(f"x must be [B, N, D] or [N, D] (D = 2 or 3), got {list(x.shape)}")
+    input_dim(x, frequencies, "[B, N, D] or [N, D]")
+    if phases.shape != frequencies.shape[:1]:
+        raise ValueError(f"phases must be [{frequencies.shape[0]}], got {list(phases.shape)}")
+    if weights[0].ndim != 3 or weights[0].shape[0] < 1:
+        raise ValueError(f"weights[0] must be [B, {2 * frequencies.shape[0]}, H1] with B >= 1, "
+                         f"got {list(weights[0].shape)}")
+    B = weights[0].shape[0]
+    if x.ndim == 3 and x.shape[0] != B:
+        raise ValueError(f"x must be [B, N, D] with B = {B} models, or [N, D]; got {list(x.shape)}")
+    N = x.shape[-2]
+    if N < 1:
+        raise ValueError("x must hold at least one point")
+    fan_in = 2 * frequencies.shape[0]
+    for l, (w, b) in enumerate(zip(weights, biases)):
+        last = l == len(weights) - 1
+        if w.ndim != 3 or w.shape[0] != B or w.shape[1] != fan_in:
+            raise ValueError(f"weights[{l}] must be [B={B}, {fan_in}, fan_out], got {list(w.shape)}"
+                             + (" (fan-in = the previous layer's fan-out)" if l else " (fan-in = 2m)"))
+        if last and w.shape[2] != 1:
+            raise ValueError(f"weights[{l}] (output layer) must be [B, {fan_in}, 1], got {list(w.shape)}")
+        if not last and not 1 <= w.shape[2] <= MAX_WIDTH:
+            raise ValueError(f"unsupported hidden width {w.shape[2]} in weights[{l}]; widths 1..{MAX_WIDTH}")
+        if b.shape != (B, w.shape[2]):
+            raise ValueError(f"biases[{l}] must be [{B}, {w.shape[2]}], got {list(b.shape)}")
+        fan_in = w.shape[2]
+    for name, t in (("targets", targets), ("grad", grad)):
+        if t is not None and t.shape != (B, N):
+            raise ValueError(f"{name} must be [B={B}, N={N}], got {list(t.shape)}")
+    named = [("x", x)] + [(f"weights[{l}]", w) for l, w in enumerate(weights)] + \
+        [(f"biases[{l}]", b) for l, b in enumerate(biases)] + [("targets", targets), ("grad", grad)]
+    pe = [] if pe_cast else [("frequencies", frequencies), ("phases", phases)]
+    for name, t in named + pe:
+        if t is not None and t.dtype != x.dtype:
+            raise ValueError(f"{name} has dtype {t.dtype}, expected {x.dtype} (same as x)")
+    if pe_cast:
+        _checks.same_device("fourier_mlp", named + [("frequencies", frequencies), ("phases", phases)],
+                            allow_cpu=("frequencies", "phases"))
+    else:
+        _checks.same_device("fourier_mlp", named + pe)
+    return B, N
 
 
 def _check_finite(x: torch.Tensor, name: str) -> None:
@@ -28,13 +97,17 @@ def _check_finite(x: torch.Tensor, name: str) -> None:
         raise ValueError(f"{name} contains NaN or Inf values; the fused kernel needs finite inputs")
 
 
-def check_finite_params(weights, biases) -> None:
-    """ValueError naming the first weight or bias tensor with NaN or Inf values. Every backend calls it
-    (with an Inf weight the kernels differ only in where 0 * Inf makes NaN; neither is meaningful)."""
-    for kind, params in (("weights", weights), ("biases", biases)):
-        for i, p in enumerate(params):
-            if not bool(torch.isfinite(p).all()):
-                raise ValueError(f"{kind}[{i}] contains NaN or Inf values")
+def check_finite_params(weights, biases, frequencies=None, phases=None) -> None:
+    """ValueError naming the first weight, bias, frequency or phase tensor with NaN or Inf values.
+    Every backend calls it (with an Inf weight the kernels differ only in where 0 * Inf makes NaN;
+    with an Inf frequency or phase the fused kernels' sin/cos would give 0 where the reference
+    gives NaN; neither is meaningful)."""
+    named = [(f"weights[{i}]", p) for i, p in enumerate(weights)] + [(f"biases[{i}]", p) for i, p in
+                                                                     enumerate(biases)]
+    named += [(n, t) for n, t in (("frequencies", frequencies), ("phases", phases)) if t is not None]
+    for name, p in named:
+        if not bool(torch.isfinite(p).all()):
+            raise ValueError(f"{name} contains NaN or Inf values")
 
 
 def _triton():
@@ -46,17 +119,20 @@ def _triton():
 # reference; `_dispatch.register_kernels` routes "cpu" / "triton" to the CPU and CUDA kernels.
 
 def _fwd_reference(x, frequencies, phases, weights, biases, activation, backend):
-    check_finite_params(weights, biases)
+    validate(x, frequencies, phases, weights, biases, activation)
+    check_finite_params(weights, biases, frequencies, phases)
     return reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
 
 
 def _fwd_cpu(x, frequencies, phases, weights, biases, activation, backend):
-    check_finite_params(weights, biases)
+    validate(x, frequencies, phases, weights, biases, activation)
+    check_finite_params(weights, biases, frequencies, phases)
     return cpu.fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
 
 def _fwd_triton(x, frequencies, phases, weights, biases, activation, backend):
-    check_finite_params(weights, biases)
+    validate(x, frequencies, phases, weights, biases, activation)
+    check_finite_params(weights, biases, frequencies, phases)
     _check_finite(x, "x")
     return _triton().fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
@@ -73,6 +149,7 @@ _dispatch.register_kernels(fourier_mlp_op, _fwd_reference, {"cpu": _fwd_cpu, "tr
 
 @fourier_mlp_op.register_fake
 def _(x, frequencies, phases, weights, biases, activation, backend):
+    validate(x, frequencies, phases, weights, biases, activation)
     return x.new_empty(weights[0].shape[0], x.shape[-2])
 
 
@@ -84,17 +161,25 @@ def _bwd_outputs(x, dx, dw, db):
     return [dx, *dw, *db]
 
 
+def _check_bwd(grad, x, frequencies, phases, weights, biases, activation):
+    validate(x, frequencies, phases, weights, biases, activation, grad=grad)
+    check_finite_params(weights, biases, frequencies, phases)
+
+
 def _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
     return _bwd_outputs(x, *reference.fourier_mlp_vjp(grad, x, frequencies, phases, weights, biases,
                                                       activation, need_dx))
 
 
 def _bwd_cpu(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
     return _bwd_outputs(x, *cpu.fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights, biases,
                                                 activation, need_dx))
 
 
 def _bwd_triton(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
     _check_finite(grad, "the incoming gradient")
     return _bwd_outputs(x, *_triton().fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights,
                                                       biases, activation, need_dx))
@@ -112,6 +197,7 @@ _dispatch.register_kernels(fourier_mlp_backward_op, _bwd_reference, {"cpu": _bwd
 
 @fourier_mlp_backward_op.register_fake
 def _(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    validate(x, frequencies, phases, weights, biases, activation, grad=grad)
     dx = torch.empty_like(x) if need_dx else x.new_empty(0)
     return [dx, *[torch.empty_like(w) for w in weights], *[torch.empty_like(b) for b in biases]]
 
@@ -155,7 +241,8 @@ fourier_mlp_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 def _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend):
-    check_finite_params(weights, biases)
+    validate(x, frequencies, phases, weights, biases, activation, targets=targets)
+    check_finite_params(weights, biases, frequencies, phases)
     # The hand-written backward, not autograd: autograd does not record inside an op's kernel.
     y = reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
     _, dw, db = reference.fourier_mlp_vjp(2 * (y - targets) / y.shape[1], x, frequencies, phases, weights,
@@ -164,13 +251,15 @@ def _step_reference(x, targets, frequencies, phases, weights, biases, activation
 
 
 def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, backend):
-    check_finite_params(weights, biases)
+    validate(x, frequencies, phases, weights, biases, activation, targets=targets)
+    check_finite_params(weights, biases, frequencies, phases)
     loss, dw, db = cpu.fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
     return [loss, *dw, *db]
 
 
 def _step_triton(x, targets, frequencies, phases, weights, biases, activation, backend):
-    check_finite_params(weights, biases)
+    validate(x, frequencies, phases, weights, biases, activation, targets=targets)
+    check_finite_params(weights, biases, frequencies, phases)
     _check_finite(x, "x")
     _check_finite(targets, "targets")
     loss, dw, db = _triton().fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
@@ -189,5 +278,6 @@ _dispatch.register_kernels(fourier_mlp_train_step_op, _step_reference, {"cpu": _
 
 @fourier_mlp_train_step_op.register_fake
 def _(x, targets, frequencies, phases, weights, biases, activation, backend):
+    validate(x, frequencies, phases, weights, biases, activation, targets=targets)
     loss = x.new_empty(weights[0].shape[0])
     return [loss, *[torch.empty_like(w) for w in weights], *[torch.empty_like(b) for b in biases]]

@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import torch
 
-from symfast.ops import _dispatch
+from symfast.ops import _checks, _dispatch
 from symfast.ops.gram import cpu, reference
 
 
+def validate(weights) -> None:
+    """weights: a float32/float64 [M, d, H] tensor (static: the fake implementation runs it too)."""
+    _checks.tensor("gram", "weights", weights)
+    if weights.ndim != 3:
+        raise ValueError(f"gram: weights must be [M, d, H], got {list(weights.shape)}")
+
+
 def _gram_reference(weights, backend):
+    validate(weights)
     if weights.numel() and not bool(torch.isfinite(weights).all()):
         raise ValueError("weights contains NaN or Inf")
     return reference.gram(weights)
 
 
 def _gram_cpu(weights, backend):
+    validate(weights)
     return cpu.gram_fwd(weights)  # the kernel checks NaN/Inf as it reads
 
 
@@ -34,6 +43,7 @@ _dispatch.register_kernels(gram_op, _gram_reference, {"cpu": _gram_cpu})
 
 @gram_op.register_fake
 def _(weights, backend):
+    validate(weights)
     return weights.new_empty(weights.shape[0], weights.shape[1], weights.shape[1])
 
 

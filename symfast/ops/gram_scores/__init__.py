@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from symfast import _ext
-from symfast.ops import _dispatch
+from symfast.ops import _checks, _dispatch
 from symfast.ops.gram import gram  # re-exported for compatibility: the op lives in symfast.ops.gram
 from symfast.ops.gram_scores import cpu, reference
 from symfast.ops.gram_scores.lifts import ORTHO_TOL, BlockPermLift, blockperm_to_dense
@@ -45,17 +45,49 @@ def _normalize(asym: torch.Tensor, phi: torch.Tensor, normalize: bool) -> torch.
     return asym.to(phi.dtype)
 
 
+def validate(phi, lifts=None, perm=None, blocks=None, dim=None) -> None:
+    """Static checks of one op call (fake tensors too): phi [M, d, d] float32/float64; dense lifts
+    [E, d, d] (any float dtype, on phi's device or the CPU), or a block permutation perm [E, m] int64,
+    blocks [E, m, 2, 2] float64 with m = ceil(d / 2) and dim = d (on the CPU or phi's device)."""
+    op = "gram_scores"
+    _checks.tensor(op, "phi", phi)
+    if phi.ndim != 3 or phi.shape[1] != phi.shape[2]:
+        raise ValueError(f"{op}: phi must be [M, d, d], got {list(phi.shape)}")
+    d = phi.shape[1]
+    if lifts is not None:
+        _checks.tensor(op, "lifts", lifts, (torch.float16, torch.bfloat16, *_checks.FLOATS))
+        if lifts.ndim != 3 or lifts.shape[1:] != (d, d):
+            raise ValueError(f"{op}: lifts must be [E, {d}, {d}] to match phi {list(phi.shape)}, got {list(lifts.shape)}")
+        _checks.same_device(op, (("phi", phi), ("lifts", lifts)), allow_cpu=("lifts",))
+        return
+    m = (d + 1) // 2
+    _checks.tensor(op, "perm", perm, (torch.int64,))
+    _checks.tensor(op, "blocks", blocks, (torch.float64,))
+    if perm.ndim != 2 or perm.shape[1] != m:
+        raise ValueError(f"{op}: perm must be [E, m] with m = ceil(d / 2) = {m} for phi {list(phi.shape)}, "
+                         f"got {list(perm.shape)}")
+    E = perm.shape[0]
+    if blocks.shape != (E, m, 2, 2):
+        raise ValueError(f"{op}: blocks must be [E, m, 2, 2] = [{E}, {m}, 2, 2], got {list(blocks.shape)}")
+    if dim != d:
+        raise ValueError(f"{op}: dim must be phi's d = {d}, got {dim}")
+    _checks.same_device(op, (("phi", phi), ("perm", perm), ("blocks", blocks)), allow_cpu=("perm", "blocks"))
+
+
 def _scores_reference(phi, lifts, normalize, backend):
+    validate(phi, lifts)
     _check_values(phi, lifts, normalize)
     return reference.gram_scores(phi, lifts.to(phi.dtype), normalize=normalize)
 
 
 def _scores_cpu(phi, lifts, normalize, backend):
+    validate(phi, lifts)
     _check_values(phi, lifts, normalize)
     return _normalize(cpu.gram_scores_asym(phi, lifts.to(torch.float64).contiguous()), phi, normalize)
 
 
 def _scores_triton(phi, lifts, normalize, backend):
+    validate(phi, lifts)
     from symfast.ops.gram_scores import triton as tr
 
     _check_values(phi, lifts, normalize)
@@ -73,6 +105,7 @@ _dispatch.register_kernels(gram_scores_op, _scores_reference, {"cpu": _scores_cp
 
 @gram_scores_op.register_fake
 def _(phi, lifts, normalize, backend):
+    validate(phi, lifts)
     return phi.new_empty(phi.shape[0], lifts.shape[0])
 
 
@@ -99,17 +132,21 @@ gram_scores_op.register_autograd(_scores_backward, setup_context=_scores_setup)
 
 
 def _bp_reference(phi, perm, blocks, dim, normalize, backend):
+    validate(phi, perm=perm, blocks=blocks, dim=dim)
     _check_values(phi, None, normalize)
-    rho = blockperm_to_dense(perm, blocks, dim).to(phi.device, phi.dtype)
+    lift = BlockPermLift(perm, blocks, dim)  # checks the values: permutations, finite orthogonal blocks
+    rho = blockperm_to_dense(lift.perm, lift.blocks, dim).to(phi.device, phi.dtype)
     return reference.gram_scores(phi, rho, normalize=normalize)
 
 
 def _bp_cpu(phi, perm, blocks, dim, normalize, backend):
+    validate(phi, perm=perm, blocks=blocks, dim=dim)
     _check_values(phi, None, normalize)
     return _normalize(cpu.blockperm_asym(phi, BlockPermLift(perm, blocks, dim)), phi, normalize)
 
 
 def _bp_triton(phi, perm, blocks, dim, normalize, backend):
+    validate(phi, perm=perm, blocks=blocks, dim=dim)
     from symfast.ops.gram_scores import triton as tr
 
     _check_values(phi, None, normalize)
@@ -128,6 +165,7 @@ _dispatch.register_kernels(gram_scores_blockperm_op, _bp_reference, {"cpu": _bp_
 
 @gram_scores_blockperm_op.register_fake
 def _(phi, perm, blocks, dim, normalize, backend):
+    validate(phi, perm=perm, blocks=blocks, dim=dim)
     return phi.new_empty(phi.shape[0], perm.shape[0])
 
 

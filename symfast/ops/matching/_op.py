@@ -16,7 +16,7 @@ import functools
 
 import torch
 
-from symfast.ops import _dispatch
+from symfast.ops import _checks, _dispatch
 from symfast.ops.matching import cpu, lifts, reference
 
 
@@ -25,12 +25,34 @@ def resolve_backend(backend: str) -> str:
     return _dispatch.resolve("matching", backend, "cpu")
 
 
+def _mode(op: str, mode) -> None:
+    n = len(reference.MODES)
+    if not isinstance(mode, int) or not 0 <= mode < n:
+        raise ValueError(f"{op}: mode must be a MatchMode code in [0, {n}), got {mode!r}")
+
+
+def _index_range(op: str, name: str, t: torch.Tensor, hi: int) -> None:
+    if _checks.has_values(t) and t.numel() and not bool(((t >= 0) & (t < hi)).all()):
+        raise ValueError(f"{op}: {name} entries must lie in [0, {hi}), got min {int(t.min())}, max {int(t.max())}")
+
+
 # ---- assign -----------------------------------------------------------------------------
+def validate_assign(cost) -> None:
+    """cost: [P, n, n] float64 (static; the fake implementation runs it too)."""
+    _checks.tensor("assign", "cost", cost, (torch.float64,))
+    if cost.ndim != 3 or cost.shape[1] != cost.shape[2]:
+        raise ValueError(f"assign: cost must be [P, n, n] (square problems), got {list(cost.shape)}")
+
+
 def _assign_reference(cost, backend):
+    validate_assign(cost)
+    _checks.finite("assign", (("cost", cost),))
     return reference.assign(cost)
 
 
 def _assign_cpu(cost, backend):
+    validate_assign(cost)
+    _checks.finite("assign", (("cost", cost),))
     return cpu.assign_fwd(cost)
 
 
@@ -41,11 +63,35 @@ def assign_op(cost: torch.Tensor, backend: str) -> torch.Tensor:
 
 
 # ---- match_gram -------------------------------------------------------------------------
+def validate_match_gram(gram, a2, b2, mode) -> None:
+    """gram [P, n, n] float32/float64, a2, b2 [P, n] float64, one device, a valid mode (static)."""
+    op = "match_gram"
+    _checks.tensor(op, "gram", gram)
+    _checks.tensor(op, "a2", a2, (torch.float64,))
+    _checks.tensor(op, "b2", b2, (torch.float64,))
+    if gram.ndim != 3 or gram.shape[1] != gram.shape[2]:
+        raise ValueError(f"{op}: gram must be [P, n, n], got {list(gram.shape)}")
+    P, n = gram.shape[0], gram.shape[1]
+    for name, t in (("a2", a2), ("b2", b2)):
+        if t.shape != (P, n):
+            raise ValueError(f"{op}: {name} must be [P, n] = [{P}, {n}] (gram's), got {list(t.shape)}")
+    _checks.same_device(op, (("gram", gram), ("a2", a2), ("b2", b2)))
+    _mode(op, mode)
+
+
+def _match_gram_values(gram, a2, b2):
+    _checks.finite("match_gram", (("gram", gram), ("a2", a2), ("b2", b2)))
+
+
 def _match_gram_reference(gram, a2, b2, mode, backend):
+    validate_match_gram(gram, a2, b2, mode)
+    _match_gram_values(gram, a2, b2)
     return reference.match_gram(gram, a2, b2, cpu.mode_name(mode))
 
 
 def _match_gram_cpu(gram, a2, b2, mode, backend):
+    validate_match_gram(gram, a2, b2, mode)
+    _match_gram_values(gram, a2, b2)
     return cpu.match_gram_fwd(gram, a2, b2, mode)
 
 
@@ -79,8 +125,32 @@ def match_gram(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: str
 
 
 # ---- match_signed_lifts -----------------------------------------------------------------
+def validate_signed_lifts(W, src, sign, mode) -> None:
+    """W [M, H, k] float32/float64, src [G, k] int64, sign [G, k] float64, one device, a valid mode (static)."""
+    op = "match_signed_lifts"
+    _checks.tensor(op, "W", W)
+    _checks.tensor(op, "src", src, (torch.int64,))
+    _checks.tensor(op, "sign", sign, (torch.float64,))
+    if W.ndim != 3:
+        raise ValueError(f"{op}: W must be [M, H, k], got {list(W.shape)}")
+    k = W.shape[2]
+    if src.ndim != 2 or src.shape[1] != k:
+        raise ValueError(f"{op}: src must be [G, k] with k = W.shape[2] = {k}, got {list(src.shape)}")
+    if sign.shape != src.shape:
+        raise ValueError(f"{op}: sign must be [G, k] = {list(src.shape)} (src's), got {list(sign.shape)}")
+    _checks.same_device(op, (("W", W), ("src", src), ("sign", sign)))
+    _mode(op, mode)
+
+
+def _signed_lifts_values(W, src, sign):
+    _checks.finite("match_signed_lifts", (("W", W), ("sign", sign)))
+    _index_range("match_signed_lifts", "src", src, W.shape[2])
+
+
 def _signed_lifts_reference(W, src, sign, mode, backend):
     """match_gram's reference on the Gram matrices of the lifted rows, 32 models at a time."""
+    validate_signed_lifts(W, src, sign, mode)
+    _signed_lifts_values(W, src, sign)
     W = W.double()  # the C++ kernel works in float64 whatever W's dtype (float32 squares may overflow)
     G, k = src.shape
     R = torch.zeros(G, k, k, dtype=W.dtype)
@@ -97,6 +167,8 @@ def _signed_lifts_reference(W, src, sign, mode, backend):
 
 
 def _signed_lifts_cpu(W, src, sign, mode, backend):
+    validate_signed_lifts(W, src, sign, mode)
+    _signed_lifts_values(W, src, sign)
     return cpu.match_signed_lifts_fwd(W, src, sign, mode)
 
 
@@ -118,16 +190,19 @@ for _op, _ref, _cpu in ((assign_op, _assign_reference, _assign_cpu),
 
 @assign_op.register_fake
 def _(cost, backend):
+    validate_assign(cost)
     return cost.new_empty(cost.shape[:2], dtype=torch.int64)
 
 
 @match_gram_op.register_fake
 def _(gram, a2, b2, mode, backend):
+    validate_match_gram(gram, a2, b2, mode)
     return [a2.new_empty(a2.shape, dtype=torch.int64), a2.new_empty(a2.shape, dtype=torch.float64)]
 
 
 @match_signed_lifts_op.register_fake
 def _(W, src, sign, mode, backend):
+    validate_signed_lifts(W, src, sign, mode)
     M, H, _ = W.shape
     G = src.shape[0]
     return [W.new_empty(M, G, H, dtype=torch.int64), W.new_empty(M, G, H, dtype=torch.float64),

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from symfast.ops import _dispatch
+from symfast.ops import _checks, _dispatch
 from symfast.ops.ordered_schur import cpu, reference
 
 __all__ = ["ordered_schur", "ordschur", "OrderedSchur"]
@@ -155,7 +155,50 @@ def _wrap(Q, T, ev, info, nR, lead, is_torch):
 
 
 # ---- ops: float64 tensors in and out ----------------------------------------------------
+def _square_batch(op: str, name: str, t, n=None) -> int:
+    _checks.tensor(op, name, t, (torch.float64,))
+    if t.ndim != 3 or t.shape[1] != t.shape[2] or t.shape[1] < 1 or (n is not None and t.shape[1] != n):
+        want = "[M, n, n] with n >= 1" if n is None else f"[M, {n}, {n}]"
+        raise ValueError(f"{op}: {name} must be {want}, got {list(t.shape)}")
+    if t.device.type not in ("cpu", "meta"):
+        raise ValueError(f"{op}: {name} must be a CPU tensor (the op runs LAPACK on the host), got {t.device}")
+    return t.shape[1]
+
+
+def validate_ordered_schur(W, sector_alpha, tie_tol) -> None:
+    """W: [M, n, n] float64 CPU, finite; finite sector_alpha and tie_tol >= 0 (values skipped on meta)."""
+    op = "ordered_schur"
+    _square_batch(op, "W", W)
+    _checks.scalar_finite(op, "sector_alpha", sector_alpha)
+    _checks.scalar_finite(op, "tie_tol", tie_tol)
+    if tie_tol < 0:
+        raise ValueError(f"{op}: tie_tol must be >= 0, got {tie_tol}")
+    _checks.finite(op, (("W", W),))
+
+
+def validate_ordschur(U, T, clusters) -> None:
+    """U, T: [M, n, n] float64 CPU, finite, T a real Schur form; clusters [M, n] float64 labels, equal on
+    both rows of each 2x2 block (values skipped on meta)."""
+    op = "ordschur"
+    n = _square_batch(op, "T", T)
+    _square_batch(op, "U", U, n)
+    _checks.tensor(op, "clusters", clusters, (torch.float64,))
+    if U.shape[0] != T.shape[0] or clusters.shape != (T.shape[0], n):
+        raise ValueError(f"{op}: U must be [M, n, n] = {list(T.shape)} and clusters [M, n] = [{T.shape[0]}, {n}] "
+                         f"(T's), got U {list(U.shape)}, clusters {list(clusters.shape)}")
+    _checks.same_device(op, (("U", U), ("T", T), ("clusters", clusters)))
+    _checks.finite(op, (("U", U), ("T", T), ("clusters", clusters)))
+    if _checks.has_values(T):
+        Ta, lab = T.numpy(), clusters.numpy()
+        _check_schur_form(Ta)
+        start, size = _structure(Ta)
+        two = size == 2
+        if n > 1 and (two[:, :-1] & (start[:, :-1] == np.arange(n - 1)) & (lab[:, :-1] != lab[:, 1:])).any():
+            raise ValueError("clusters must give both rows of a 2x2 block (a conjugate pair) the same label")
+
+
 def _ordered_schur_reference(W, sector_alpha, tie_tol, backend):
+    validate_ordered_schur(W, sector_alpha, tie_tol)
     A = W.numpy()
     n = A.shape[-1]
     res = [reference.ordered_schur(a, sector_alpha, tie_tol) for a in A]  # (Q, T, eigvals, failed, sector_failed, n_R)
@@ -169,6 +212,7 @@ def _ordered_schur_reference(W, sector_alpha, tie_tol, backend):
 
 
 def _ordered_schur_cpu(W, sector_alpha, tie_tol, backend):
+    validate_ordered_schur(W, sector_alpha, tie_tol)
     return list(cpu.ordered_schur(W, sector_alpha, tie_tol))
 
 
@@ -185,12 +229,14 @@ _dispatch.not_differentiable(ordered_schur_op)
 
 @ordered_schur_op.register_fake
 def _(W, sector_alpha, tie_tol, backend):
-    M, n, _ = W.shape
-    return [torch.empty_like(W), torch.empty_like(W), W.new_empty(M, n, 2), W.new_empty(M, 4),
+    validate_ordered_schur(W, sector_alpha, tie_tol)
+    M, n, _ = W.shape  # the kernels return contiguous tensors whatever W's strides
+    return [W.new_empty(M, n, n), W.new_empty(M, n, n), W.new_empty(M, n, 2), W.new_empty(M, 4),
             W.new_empty(M, dtype=torch.int64)]
 
 
 def _ordschur_reference(U, T, clusters, backend):
+    validate_ordschur(U, T, clusters)
     Ua, Ta, lab = U.numpy(), T.numpy(), clusters.numpy()
     res = [reference.ordschur(u, t, c) for u, t, c in zip(Ua, Ta, lab)]  # (Q, T, failed swaps)
     Q = np.stack([q for q, _, _ in res])
@@ -201,6 +247,7 @@ def _ordschur_reference(U, T, clusters, backend):
 
 
 def _ordschur_cpu(U, T, clusters, backend):
+    validate_ordschur(U, T, clusters)
     return list(cpu.ordschur(U, T, clusters))
 
 
@@ -217,8 +264,9 @@ _dispatch.not_differentiable(ordschur_op)
 
 @ordschur_op.register_fake
 def _(U, T, clusters, backend):
-    M, n, _ = T.shape
-    return [torch.empty_like(T), torch.empty_like(T), T.new_empty(M, n, 2), T.new_empty(M, 4)]
+    validate_ordschur(U, T, clusters)
+    M, n, _ = T.shape  # the kernels return contiguous tensors whatever T's strides
+    return [T.new_empty(M, n, n), T.new_empty(M, n, n), T.new_empty(M, n, 2), T.new_empty(M, 4)]
 
 
 def _check_schur_form(T: np.ndarray) -> None:
@@ -234,6 +282,8 @@ def _check_schur_form(T: np.ndarray) -> None:
         raise ValueError("T is not in real Schur form: two consecutive non-zero subdiagonal entries "
                          "(diagonal blocks are at most 2x2)")
     m, i = np.nonzero(sub)
+    if not len(m):  # no 2x2 blocks (all eigenvalues real)
+        return
     a, b, c, d = T[m, i, i], T[m, i, i + 1], T[m, i + 1, i], T[m, i + 1, i + 1]
     scale = np.maximum(np.abs(T[m]).reshape(len(m), -1).max(1), 1e-300)
     bad = ~((np.sign(b) * np.sign(c) < 0) & (np.abs(a - d) <= 1e-12 * scale))  # signs: b c may underflow

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from symfast.ops import _dispatch
+from symfast.ops import _checks, _dispatch
 from symfast.ops.rnn_rollout import cpu, reference
 
 __all__ = ["rnn_rollout"]
@@ -33,17 +33,43 @@ def _check_finite(tensors) -> None:
             raise ValueError(f"{name} contains NaN or Inf")
 
 
+def validate(W, U, V, x, h0) -> None:
+    """Static checks of one rollout (fake tensors too): W [A, H, H], U [H, I], V [O, H], x [B, T, I],
+    h0 [B, H], one float dtype, one device (never a mix of meta and real tensors)."""
+    op = "rnn_rollout"
+    for name, t in zip(_NAMES, (W, U, V, x, h0)):
+        _checks.tensor(op, name, t)
+    if W.ndim != 3 or W.shape[1] != W.shape[2]:
+        raise ValueError(f"{op}: W must be [A, H, H], got {list(W.shape)}")
+    H = W.shape[1]
+    if x.ndim != 3:
+        raise ValueError(f"{op}: x must be [B, T, I], got {list(x.shape)}")
+    B, I = x.shape[0], x.shape[2]
+    if U.shape != (H, I):
+        raise ValueError(f"{op}: U must be [H, I] = [{H}, {I}], got {list(U.shape)}")
+    if V.ndim != 2 or V.shape[1] != H:
+        raise ValueError(f"{op}: V must be [O, H] = [O, {H}], got {list(V.shape)}")
+    if h0.shape != (B, H):
+        raise ValueError(f"{op}: h0 must be [B, H] = [{B}, {H}], got {list(h0.shape)}")
+    named = tuple(zip(_NAMES, (W, U, V, x, h0)))
+    _checks.same_dtype(op, named, "x")
+    _checks.same_device(op, named)
+
+
 def _reference(W, U, V, x, h0, return_hidden, backend):
+    validate(W, U, V, x, h0)
     out = reference.rnn_rollout(W, U, V, x, h0, return_hidden=True)
     return [out[0], out[1] if return_hidden else x.new_empty(0)]
 
 
 def _cpu(W, U, V, x, h0, return_hidden, backend):
+    validate(W, U, V, x, h0)
     _check_finite((W, U, V, x, h0))
     return list(cpu.rnn_rollout(W, U, V, x, h0, return_hidden))
 
 
 def _triton(W, U, V, x, h0, return_hidden, backend):
+    validate(W, U, V, x, h0)
     from symfast.ops.rnn_rollout.triton import rnn_rollout_fwd
 
     _check_finite((W, U, V, x, h0))
@@ -62,6 +88,7 @@ _dispatch.register_kernels(rnn_rollout_op, _reference, {"cpu": _cpu, "triton": _
 
 @rnn_rollout_op.register_fake
 def _(W, U, V, x, h0, return_hidden, backend):
+    validate(W, U, V, x, h0)
     A, H = W.shape[0], W.shape[1]
     B, T = x.shape[0], x.shape[1]
     return [x.new_empty(A, B, T, V.shape[0]), x.new_empty(A, B, T, H) if return_hidden else x.new_empty(0)]

@@ -64,6 +64,8 @@ def validate(W, U, V, x, targets, mask=None, h0=None, widths=None, values: bool 
         if not isinstance(widths, torch.Tensor) or widths.dtype != torch.int64 or widths.shape != (B,):
             raise ValueError(f"widths must be an int64 tensor [B={B}], got "
                              f"{_shape(widths) if isinstance(widths, torch.Tensor) else type(widths).__name__}")
+        if widths.device != x.device:  # (a meta widths with real tensors would reach the fake: no result)
+            raise ValueError(f"widths is on {widths.device}, expected {x.device} (same as x)")
         if values and widths.device.type != "meta" and not bool(((widths >= 1) & (widths <= H)).all()):
             raise ValueError(f"widths must lie in [1, H={H}], got {widths.tolist()}")
     return B, H, S, T, I, O
@@ -91,6 +93,11 @@ def _finite(W, U, V, x, targets, mask, h0):
     _check_finite(("W", W), ("U", U), ("V", V), ("x", x), ("targets", targets), ("mask", mask), ("h0", h0))
 
 
+def _params_finite(W, U, V, mask, h0):
+    # the C++ kernel checks x and targets as it reads them; the parameters, mask and h0 (small) here
+    _check_finite(("W", W), ("U", U), ("V", V), ("mask", mask), ("h0", h0))
+
+
 # ---- symfast::rnn_train_step ----
 
 def _empty(x):
@@ -106,6 +113,7 @@ def _step_reference(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, ba
 def _step_cpu(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend):
     validate(W, U, V, x, targets, mask, h0, widths)
     _cpu_inputs(W, U, V, x, targets, mask, h0, widths)
+    _params_finite(W, U, V, mask, h0)
     loss, dW, dU, dV, dx, dh0 = cpu.rnn_train(W, U, V, x, targets, mask, h0, widths, 1, need_dx, need_dh0)
     return [loss, dW, dU, dV, _empty(x) if dx is None else dx, _empty(x) if dh0 is None else dh0]
 
@@ -150,6 +158,7 @@ def _loss_reference(W, U, V, x, targets, mask, h0, widths, backend):
 def _loss_cpu(W, U, V, x, targets, mask, h0, widths, backend):
     validate(W, U, V, x, targets, mask, h0, widths)
     _cpu_inputs(W, U, V, x, targets, mask, h0, widths)
+    _params_finite(W, U, V, mask, h0)
     return cpu.rnn_train(W, U, V, x, targets, mask, h0, widths, 0)
 
 
