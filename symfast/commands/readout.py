@@ -258,16 +258,13 @@ def _write_outputs(r, out: str, solids=None) -> None:
     if solids is None:
         _write(os.path.join(out, "heatmap.png"), r.plot_heatmap)
         return
-    import warnings
-
     from symfast.readout import plots3d
 
     _write(os.path.join(out, "heatmap3d.png"), lambda p: plots3d.score_heatmap(r.table, p))
-    with warnings.catch_warnings(record=True) as caught:  # no scikit-image: slices instead, said once
-        warnings.simplefilter("always")
+    if plots3d.HAVE_SKIMAGE:
         _write(os.path.join(out, "level_sets.png"), lambda p: plots3d.level_sets(solids[0], path=p))
-    for w in caught:
-        log.warning(str(w.message))
+    else:  # no scikit-image: no zero-level figure (never another figure under its name), said once
+        log.warning("scikit-image is not installed (pip install 'symfast[plot3d]'): level_sets.png is not drawn")
     _write(os.path.join(out, "sdf_slices.png"), lambda p: plots3d.sdf_slices(solids[0], path=p))
 
 
