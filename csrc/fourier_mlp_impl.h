@@ -154,7 +154,8 @@ void gemm(long M, long ncols, int P, const T* A, long ars, long aps, const T* Bm
 #define SF_INLINE inline __attribute__((always_inline))
 SF_INLINE float exp_poly(float x) {  // Cephes expf, ~1 ulp on [-87, 88]
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
-  const float n = __builtin_rintf(x * 1.44269504088896341f);
+  // n from a NaN-free copy: casting NaN to int is undefined behaviour (UBSan); NaN still propagates through r
+  const float n = __builtin_rintf((x == x ? x : 0.0f) * 1.44269504088896341f);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   const float r2 = r * r;
@@ -172,7 +173,9 @@ SF_INLINE float exp_poly(float x) {  // Cephes expf, ~1 ulp on [-87, 88]
 // sin and cos with Cody-Waite reduction by pi/2 (accurate for |u| < ~1e4; callers check
 // |u| < kSinCosPolyRange with `sincos_in_range` and redo out-of-range rows with libm).
 SF_INLINE void sincos_poly(float u, float& s, float& c) {
-  const float q = __builtin_rintf(u * 0.636619772367581343f);
+  // q from a bounded copy: (int)q of a NaN or |u| > ~3e9 is undefined behaviour (callers redo rows beyond
+  // kSinCosPolyRange with libm; below 1e9 q is exact as before)
+  const float q = __builtin_rintf((__builtin_fabsf(u) < 1e9f ? u : 0.0f) * 0.636619772367581343f);
   float r = u - q * 1.5703125f;
   r = r - q * 4.837512969970703125e-4f;
   r = r - q * 7.54978995489188216e-8f;
