@@ -6,7 +6,9 @@ import io
 import math
 import multiprocessing
 import pickle
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -79,9 +81,13 @@ def test_ensembles_modules_and_readouts_round_trip_through_pickle_and_torch_save
     assert r2.table.equals(r.table) and set(r2.observed("square")) == set(r.observed("square"))
 
 
-def test_a_spawned_worker_evaluates_a_pickled_module():
+def test_a_spawned_worker_evaluates_a_pickled_module(monkeypatch):
     module = _module()
     ctx = multiprocessing.get_context("spawn")
+    # the worker unpickles `_eval_in_worker` by importing this test module: spawn hands the parent's
+    # sys.path to the child, so the project root goes last (symfast itself still resolves to the
+    # installed package, as it does here)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(Path(__file__).resolve().parents[1])])
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
         y, d = pool.submit(_eval_in_worker, module, X).result(timeout=120)
     assert_close("worker forward", module(X).detach(), y)

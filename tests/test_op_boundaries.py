@@ -409,6 +409,15 @@ def run_family(family: str, seed: int = 0, rounds: int = 4) -> int:
     return len(failures)
 
 
+def _env_importing_this_symfast():
+    """The environment for a subprocess that must import the symfast under test: the installed
+    package in CI (the source tree there has no compiled _C), the source tree in a dev checkout."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(symfast.__file__).resolve().parents[1]),
+                                                    env.get("PYTHONPATH", "")) if p)
+    return env
+
+
 def _families():
     from symfast import _ext
     return list(FAMILIES) + (["kernels"] if _ext.cpp_available() else [])
@@ -419,9 +428,7 @@ def family_reports():
     """family -> (failures or None if the process died in it, its output). One subprocess runs the
     families in turn (importing torch and symfast once); when it dies, the family it was in is
     recorded as crashed and a fresh subprocess runs the rest."""
-    root = Path(__file__).resolve().parents[1]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    env = _env_importing_this_symfast()
     env["PYTHONUNBUFFERED"] = "1"  # FAIL lines before a crash still arrive
     remaining, reports = _families(), {}
     while remaining:
@@ -580,9 +587,7 @@ def test_ordered_schur_with_threads_prints_nothing(tmp_path):
     script = tmp_path / "flood.py"
     script.write_text("import torch, symfast.ops.ordered_schur\ntorch.set_num_threads(2)\n"
                       "torch.ops.symfast.ordered_schur(torch.randn(1, 300, 300, dtype=torch.float64), 0.9, 1e-9, 'cpu')\n")
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[1]),
-                                                    env.get("PYTHONPATH", "")) if p)
+    env = _env_importing_this_symfast()
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "OpenBLAS" not in proc.stdout + proc.stderr, (proc.stdout + proc.stderr)[:500]
