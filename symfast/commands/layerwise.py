@@ -4,6 +4,7 @@ Examples:
     symfast layerwise --data digits --model mlp --activation sigmoid --out runs/layerwise
     symfast layerwise --model cnn --activation relu --out runs/cnn
     symfast layerwise --suite --out runs/suite      # architectures x activations + autoencoder regimes
+    symfast layerwise --exactness --out runs/exact  # layer error vs end-to-end error along a penalty sweep
 """
 from __future__ import annotations
 
@@ -42,10 +43,19 @@ def add_arguments(p):
     p.add_argument("--suite", action="store_true",
                    help="run the summary instead: mlp and cnn x tanh/sigmoid/relu (equivariant + control) and "
                         "the autoencoder regime grid; writes suite.md, regimes.png, results.json")
-    p.add_argument("--quick", action="store_true", help="with --suite: fewer steps and smaller CNNs")
-    p.add_argument("--seed-offset", type=int, default=0,
+    p.add_argument("--exactness", action="store_true",
+                   help="run the exactness sweep instead: invariant MLPs per activation along a sweep of the penalty "
+                        "weight (penalty on data and off-data samples), layer-1 error vs end-to-end error, the fitted "
+                        "log-log slope and a verdict on held-out seeds; writes exactness.csv/.md/.png, claims.csv")
+    p.add_argument("--activations", default=None,
+                   help="with --exactness: comma-separated activations (default tanh,sigmoid,odd_poly,relu)")
+    p.add_argument("--quick", action="store_true",
+                   help="with --suite: fewer steps and smaller CNNs; with --exactness: 4 penalty weights, 2 fit and 3 "
+                        "held-out seeds, smaller nets and fewer steps")
+    p.add_argument("--seed-offset", type=int, default=None,
                    help="with --suite: training seed of every model (default 0, the seed the claims' bars were set "
-                        "after); a fresh value gives a held-out replicate (symfast reproduce uses 1000)")
+                        "after); a fresh value gives a held-out replicate (symfast reproduce uses 1000). With "
+                        "--exactness: the first held-out seed (default 1000; the fit seeds are 0, 1, ...)")
     p.add_argument("--equivariance-weight", type=float, default=1.0, help="weight of the equivariance loss term")
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (e.g. 0.5)")
     p.add_argument("--steps", type=int, default=1500, help="training steps per model (--suite --quick uses smaller fixed budgets)")
@@ -68,7 +78,7 @@ def _run_suite(args, data) -> int:
     log = lambda m: print("  " + m, file=sys.stderr, flush=True)  # noqa: E731
     t0 = time.perf_counter()
     steps, cnn_steps, ae_steps = (400, 300, 300) if args.quick else (args.steps, args.steps, args.steps)
-    seed = args.seed_offset
+    seed = 0 if args.seed_offset is None else args.seed_offset
     rows = run_suite(data, steps=steps, cnn_steps=cnn_steps, cnn_channels=(8, 16) if args.quick else (16, 32),
                      equivariance_weight=args.equivariance_weight, seed=seed, progress=log, figures_dir=args.out)
     regimes = autoencoder_regimes(data, steps=ae_steps, seed=seed, progress=log)
@@ -90,6 +100,38 @@ def _run_suite(args, data) -> int:
         {"suite": rows, "autoencoder_regimes": regimes, "attention": att, "settings": settings,
          "seconds": time.perf_counter() - t0}, indent=1))
     print(f"wrote {args.out}/suite.md, results.json ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _run_exactness(args, data) -> int:
+    from symfast.layerwise.activations import activation
+    from symfast.layerwise.claims import REPLICATE_SEED
+    from symfast.layerwise.exactness import (ACTIVATIONS, ExactnessSettings, exactness_sweep, format_exactness,
+                                             plot_exactness, summary_table)
+    from symfast.report.claim import write_claims
+
+    acts = ACTIVATIONS if args.activations is None else tuple(a.strip() for a in args.activations.split(",") if a.strip())
+    with input_errors("--activations"):
+        if not acts:
+            raise ValueError("no activation given")
+        for a in acts:
+            activation(a)
+    offset = REPLICATE_SEED if args.seed_offset is None else args.seed_offset
+    with input_errors("--exactness settings"):
+        s = (ExactnessSettings(lams=(1e-3, 1e-1, 1e1, 1e3), seeds=2, heldout_seeds=3, sizes=(32, 16), steps=300,
+                               seed_offset=offset, bootstrap=400) if args.quick else ExactnessSettings(seed_offset=offset))
+    t0 = time.perf_counter()
+    res = exactness_sweep(data, acts, s, progress=lambda m: print("  " + m, file=sys.stderr, flush=True))
+    text = format_exactness(res)
+    print(text)
+    _write_text(os.path.join(args.out, "exactness.md"), text + "\n")
+    atomic_write(os.path.join(args.out, "exactness.csv"), lambda p: res.table.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "exactness_summary.csv"), lambda p: summary_table(res.table).to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "exactness_fits.csv"), lambda p: res.fits.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "claims.csv"), lambda p: write_claims(p, res.claims))
+    atomic_write(os.path.join(args.out, "exactness.png"), lambda p: plot_exactness(res.table, p))
+    print(f"wrote {args.out}/exactness.md, exactness.csv, exactness_summary.csv, exactness_fits.csv, claims.csv, "
+          f"exactness.png ({time.perf_counter() - t0:.1f} s)")
     return 0
 
 
@@ -161,10 +203,14 @@ def run(args) -> int:
     from symfast.layerwise.network import as_mlp
     from symfast.layerwise.plots import lit_pixels, orbit_groups, plot_filters_by_orbit
 
-    if args.model == "attention" and not args.suite:
+    if args.exactness and args.suite:
+        raise UsageError("--exactness and --suite are separate runs; pick one")
+    if args.model == "attention" and not args.suite and not args.exactness:
         return _run_attention(args)
     with input_errors(f"--data {args.data}", loading=True):
         data = load_image_data(args.data, args.root, args.limit)
+    if args.exactness:
+        return _run_exactness(args, data)
     if args.suite:
         return _run_suite(args, data)
     if args.model == "cnn":
