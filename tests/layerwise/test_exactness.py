@@ -202,3 +202,22 @@ def test_cli_exactness_bad_input(tmp_path, capsys):
     assert "pick one" in capsys.readouterr().err
     assert main(["layerwise", "--exactness", "--quick", "--seed-offset", "1", "--out", str(tmp_path)]) == 2
     assert "seed_offset" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_cli_exactness_writes_tables_figure_and_claims(tmp_path, capsys):
+    out = tmp_path / "exact"
+    assert main(["layerwise", "--exactness", "--quick", "--activations", "relu", "--limit", "200",
+                 "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "Verdicts (held-out seeds" in text and "slope" in text
+    for name in ("exactness.md", "exactness.csv", "exactness_summary.csv", "exactness_fits.csv", "claims.csv",
+                 "exactness.png"):
+        assert (out / name).stat().st_size > 0
+    t = pd.read_csv(out / "exactness.csv")
+    assert list(t.columns[:len(COLUMNS)]) == COLUMNS and set(t["activation"]) == {"relu"}
+    assert set(t.loc[t["split"] == "heldout", "seed"]) == {1000, 1001, 1002}
+    claims = pd.read_csv(out / "claims.csv", keep_default_na=False)
+    assert len(claims) == 1 and claims["verdict"].iloc[0] in VERDICTS
+    with open(out / "exactness.png", "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
