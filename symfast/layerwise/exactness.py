@@ -29,11 +29,11 @@ from symfast.layerwise.experiments import build_mlp
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.identifiable import identifiable_submodel, near_linear_fraction
 from symfast.layerwise.network import MLP, as_mlp
-from symfast.report.claim import MIN_SEEDS, Claim, Verdict, ranking_verdict
+from symfast.report.claim import Claim, Verdict, ranking_verdict
 
 __all__ = ["ExactnessSettings", "ExactnessResult", "exactness_sweep", "train_sweep", "covering_inputs", "measure",
            "fit_slope", "exactness_claims", "plot_exactness", "format_exactness", "ACTIVATIONS", "SLOPE_BAR",
-           "EXACT_RATIO_BAR", "COLUMNS"]
+           "EXACT_RATIO_BAR", "MIN_DECADES", "COLUMNS", "LAYER_COLUMNS", "summary_table"]
 
 # Fixed before the first sweep was run, not after: the relation "layer error -> 0 as end-to-end error
 # -> 0" holds when the fitted log-log slope lies above SLOPE_BAR (the layer error falls at least as
@@ -41,6 +41,7 @@ __all__ = ["ExactnessSettings", "ExactnessResult", "exactness_sweep", "train_swe
 # weight), the layer-1 error is below EXACT_RATIO_BAR x the random-permutation error.
 SLOPE_BAR = 0.5
 EXACT_RATIO_BAR = 0.1
+MIN_DECADES = 1.0  # the held-out end-to-end errors must span at least this many decades for a slope to be read
 
 # tanh, sigmoid and the odd polynomial z + z^3/3: identifiability proven; relu: conjectural.
 ACTIVATIONS = ("tanh", "sigmoid", "odd_poly", "relu")
@@ -216,8 +217,7 @@ def measure(net: MLP, test: ImageData, cover: np.ndarray) -> dict:
     row = {"end_to_end": equivariance_error(net, cover, R), "end_to_end_data": equivariance_error(net, test.x, R),
            "accuracy": float((net(test.x).argmax(1) == test.y).mean())}
     for name, e, be, r in zip(_layer_names(net.num_layers), acts.errors, acts.bias_errors, acts.baseline):
-        row.update({f"{name}_error": float(e), f"{name}_bias_error": float(be), f"{name}_random": float(r),
-                    f"{name}_ratio": float(e / r)})
+        row.update({f"{name}_{c}": float(v) for c, v in zip(LAYER_COLUMNS, (e, be, r, e / r))})
     row["layer1_near_linear"] = float(near_linear_fraction(net, cover)[0])
     red = identifiable_submodel(net, data=cover)
     whys = [why for layer in red.removed for _, why in layer]
@@ -271,17 +271,14 @@ def _mean_interval(v, bootstrap: int, seed: int = 0):
     return float(v.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
 
 
-MIN_DECADES = 1.0  # the held-out end-to-end errors must span at least this many decades for a slope to be read
-
-
 def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
     """One verdict row per activation, read on the held-out seeds (split == "heldout") only.
 
     Held when the log-log slope's 95 % interval lies above `SLOPE_BAR` and, at the sweep's largest
     penalty weight, the interval of the mean layer-1 error / random ratio lies below
     `EXACT_RATIO_BAR`; missed when either interval lies on the wrong side; otherwise not
-    comparable (overlapping intervals, fewer than `MIN_SEEDS` seeds, or end-to-end errors spanning
-    less than `MIN_DECADES` decades). Both comparisons are `ranking_verdict` on intervals, the bar
+    comparable (overlapping intervals, too few seeds, or end-to-end errors spanning
+    less than `MIN_DECADES` decades; at least `symfast.report.claim.MIN_SEEDS` seeds are needed). Both comparisons are `ranking_verdict` on intervals, the bar
     being a point interval.
 
     Returns:

@@ -6,9 +6,9 @@ import torch
 
 from symfast.cli import main
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation, load_digits
-from symfast.layerwise.exactness import (COLUMNS, EXACT_RATIO_BAR, SLOPE_BAR, ExactnessSettings, covering_inputs,
-                                         exactness_claims, exactness_sweep, fit_slope, measure, summary_table,
-                                         train_sweep)
+from symfast.layerwise.exactness import (COLUMNS, EXACT_RATIO_BAR, LAYER_COLUMNS, SLOPE_BAR, ExactnessSettings,
+                                         covering_inputs, exactness_claims, exactness_sweep, fit_slope, measure,
+                                         summary_table, train_sweep)
 from symfast.layerwise.planted import planted_mlp
 from symfast.report.claim import VERDICTS
 
@@ -179,7 +179,7 @@ def test_end_to_end_error_falls_with_the_penalty_weight(tiny_sweep):
 
 def test_sweep_table_and_verdict(tiny_sweep):
     t = tiny_sweep.table
-    layer_cols = [f"{n}_{c}" for n in ("layer1", "layer2", "output") for c in ("error", "bias_error", "random", "ratio")]
+    layer_cols = [f"{n}_{c}" for n in ("layer1", "layer2", "output") for c in LAYER_COLUMNS]
     assert list(t.columns[:len(COLUMNS)]) == COLUMNS
     assert set(layer_cols + ["layer1_near_linear", "dead_units", "duplicate_units"]) <= set(t.columns)
     assert len(t) == 3 * 4 and set(t["split"]) == {"fit", "heldout"}
