@@ -1,13 +1,15 @@
 """symfast in other people's code: pickling, learned frequencies, nn.Sequential models in the readout,
 degree-named elements, short reprs, the meta device, low-precision inputs and autocast, empty batches,
-wide layers and several outputs."""
+wide layers, several outputs, and what `import symfast` loads."""
 import concurrent.futures
 import contextlib
 import copy
 import io
 import math
 import multiprocessing
+import os
 import pickle
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -400,3 +402,30 @@ def test_the_readout_refuses_several_outputs_and_says_how_to_read_one():
     assert_close("head 1", module(X)[..., k].detach(), head(X).detach())
     assert _read(head).table["element"].nunique() == 16
 
+
+# -- 7. import cost ------------------------------------------------------------------------------
+
+LAZY_SCRIPT = """
+import sys
+import torch
+import symfast as sf
+heavy = ("pandas", "scipy", "matplotlib")
+assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]
+loaded = sorted(m for m in sys.modules if m.startswith("symfast."))
+assert set(loaded) <= {"symfast._C", "symfast._ext", "symfast._version"}, loaded
+m = sf.nn.FourierMLP(sf.DyadicAxisPE(3), hidden=(8,))  # a neural field needs none of them either
+m.train_step(torch.rand(5, 2), torch.rand(5))
+m(torch.rand(5, 2)).sum().backward()
+assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]
+import symfast.readout.sweeps  # the package import does not rebind sf.readout, the function
+import symfast.o3
+assert callable(sf.readout) and sf.o3 is sys.modules["symfast.groups.o3"] and sf.Group.__name__ == "Group"
+print("ok")
+"""
+
+
+def test_import_symfast_loads_no_pandas_scipy_or_matplotlib():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(Path(sf.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")) if p))
+    proc = subprocess.run([sys.executable, "-c", LAZY_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

@@ -47,7 +47,6 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-import pandas as pd
 import torch
 from torch import nn
 
@@ -168,8 +167,9 @@ class Ensemble:
         return tuple(w.shape[2] for w in self.weights[:-1])
 
     @property
-    def members(self) -> pd.DataFrame:
-        """One row per model: index, shape, seed, final training loss."""
+    def members(self):
+        """One row per model (a pandas DataFrame): index, shape, seed, final training loss."""
+        import pandas as pd  # on use: `import symfast.nn` stays light
         final = self.losses[-1].tolist() if self.losses.numel() else [float("nan")] * len(self)
         return pd.DataFrame({"index": range(len(self)), "shape": self.shapes, "seed": self.seeds,
                              "final_loss": final})
