@@ -429,3 +429,27 @@ def test_import_symfast_loads_no_pandas_scipy_or_matplotlib():
         p for p in (str(Path(sf.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")) if p))
     proc = subprocess.run([sys.executable, "-c", LAZY_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+# -- 8. the guide's examples ---------------------------------------------------------------------
+
+def _guide_block(heading: str) -> str:
+    """The first python block under `heading` in docs/guide/your-code.md."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "your-code.md").read_text()
+    section = page[page.index(f"\n## {heading}"):]
+    return section[section.index("```python\n") + 10:section.index("\n```", section.index("```python"))]
+
+
+@pytest.mark.parametrize("heading", ["Precision, empty batches, wide layers", "Several outputs: an SDF and a colour"])
+def test_the_guide_examples_run(heading, capsys):
+    ns = {"torch": torch, "sf": sf}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the examples ask for the reference: no fallback warning
+        exec(compile(_guide_block(heading), f"your-code.md: {heading}", "exec"), ns)
+    out = capsys.readouterr().out
+    if heading.startswith("Several"):
+        assert "torch.Size([8, 4]) True" in out
+        x = torch.rand(6, 2)
+        assert_close("sdf head", ns["field"](x)[:, 0].detach(), ns["sdf_head"](x).detach())
+    else:
+        assert out.split() == ["torch.bfloat16", "torch.bfloat16", "torch.Size([0])"]
