@@ -549,9 +549,10 @@ class FourierMLPEnsemble(nn.Module):
         x, targets = self._as_input(x), self._as_input(targets, "targets")
         f, p = self._pe_args(x)
         params = list(self.weights) + list(self.biases)
-        if self._on_meta(x):
+        meta = self._on_meta(x)
+        if meta:  # shapes only: the reference on meta tensors, below
             self._check_meta(x)
-        if not self._on_meta(x) and self._learned_pe():
+        if not meta and self._learned_pe():
             params += [t for t in (self.pe.frequencies, self.pe.phases) if t.requires_grad]
             with torch.enable_grad():
                 y = FourierMLPEnsemble.forward(self, x)

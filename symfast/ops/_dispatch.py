@@ -9,7 +9,8 @@ The old matching names "cpp" and "scipy" still mean "cpu" and "reference" (Depre
 
 "auto" on a CPU tensor picks "cpu" when `_C` is built, on a CUDA tensor "triton" when
 triton is installed and the op has a Triton kernel; where a kernel exists but cannot run
-(CPU without `_C`, CUDA without triton) it warns once per op and uses the reference.
+(CPU without `_C`, CUDA without triton, or inputs the kernel does not take: `cpu_problem`,
+`triton_problem`) it warns once per op and reason and uses the reference.
 Under torch.func transforms (vmap, grad, jacrev) every op takes the reference: the
 kernels have no batching rules, and the reference is plain PyTorch that functorch
 transforms exactly (cost: the reference's speed, see each op's docstring).

@@ -21,9 +21,9 @@ torch.func transforms (vmap, grad, jacrev) the reference runs instead of the ker
 """
 from __future__ import annotations
 
-import torch
-
 import contextlib
+
+import torch
 
 from symfast import _ext
 from symfast.ops import _dispatch
