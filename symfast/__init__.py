@@ -7,34 +7,90 @@ neural fields in `symfast.nn`; the three studies in `symfast.readout`, `symfast.
 `symfast.schur`; the report in `symfast.report`; the command line in `symfast.commands`. The
 public names below are re-exported here; `symfast.readout(...)` is the readout function (its
 study package is `import symfast.readout`).
+
+Imports are lazy: `import symfast` loads none of the subpackages (nor pandas, SciPy or
+matplotlib); each name below is imported on first use. The `torch.ops.symfast.*` custom ops are
+registered when their op package is imported (`import symfast.ops.fourier_mlp`), which every
+function and module using them does.
 """
+import importlib as _importlib
+import importlib.abc as _abc
+import importlib.util as _util
 import sys as _sys
+import types as _types
 
 from symfast._ext import cpp_available
 from symfast._version import __version__
-from symfast import groups, nn, shapes
-from symfast.groups import (Group, O2Element, cyclic, dihedral, identity, o3, orthogonal_group, reflection, rotation,
-                            rotation_sweep)
-from symfast.nn import DyadicAxisPE, Ensemble, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
-from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step
-from symfast.ops.ordered_schur import OrderedSchur, ordered_schur, ordschur
-from symfast.shapes import samplers
-# symmetry readout from neural fields
-from symfast.readout import Readout, fit_sdf, sweeps
-from symfast.readout.matching import MatchingScores, matching_scores
-# layerwise equivariance
-from symfast.layerwise import (GroupActions, LatentActions, LayerAction, identifiable_submodel, project_equivariant,
-                               recover_latent_actions)
-# recurrent Schur ablations
-from symfast.schur import rnn, schur_ablation, schur_ablation_summary
-# `symfast.readout` names the function; the package stays importable as `symfast.readout`
-from symfast.readout import readout
 
-
+# public name -> the module that defines it (a module's own name: the module itself)
+_NAMES = {
+    "groups": "symfast.groups", "shapes": "symfast.shapes", "nn": "symfast.nn",
+    **dict.fromkeys(["Group", "O2Element", "cyclic", "dihedral", "identity", "o3", "orthogonal_group", "reflection",
+                     "rotation", "rotation_sweep"], "symfast.groups"),
+    **dict.fromkeys(["DyadicAxisPE", "Ensemble", "FourierPE", "MultiAxisPE", "RandomFourierPE", "TriAxisPE"],
+                    "symfast.nn"),
+    **dict.fromkeys(["fourier_mlp", "fourier_mlp_train_step"], "symfast.ops.fourier_mlp"),
+    **dict.fromkeys(["OrderedSchur", "ordered_schur", "ordschur"], "symfast.ops.ordered_schur"),
+    "samplers": "symfast.shapes",
+    **dict.fromkeys(["Readout", "fit_sdf", "sweeps"], "symfast.readout"),
+    **dict.fromkeys(["MatchingScores", "matching_scores"], "symfast.readout.matching"),
+    **dict.fromkeys(["GroupActions", "LatentActions", "LayerAction", "identifiable_submodel", "project_equivariant",
+                     "recover_latent_actions"], "symfast.layerwise"),
+    **dict.fromkeys(["rnn", "schur_ablation", "schur_ablation_summary"], "symfast.schur"),
+}
 # `import symfast.o3` / `symfast.samplers` / `symfast.sweeps` / `symfast.rnn` keep working as short
 # names for the modules they name.
-for _name, _mod in (("o3", o3), ("samplers", samplers), ("sweeps", sweeps), ("rnn", rnn)):
-    _sys.modules.setdefault(f"symfast.{_name}", _mod)
+_ALIASES = {"symfast.o3": "symfast.groups.o3", "symfast.samplers": "symfast.shapes.samplers",
+            "symfast.sweeps": "symfast.readout.sweeps", "symfast.rnn": "symfast.schur.rnn"}
+
+
+class _AliasFinder(_abc.MetaPathFinder, _abc.Loader):
+    """Imports an alias as the module it names (the module replaces itself in sys.modules)."""
+
+    def find_spec(self, name, path=None, target=None):
+        return _util.spec_from_loader(name, self) if name in _ALIASES else None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        _sys.modules[module.__name__] = _importlib.import_module(_ALIASES[module.__name__])
+
+
+if not any(isinstance(f, _AliasFinder) for f in _sys.meta_path):
+    _sys.meta_path.append(_AliasFinder())
+
+
+def __getattr__(name):
+    if name not in _NAMES:
+        raise AttributeError(f"module 'symfast' has no attribute {name!r}")
+    module = _importlib.import_module(_NAMES[name])
+    if module.__name__ == f"symfast.{name}":
+        value = module
+    else:  # a name the module defines, or one of its submodules
+        value = getattr(module, name, None) or _importlib.import_module(f"{module.__name__}.{name}")
+    globals()[name] = value
+    return value
+
+
+class _Symfast(_types.ModuleType):
+    """`symfast.readout` is the readout function, also after `import symfast.readout` (the package),
+    which would otherwise rebind the attribute to the package."""
+
+    @property
+    def readout(self):
+        from symfast.readout.readout import readout
+        return readout
+
+    @readout.setter
+    def readout(self, value):  # the import system binding the package: the function stays
+        pass
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(__all__))
+
+
+_sys.modules[__name__].__class__ = _Symfast
 
 __all__ = [
     "groups", "shapes", "samplers", "sweeps", "o3", "nn", "cpp_available",

@@ -1,11 +1,15 @@
 """symfast in other people's code: pickling, learned frequencies, nn.Sequential models in the readout,
-degree-named elements, short reprs and the meta device."""
+degree-named elements, short reprs, the meta device, low-precision inputs and autocast, empty batches,
+wide layers, several outputs, and what `import symfast` loads."""
 import concurrent.futures
+import contextlib
 import copy
 import io
 import math
 import multiprocessing
+import os
 import pickle
+import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -211,3 +215,242 @@ def test_modules_build_and_run_on_the_meta_device():
     ens.to_empty(device="cpu")  # the encoding is data: its frequencies survive
     assert_close("frequencies", sf.DyadicAxisPE(2).frequencies, ens.pe.frequencies)
     assert ens.pe.lift(sf.rotation(deg=90)) is not None and np.isfinite(ens.pe.lift("r90")).all()
+
+
+# -- 6. dtypes, empty batches, wide layers, several outputs --------------------------------------
+
+from symfast import _ext  # noqa: E402
+from symfast.ops import _dispatch  # noqa: E402
+
+OPS = torch.ops.symfast
+KERNELS = ["reference"] + (["cpu"] if _ext.cpp_available() else [])
+
+
+def _ref_grads(module, x, cot, dtype):
+    """Output, dx and every parameter gradient of the plain-PyTorch reference on x upcast to float32,
+    the output cast to `dtype`: the convention for low-precision inputs."""
+    xs = x.detach().clone().requires_grad_(True)
+    ws = [w.detach().clone().requires_grad_(True) for w in module.weights]
+    bs = [b.detach().clone().requires_grad_(True) for b in module.biases]
+    y = reference.fourier_mlp(xs.float(), module.pe.frequencies.float(), module.pe.phases.float(), ws, bs,
+                              module.activation).to(dtype)
+    y.backward(cot)
+    return {"y": y.detach(), "dx": xs.grad, **{f"dW{l}": w.grad for l, w in enumerate(ws)},
+            **{f"db{l}": b.grad for l, b in enumerate(bs)}}
+
+
+def _module_grads(module, x, cot, context=contextlib.nullcontext):
+    module.zero_grad()
+    xs = x.detach().clone().requires_grad_(True)
+    with context():
+        y = module(xs)
+    y.backward(cot)  # outside autocast, as PyTorch recommends
+    return {"y": y.detach(), "dx": xs.grad, **{f"dW{l}": w.grad for l, w in enumerate(module.weights)},
+            **{f"db{l}": b.grad for l, b in enumerate(module.biases)}}
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+@pytest.mark.parametrize("backend", KERNELS)
+def test_low_precision_inputs_are_computed_in_float32_and_keep_their_dtype(dtype, backend):
+    module = sf.nn.FourierMLPEnsemble(sf.DyadicAxisPE(3), hidden=(16, 16), num_models=3, activation="tanh",
+                                      backend=backend, seeds=[0, 1, 2])
+    g = torch.Generator().manual_seed(1)
+    x = (torch.rand(3, 37, 2, generator=g) * 2 - 1).to(dtype)
+    cot = torch.randn(3, 37, generator=g).to(dtype)
+    got, ref = _module_grads(module, x, cot), _ref_grads(module, x, cot, dtype)
+    assert got["y"].dtype == dtype and got["dx"].dtype == dtype and got["dW0"].dtype == torch.float32
+    for name in ref:
+        assert_close(name, ref[name], got[name])
+    one = sf.nn.FourierMLP(sf.DyadicAxisPE(3), hidden=(16,), backend=backend)
+    assert one(torch.rand(4, 2, dtype=dtype)).dtype == dtype
+    # the training step takes low-precision points and targets; loss and gradients in float32
+    loss = module.train_step(x, cot.float().to(dtype))
+    ref_loss, *_ = reference.fourier_mlp_train_step(
+        x.float(), cot.float().to(dtype).float(), module.pe.frequencies.float(), module.pe.phases.float(),
+        list(module.weights), list(module.biases), "tanh")
+    assert loss.dtype == torch.float32
+    assert_close("loss", ref_loss, loss)
+
+
+@pytest.mark.parametrize("backend", KERNELS)
+def test_autocast_computes_in_float32_and_returns_the_autocast_dtype(backend):
+    module = sf.nn.FourierMLPEnsemble(sf.DyadicAxisPE(3), hidden=(16,), num_models=2, backend=backend,
+                                      seeds=[0, 1])
+    x = torch.rand(2, 21, 2, generator=torch.Generator().manual_seed(2))
+    cot = torch.randn(2, 21, generator=torch.Generator().manual_seed(3))
+    got = _module_grads(module, x, cot.bfloat16(), lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+    ref = _ref_grads(module, x, cot.bfloat16(), torch.bfloat16)  # float32 x: computed in float32, cast
+    assert got["y"].dtype == torch.bfloat16 and got["dx"].dtype == torch.float32
+    for name in ref:
+        assert_close(name, ref[name], got[name])
+
+
+@pytest.mark.parametrize("backend, out", [(b, 1) for b in KERNELS + ["auto"]] + [("reference", 3), ("auto", 3)])
+def test_empty_batches_give_empty_outputs_and_zero_gradients(backend, out):
+    module = sf.nn.FourierMLPEnsemble(sf.DyadicAxisPE(2), hidden=(8,), num_models=2, backend=backend,
+                                      out_features=out)
+    K = [out] if out > 1 else []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # out_features > 1 on "auto" warns once
+        for x in (torch.rand(0, 2, requires_grad=True), torch.rand(2, 0, 2, requires_grad=True)):
+            y = module(x)
+            assert y.shape == (2, 0, *K)
+            y.sum().backward()
+            assert x.grad.shape == x.shape and all(not w.grad.any() for w in module.weights)
+        loss = module.train_step(torch.rand(0, 2), torch.rand(2, 0, *K))
+        assert loss.shape == (2,) and loss.isnan().all()  # the mean over no points, as torch's
+        assert all(w.grad is not None and not w.grad.any() for w in module.weights)
+        one = sf.nn.FourierMLP(sf.DyadicAxisPE(2), hidden=(8,), backend=backend, out_features=out)
+        assert one(torch.rand(0, 2)).shape == (0, *K) and one(torch.rand(3, 0, 2)).shape == (3, 0, *K)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "reference", "triton"])
+def test_registered_ops_take_empty_batches_without_reaching_a_kernel(backend, monkeypatch):
+    from symfast.ops.fourier_mlp import cpu, triton as tri
+
+    def never(*args, **kw):
+        raise AssertionError("a kernel was called with no points")
+
+    for mod in (cpu, tri):
+        for name in ("fourier_mlp_fwd", "fourier_mlp_bwd", "fourier_mlp_train_step"):
+            monkeypatch.setattr(mod, name, never, raising=False)
+    if backend == "triton":
+        monkeypatch.setattr(tri, "unsupported", lambda dtype, weights: "")  # as if triton could run this model
+    B, d, H = 2, 4, 5
+    ws = [torch.randn(B, d, H, dtype=torch.float64), torch.randn(B, H, 1, dtype=torch.float64)]
+    bs = [torch.randn(B, H, dtype=torch.float64), torch.randn(B, 1, dtype=torch.float64)]
+    f, p = sf.DyadicAxisPE(1).frequencies, sf.DyadicAxisPE(1).phases
+    for x in (torch.rand(0, 2, dtype=torch.float64), torch.rand(B, 0, 2, dtype=torch.float64)):
+        y = OPS.fourier_mlp(x, f, p, ws, bs, "relu", backend)
+        assert y.shape == (B, 0)
+        dx, dw0, dw1, db0, db1 = OPS.fourier_mlp_backward(torch.zeros(B, 0, dtype=torch.float64), x, f, p, ws, bs,
+                                                          "relu", backend, True)
+        assert dx.shape == x.shape and dw0.shape == ws[0].shape and not dw0.any() and not db1.any()
+        loss, *grads = OPS.fourier_mlp_train_step(x, torch.zeros(B, 0, dtype=torch.float64), f, p, ws, bs,
+                                                  "relu", backend)
+        assert loss.shape == (B,) and all(not g.any() for g in grads)
+        meta = OPS.fourier_mlp(x.to("meta"), f.to("meta"), p.to("meta"), [w.to("meta") for w in ws],
+                               [b.to("meta") for b in bs], "relu", backend)
+        assert meta.shape == (B, 0)
+
+
+def test_the_reference_has_no_width_limit_and_the_kernel_names_it(monkeypatch):
+    monkeypatch.setattr(_dispatch, "_warned", set())
+    wide = sf.nn.FourierMLP(sf.DyadicAxisPE(3), hidden=(2048,), backend="reference")
+    x = torch.rand(9, 2, generator=torch.Generator().manual_seed(4))
+    seq = wide.to_sequential()
+    assert_close("y (reference, width 2048)", seq(x)[:, 0].detach(), wide(x).detach())
+    if not _ext.cpp_available():
+        return
+    auto = sf.nn.FourierMLP.from_sequential(seq)
+    with pytest.warns(RuntimeWarning, match="hidden widths up to 1024, got 2048.*reference.*train_step"):
+        assert_close("y (auto, width 2048)", seq(x)[:, 0].detach(), auto(x).detach())
+    auto.backend = "cpu"
+    with pytest.raises(ValueError, match="backend='cpu'.*hidden widths up to 1024, got 2048.*backend='reference'"):
+        auto(x)
+    ws, bs = [w.detach() for w in auto.weights], [b.detach() for b in auto.biases]
+    with pytest.raises(ValueError, match="hidden widths up to 1024.*backend='reference'"):
+        OPS.fourier_mlp(x, auto.pe.frequencies.float(), auto.pe.phases.float(), ws, bs, "relu", "cpu")
+
+
+def test_several_outputs_match_the_reference_and_warn_once_on_the_fused_backends(monkeypatch):
+    monkeypatch.setattr(_dispatch, "_warned", set())
+    g = torch.Generator().manual_seed(5)
+    module = sf.nn.FourierMLPEnsemble(sf.DyadicAxisPE(3), hidden=(16, 16), num_models=3, activation="silu",
+                                      out_features=4, seeds=[0, 1, 2])
+    x, cot, targets = torch.rand(3, 29, 2, generator=g), torch.randn(3, 29, 4, generator=g), \
+        torch.randn(3, 29, 4, generator=g)
+    seqs = [module.to_sequential(i) for i in range(3)]
+    ref = {"y": torch.stack([s(x[i]) for i, s in enumerate(seqs)]).detach()}  # ordinary nn.Sequential models
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        got = _module_grads(module, x, cot)
+        loss = module.train_step(x, targets)
+    fused = [w for w in record if "one output (out_features = 1), got 4" in str(w.message)]
+    assert len(fused) == (1 if _ext.cpp_available() else 0)
+    assert all("train_step's time" in str(w.message) for w in fused)  # the warning gives the cost
+    assert got["y"].shape == (3, 29, 4)
+    assert_close("y", ref["y"], got["y"])
+    ref.update(_ref_grads(module, x, cot, torch.float32))
+    for name in ref:
+        assert_close(name, ref[name], got[name])
+    ref_loss, dw, db = reference.fourier_mlp_train_step(x, targets, module.pe.frequencies.float(),
+                                                        module.pe.phases.float(), list(module.weights),
+                                                        list(module.biases), "silu")
+    assert_close("loss", ((ref["y"] - targets) ** 2).mean((1, 2)), loss)
+    assert_close("loss (reference step)", ref_loss, loss)
+    for l, w in enumerate(module.weights):
+        assert_close(f"train_step dW{l}", dw[l], w.grad)
+    one = sf.nn.FourierMLP(sf.DyadicAxisPE(3), hidden=(8,), out_features=2, backend="reference")
+    assert one(torch.rand(5, 2)).shape == (5, 2) and one(torch.rand(4, 5, 2)).shape == (4, 5, 2)
+    assert one.train_step(torch.rand(5, 2), torch.rand(5, 2)).shape == ()
+    assert sf.nn.FourierMLP(sf.DyadicAxisPE(3), hidden=(8,))(torch.rand(5, 2)).shape == (5,)
+    if _ext.cpp_available():
+        one.backend = "cpu"
+        with pytest.raises(ValueError, match="one output.*backend='reference'"):
+            one(torch.rand(5, 2))
+
+
+def test_the_readout_refuses_several_outputs_and_says_how_to_read_one():
+    module = sf.nn.FourierMLPEnsemble(sf.DyadicAxisPE(3), hidden=(8,), num_models=2, out_features=2,
+                                      backend="reference", shapes=[sf.shapes.square()] * 2)
+    with pytest.raises(ValueError, match="out_features=2.*weights\\[-1\\]\\[..., k:k\\+1\\]"):
+        _read(module)
+    k = 1
+    head = sf.nn.FourierMLPEnsemble.from_tensors(
+        module.pe, [*module.weights[:-1], module.weights[-1][..., k:k + 1]],
+        [*module.biases[:-1], module.biases[-1][:, k:k + 1]], module.activation, shapes=module.shapes)
+    assert_close("head 1", module(X)[..., k].detach(), head(X).detach())
+    assert _read(head).table["element"].nunique() == 16
+
+
+# -- 7. import cost ------------------------------------------------------------------------------
+
+LAZY_SCRIPT = """
+import sys
+import torch
+import symfast as sf
+heavy = ("pandas", "scipy", "matplotlib")
+assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]
+loaded = sorted(m for m in sys.modules if m.startswith("symfast."))
+assert set(loaded) <= {"symfast._C", "symfast._ext", "symfast._version"}, loaded
+m = sf.nn.FourierMLP(sf.DyadicAxisPE(3), hidden=(8,))  # a neural field needs none of them either
+m.train_step(torch.rand(5, 2), torch.rand(5))
+m(torch.rand(5, 2)).sum().backward()
+assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]
+import symfast.readout.sweeps  # the package import does not rebind sf.readout, the function
+import symfast.o3
+assert callable(sf.readout) and sf.o3 is sys.modules["symfast.groups.o3"] and sf.Group.__name__ == "Group"
+print("ok")
+"""
+
+
+def test_import_symfast_loads_no_pandas_scipy_or_matplotlib():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        p for p in (str(Path(sf.__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")) if p))
+    proc = subprocess.run([sys.executable, "-c", LAZY_SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+# -- 8. the guide's examples ---------------------------------------------------------------------
+
+def _guide_block(heading: str) -> str:
+    """The first python block under `heading` in docs/guide/your-code.md."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "your-code.md").read_text()
+    section = page[page.index(f"\n## {heading}"):]
+    return section[section.index("```python\n") + 10:section.index("\n```", section.index("```python"))]
+
+
+@pytest.mark.parametrize("heading", ["Precision, empty batches, wide layers", "Several outputs: an SDF and a colour"])
+def test_the_guide_examples_run(heading, capsys):
+    ns = {"torch": torch, "sf": sf}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the examples ask for the reference: no fallback warning
+        exec(compile(_guide_block(heading), f"your-code.md: {heading}", "exec"), ns)
+    out = capsys.readouterr().out
+    if heading.startswith("Several"):
+        assert "torch.Size([8, 4]) True" in out
+        x = torch.rand(6, 2)
+        assert_close("sdf head", ns["field"](x)[:, 0].detach(), ns["sdf_head"](x).detach())
+    else:
+        assert out.split() == ["torch.bfloat16", "torch.bfloat16", "torch.Size([0])"]

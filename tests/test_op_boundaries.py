@@ -330,8 +330,12 @@ def broken_calls(r: random.Random, args: dict, constraints: dict, backend: str):
                     _set(args, "weights[0]", torch.randn(w.shape[0], w.shape[1], w.shape[2] + 3, dtype=w.dtype))))
         out.append(("unknown activation", {**args, "activation": "gelu"}))
         last = args["weights"][L - 1]
-        out.append(("output fan-out 2", _set(args, f"weights[{L - 1}]",
-                                              torch.randn(last.shape[0], last.shape[1], 2, dtype=last.dtype))))
+        out.append(("output fan-out 0", _set(args, f"weights[{L - 1}]",
+                                              torch.randn(last.shape[0], last.shape[1], 0, dtype=last.dtype))))
+        if backend == "cpu":  # the reference takes K > 1 outputs, the C++ kernel one
+            out.append(("output fan-out 2", {**_set(args, f"weights[{L - 1}]", torch.randn(
+                last.shape[0], last.shape[1], 2, dtype=last.dtype)), "biases": [*args["biases"][:-1], torch.randn(
+                    last.shape[0], 2, dtype=last.dtype)]}))
     if "mode" in args:
         out.append(("mode out of range", {**args, "mode": 7}))
     if "dim" in args:

@@ -32,7 +32,12 @@ Data model:
   the PyTorch reference, the fused kernel having no frequency gradients (a one-time
   RuntimeWarning says so); `to_ensemble()` and the readout take the current values, detached.
 - Meta device: modules built with `device="meta"` or under `with torch.device("meta")` run
-  forward and `train_step` on meta tensors (shapes only, through the ops' fake kernels).
+  forward and `train_step` on meta tensors (shapes only, through the reference).
+- Other people's inputs (conventions of `symfast.fourier_mlp`): bfloat16/float16 points are
+  computed in float32 and the output returned in their dtype (under torch.autocast: in the
+  autocast dtype); a batch of N = 0 points gives empty outputs and zero gradients; the reference
+  backend takes any hidden width; `out_features=K > 1` gives [B, N, K] outputs (fused kernels: one
+  output, so "auto" runs the reference and warns once); the readout reads one-output fields.
 """
 from __future__ import annotations
 
@@ -42,7 +47,6 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-import pandas as pd
 import torch
 from torch import nn
 
@@ -50,7 +54,7 @@ from symfast._io import atomic_save, safe_load
 from symfast.nn.encodings import FourierPE
 from symfast.nn.sequential import (activation_fn, activation_label, check_activation, parse_sequential,
                                    stack_sequentials, to_sequential)
-from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp, fourier_mlp_train_step
+from symfast.ops.fourier_mlp import ACTIVATIONS, LOW_PRECISION, fourier_mlp, fourier_mlp_train_step, mse_loss
 from symfast.shapes import Shape, by_name
 
 __all__ = ["Ensemble", "FourierMLPEnsemble", "FourierMLP", "init_weights"]
@@ -163,8 +167,9 @@ class Ensemble:
         return tuple(w.shape[2] for w in self.weights[:-1])
 
     @property
-    def members(self) -> pd.DataFrame:
-        """One row per model: index, shape, seed, final training loss."""
+    def members(self):
+        """One row per model (a pandas DataFrame): index, shape, seed, final training loss."""
+        import pandas as pd  # on use: `import symfast.nn` stays light
         final = self.losses[-1].tolist() if self.losses.numel() else [float("nan")] * len(self)
         return pd.DataFrame({"index": range(len(self)), "shape": self.shapes, "seed": self.seeds,
                              "final_loss": final})
@@ -230,6 +235,11 @@ class Ensemble:
         are read as they are now) and activation; `shapes`/`seeds` default to the module's own."""
         if not isinstance(module, FourierMLPEnsemble):
             raise TypeError(f"expected a symfast.nn.FourierMLPEnsemble, got {type(module).__name__}")
+        if module.out_features != 1:
+            raise ValueError(f"an Ensemble (and so the readout) holds single-output fields; this module has "
+                             f"out_features={module.out_features}: read one output k by building a module from "
+                             "its weights with the last layer sliced, weights[-1][..., k:k+1], biases[-1][:, k:k+1] "
+                             "(FourierMLPEnsemble.from_tensors)")
         shapes = module.shapes if shapes is None else list(shapes)
         if shapes is None:
             raise ValueError("this module does not know which shape each model was fitted to; pass shapes= "
@@ -413,13 +423,18 @@ class FourierMLPEnsemble(nn.Module):
             with `generator`.
         shapes, seeds: optional, the Shape each model is fitted to and its seed (length B),
             carried into `to_ensemble()` (and so into `symfast.readout(module)`).
+        out_features: K, outputs per model (e.g. an SDF and a colour). The fused kernels have one
+            output: with K > 1 "auto" runs the PyTorch reference (a one-time warning says so), and
+            the readout, which reads single-output fields, refuses the module.
 
     Parameters: weights[l]: [B, fan_in, fan_out], biases[l]: [B, fan_out].
+    Dtypes: bfloat16/float16 inputs are computed in float32 and returned in their dtype; under
+    torch.autocast the output is in the autocast dtype (see `symfast.fourier_mlp`).
     """
 
     def __init__(self, pe: FourierPE, hidden=(64, 64), num_models: int = 1, activation: str = "relu",
                  backend: str = "auto", dtype=torch.float32, device=None, generator=None,
-                 shapes=None, seeds=None):
+                 shapes=None, seeds=None, out_features: int = 1):
         super().__init__()
         self.shapes = None if shapes is None else list(shapes)
         self.seeds = None if seeds is None else list(seeds)
@@ -432,9 +447,10 @@ class FourierMLPEnsemble(nn.Module):
                              "symfast.Ensemble.from_sequentials(models, shapes))")
         if not isinstance(pe, FourierPE):
             raise ValueError(f"pe must be a symfast FourierPE, got {type(pe).__name__}")
-        dims = [pe.dim, *[int(h) for h in hidden], 1]
+        dims = [pe.dim, *[int(h) for h in hidden], int(out_features)]
         if len(dims) < 3 or min(dims) < 1 or num_models < 1:
-            raise ValueError(f"need >= 1 hidden layer of positive width and num_models >= 1, got {hidden}")
+            raise ValueError(f"need >= 1 hidden layer of positive width, out_features >= 1 and num_models >= 1, "
+                             f"got hidden={hidden}, out_features={out_features}")
         self.pe, self.activation, self.backend = pe, activation, backend
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
@@ -449,6 +465,10 @@ class FourierMLPEnsemble(nn.Module):
     def num_models(self) -> int:
         return self.weights[0].shape[0]
 
+    @property
+    def out_features(self) -> int:
+        return self.weights[-1].shape[2]
+
     @classmethod
     def from_tensors(cls, pe, weights, biases, activation: str = "relu", backend: str = "auto",
                      shapes=None, seeds=None) -> "FourierMLPEnsemble":
@@ -456,7 +476,8 @@ class FourierMLPEnsemble(nn.Module):
         ws, bs = list(weights), list(biases)
         m = cls.__new__(cls)
         FourierMLPEnsemble.__init__(m, copy.deepcopy(pe), [w.shape[2] for w in ws[:-1]], ws[0].shape[0], activation,
-                                    backend, dtype=ws[0].dtype, device=ws[0].device, shapes=shapes, seeds=seeds)
+                                    backend, dtype=ws[0].dtype, device=ws[0].device, shapes=shapes, seeds=seeds,
+                                    out_features=ws[-1].shape[2])
         with torch.no_grad():
             for l, (w, b) in enumerate(zip(ws, bs)):
                 if m.weights[l].shape != w.shape or m.biases[l].shape != b.shape:
@@ -470,7 +491,8 @@ class FourierMLPEnsemble(nn.Module):
         return Ensemble.from_module(self, shapes, seeds)
 
     def _pe_args(self, x):
-        return self.pe.frequencies.to(x.device, x.dtype), self.pe.phases.to(x.device, x.dtype)
+        dtype = self.weights[0].dtype  # not x's: a bfloat16 x is computed in float32, its frequencies too
+        return self.pe.frequencies.to(x.device, dtype), self.pe.phases.to(x.device, dtype)
 
     def _as_input(self, x, name: str = "x") -> torch.Tensor:
         """Tensors pass through; numpy arrays and lists become tensors of the parameters' dtype/device."""
@@ -496,51 +518,52 @@ class FourierMLPEnsemble(nn.Module):
         B, D = self.num_models, self.pe.input_dim
         if x.ndim not in (2, 3) or x.shape[-1] != D or (x.ndim == 3 and x.shape[0] != B):
             raise ValueError(f"x must be [B={B}, N, {D}] or [N, {D}], got {list(x.shape)}")
-        if x.dtype != self.weights[0].dtype:
+        if x.dtype != self.weights[0].dtype and x.dtype not in LOW_PRECISION:
             raise ValueError(f"x has dtype {x.dtype}, the parameters {self.weights[0].dtype}")
 
     def _on_meta(self, x) -> bool:
         return x.device.type == "meta" or self.weights[0].device.type == "meta"
 
+    def _backend(self, x) -> str:
+        return "reference" if self._on_meta(x) else self.backend
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [B, N, D] (per model) or [N, D] (shared) -> [B, N] (D: the encoding's input dimension)."""
+        """x: [B, N, D] (per model) or [N, D] (shared) -> [B, N] ([B, N, K] for out_features K > 1;
+        D: the encoding's input dimension)."""
         x = self._as_input(x)
         f, p = self._pe_args(x)
-        if self._on_meta(x):  # the op's fake kernel: output shapes and autograd, no values
+        if self._on_meta(x):  # the reference on meta tensors: output shapes and autograd, no values
             self._check_meta(x)
-            return torch.ops.symfast.fourier_mlp(x, f, p, list(self.weights), list(self.biases), self.activation,
-                                                 "reference")
-        if torch.is_grad_enabled():
+        elif torch.is_grad_enabled():
             self._learned_pe()
-        return fourier_mlp(x, f, p, list(self.weights), list(self.biases), self.activation, self.backend)
+        return fourier_mlp(x, f, p, list(self.weights), list(self.biases), self.activation, self._backend(x))
 
     def train_step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Fused forward + per-model MSE + backward; sets p.grad (replacing it) and returns loss [B].
 
-        x: [B, N, D] or [N, D]; targets: [B, N]. Follow with optimizer.step().
+        x: [B, N, D] or [N, D]; targets: shaped like the output, [B, N] (or [B, N, K]); the loss is
+        the mean over points (and outputs). Follow with optimizer.step().
         With trainable frequencies/phases (they require grad) it runs forward and backward through
         the PyTorch reference instead (one-time warning) and sets their .grad too.
         """
         x, targets = self._as_input(x), self._as_input(targets, "targets")
         f, p = self._pe_args(x)
         params = list(self.weights) + list(self.biases)
-        if self._on_meta(x):
+        meta = self._on_meta(x)
+        if meta:  # shapes only: the reference on meta tensors, below
             self._check_meta(x)
-            loss, *grads = torch.ops.symfast.fourier_mlp_train_step(
-                x.detach(), targets.detach(), f.detach(), p.detach(), [w.detach() for w in self.weights],
-                [b.detach() for b in self.biases], self.activation, "reference")
-        elif self._learned_pe():
+        if not meta and self._learned_pe():
             params += [t for t in (self.pe.frequencies, self.pe.phases) if t.requires_grad]
             with torch.enable_grad():
                 y = FourierMLPEnsemble.forward(self, x)
                 if targets.shape != y.shape:
                     raise ValueError(f"targets must be {list(y.shape)}, got {list(targets.shape)}")
-                loss = (y - targets).square().mean(-1)
+                loss = mse_loss(y, targets)
                 grads = torch.autograd.grad(loss.sum(), params)
             loss = loss.detach()
         else:
             loss, dw, db = fourier_mlp_train_step(x, targets, f, p, list(self.weights), list(self.biases),
-                                                  self.activation, self.backend)
+                                                  self.activation, self._backend(x))
             grads = dw + db
         for param, g in zip(params, grads):
             param.grad = g
@@ -555,7 +578,7 @@ class FourierMLPEnsemble(nn.Module):
         return m
 
     def to_sequential(self, i: int) -> nn.Sequential:
-        """Model i as nn.Sequential(pe, Linear, act, ..., Linear) (output [..., 1])."""
+        """Model i as nn.Sequential(pe, Linear, act, ..., Linear) (output [..., out_features])."""
         return to_sequential(self.pe, [w[i].detach() for w in self.weights],
                               [b[i].detach() for b in self.biases], self.activation)
 
@@ -567,11 +590,12 @@ class FourierMLPEnsemble(nn.Module):
 
 
 class FourierMLP(FourierMLPEnsemble):
-    """One PE + MLP model on the fused kernels: x [..., 2] -> [...] (an ensemble of size 1)."""
+    """One PE + MLP model on the fused kernels: x [..., D] -> [...], or [..., K] for out_features K > 1
+    (an ensemble of size 1)."""
 
     def __init__(self, pe: FourierPE, hidden=(64, 64), activation: str = "relu", backend: str = "auto",
-                 dtype=torch.float32, device=None, generator=None, shapes=None, seeds=None):
-        super().__init__(pe, hidden, 1, activation, backend, dtype, device, generator, shapes, seeds)
+                 dtype=torch.float32, device=None, generator=None, shapes=None, seeds=None, out_features: int = 1):
+        super().__init__(pe, hidden, 1, activation, backend, dtype, device, generator, shapes, seeds, out_features)
 
     @classmethod
     def _from_params(cls, pe, ws, bs, activation, backend):
@@ -579,15 +603,16 @@ class FourierMLP(FourierMLPEnsemble):
         return cls.from_tensors(pe, [w[None] for w in ws], [b[None] for b in bs], activation, backend)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x: [..., D] (D: the encoding's input dimension, 2 or 3) -> [...]."""
+        """x: [..., D] (D: the encoding's input dimension, 2 or 3) -> [...] ([..., K] for K > 1 outputs)."""
         x = self._as_input(x)
-        lead = x.shape[:-1]
-        return super().forward(x.reshape(-1, x.shape[-1]))[0].reshape(lead)
+        y = super().forward(x.reshape(-1, x.shape[-1]))[0]
+        return y.reshape(x.shape[:-1] + y.shape[1:])
 
     def train_step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """x: [N, D], targets: [N] -> scalar MSE; sets p.grad."""
+        """x: [N, D], targets: [N] (or [N, K]) -> scalar MSE; sets p.grad."""
         x, targets = self._as_input(x), self._as_input(targets, "targets")
-        return super().train_step(x.reshape(-1, x.shape[-1]), targets.reshape(1, -1))[0]
+        K = [self.out_features] if self.out_features > 1 else []
+        return super().train_step(x.reshape(-1, x.shape[-1]), targets.reshape(1, -1, *K))[0]
 
     def to_sequential(self, i: int = 0) -> nn.Sequential:
         return super().to_sequential(i)

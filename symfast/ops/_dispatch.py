@@ -9,7 +9,8 @@ The old matching names "cpp" and "scipy" still mean "cpu" and "reference" (Depre
 
 "auto" on a CPU tensor picks "cpu" when `_C` is built, on a CUDA tensor "triton" when
 triton is installed and the op has a Triton kernel; where a kernel exists but cannot run
-(CPU without `_C`, CUDA without triton) it warns once per op and uses the reference.
+(CPU without `_C`, CUDA without triton, or inputs the kernel does not take: `cpu_problem`,
+`triton_problem`) it warns once per op and reason and uses the reference.
 Under torch.func transforms (vmap, grad, jacrev) every op takes the reference: the
 kernels have no batching rules, and the reference is plain PyTorch that functorch
 transforms exactly (cost: the reference's speed, see each op's docstring).
@@ -30,12 +31,12 @@ __all__ = ["BACKENDS", "resolve", "under_functorch", "refuse_grad", "not_differe
 
 BACKENDS = ("auto", "cpu", "triton", "reference")
 _ALIASES = {"cpp": "cpu", "scipy": "reference"}
-_warned: set[str] = set()
+_warned: set[tuple[str, str]] = set()
 
 
 def _warn_once(op: str, msg: str) -> None:
-    if op not in _warned:
-        _warned.add(op)
+    if (op, msg) not in _warned:
+        _warned.add((op, msg))
         warnings.warn(f"symfast.{op}: {msg}", RuntimeWarning, stacklevel=4)
 
 
@@ -59,7 +60,7 @@ def under_functorch(*tensors) -> bool:
 
 
 def resolve(op: str, backend: str, device: torch.device, *, cpu: bool = True, triton: bool = False,
-            triton_problem: str | None = None) -> str:
+            triton_problem: str | None = None, cpu_problem: str | None = None, reference_cost: str = "") -> str:
     """Resolve `backend` for an op on `device`.
 
     Args:
@@ -67,7 +68,10 @@ def resolve(op: str, backend: str, device: torch.device, *, cpu: bool = True, tr
         backend: a name from `BACKENDS` (or a deprecated alias).
         device: the device of the op's main input.
         cpu: the op has a C++ kernel. triton: the op has a Triton kernel.
-        triton_problem: why the Triton kernel cannot take these inputs (None: it can).
+        triton_problem, cpu_problem: why the Triton / C++ kernel cannot take these inputs (None or
+            "": it can). "auto" then runs the reference with a one-time warning; an explicit
+            backend raises a ValueError naming backend='reference'.
+        reference_cost: how much slower the reference is, for that warning.
 
     Returns:
         "cpu", "triton" or "reference". Raises ValueError when an explicit backend cannot run.
@@ -82,6 +86,8 @@ def resolve(op: str, backend: str, device: torch.device, *, cpu: bool = True, tr
         if dev.type != "cpu":
             raise ValueError(f"backend='cpu' needs CPU tensors, got device {dev}")
         _ext.require_cpp()
+        if cpu_problem:
+            raise ValueError(f"backend='cpu' does not support these inputs: {cpu_problem}; use backend='reference'")
         return backend
     if backend == "triton":
         if not triton:
@@ -90,17 +96,22 @@ def resolve(op: str, backend: str, device: torch.device, *, cpu: bool = True, tr
             raise ValueError(f"backend='triton' needs triton and a CUDA device (or TRITON_INTERPRET=1 on CPU); "
                              f"got device {dev}")
         if triton_problem:
-            raise ValueError(f"backend='triton' does not support these inputs: {triton_problem}")
+            raise ValueError(f"backend='triton' does not support these inputs: {triton_problem}; "
+                             f"use backend='reference'")
         return backend
+    cost = f" ({reference_cost})" if reference_cost else ""
     if dev.type == "cpu" and cpu:
-        if _ext.cpp_available():
+        if not _ext.cpp_available():
+            _warn_once(op, "symfast._C is not built; using the (slower) PyTorch reference")
+        elif cpu_problem:
+            _warn_once(op, f"the C++ kernel takes {cpu_problem}; using the slower PyTorch reference{cost}")
+        else:
             return "cpu"
-        _warn_once(op, "symfast._C is not built; using the (slower) PyTorch reference")
     elif dev.type == "cuda" and triton:
         if not _ext.HAS_TRITON:
             _warn_once(op, "triton is not installed; using the (slower) PyTorch reference on CUDA")
         elif triton_problem:
-            _warn_once(op, f"Triton kernel unavailable ({triton_problem}); using the PyTorch reference")
+            _warn_once(op, f"Triton kernel unavailable ({triton_problem}); using the slower PyTorch reference{cost}")
         else:
             return "triton"
     return "reference"

@@ -432,8 +432,8 @@ def test_bad_values_and_widths():
     with pytest.raises(ValueError, match="targets"):
         fourier_mlp_train_step(x, torch.rand(2, 8), f, p, ws, bs, "relu")
     wide = [torch.zeros(2, 16, 2048), torch.zeros(2, 2048, 1)]
-    with pytest.raises(ValueError, match="unsupported hidden width 2048"):
-        fourier_mlp(x, f, p, wide, [torch.zeros(2, 2048), torch.zeros(2, 1)], "relu")
+    with pytest.raises(ValueError, match="hidden widths up to 1024, got 2048; use backend='reference'"):
+        fourier_mlp(x, f, p, wide, [torch.zeros(2, 2048), torch.zeros(2, 1)], "relu", backend="cpu")
 
 
 TRITON_SCRIPT = textwrap.dedent("""

@@ -21,19 +21,53 @@ torch.func transforms (vmap, grad, jacrev) the reference runs instead of the ker
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from symfast import _ext
 from symfast.ops import _dispatch
-from symfast.ops.fourier_mlp import reference
-from symfast.ops.fourier_mlp._op import (MAX_WIDTH, check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op,
-                                         validate)
+from symfast.ops.fourier_mlp import cpu, reference
+from symfast.ops.fourier_mlp._op import check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op, validate
 
-__all__ = ["fourier_mlp", "fourier_mlp_train_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH"]
+__all__ = ["fourier_mlp", "fourier_mlp_train_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH",
+           "LOW_PRECISION"]
 
 ACTIVATIONS = tuple(reference.ACTIVATIONS)  # the names of the one activation table
 BACKENDS = _dispatch.BACKENDS
+MAX_WIDTH = cpu.MAX_WIDTH  # widest hidden layer of the C++ kernel (the reference has no limit)
+LOW_PRECISION = (torch.bfloat16, torch.float16)  # computed in float32, see `_full_precision`
+# measured on 2 CPU cores, 64x64 hidden, 2048 points, B = 1..64 models
+REFERENCE_COST = "3-8x the fused train_step's time; 1-2x a forward + backward through autograd"
 mse_loss = reference.mse_loss
+
+
+def _full_precision(x, weights, biases, *extra):
+    """The dtype convention: (x, weights, biases, *extra, out_dtype, context).
+
+    bfloat16/float16 tensors are computed in float32 (or in the weights' float64): x, extra
+    tensors (targets), weights and biases in those dtypes are cast (differentiably) and the output
+    returned in x's dtype. Under torch.autocast for x's device, float32 inputs are computed in
+    float32 with autocast off inside (the reference's matmuls too) and the output returned in the
+    autocast dtype, as autocast's own matmuls return it. out_dtype is None when the output stays
+    in the computed dtype; `context` disables autocast around the computation.
+    """
+    if not (isinstance(x, torch.Tensor) and isinstance(weights, (list, tuple)) and isinstance(biases, (list, tuple))
+            and weights):  # not a valid call: `validate` says why
+        return (x, weights, biases, *extra, None, contextlib.nullcontext())
+    full = x.dtype if x.dtype not in LOW_PRECISION else \
+        (weights[0].dtype if isinstance(weights[0], torch.Tensor) and weights[0].dtype == torch.float64
+         else torch.float32)
+    out_dtype = x.dtype if x.dtype in LOW_PRECISION else None
+    dev = x.device.type
+    autocast = dev in ("cpu", "cuda") and torch.is_autocast_enabled(dev)
+    if autocast and full == torch.float32:
+        out_dtype = torch.get_autocast_dtype(dev)
+    low = [t.to(full) if isinstance(t, torch.Tensor) and t.dtype in LOW_PRECISION else t
+           for t in (x, *weights, *biases, *extra)]
+    L = len(weights)
+    ctx = torch.autocast(dev, enabled=False) if autocast else contextlib.nullcontext()
+    return (low[0], low[1:1 + L], low[1 + L:1 + 2 * L], *low[1 + 2 * L:], out_dtype, ctx)
 
 
 def _validate(x, frequencies, phases, weights, biases, activation, targets=None):
@@ -53,7 +87,8 @@ def _resolve_backend(backend: str, x: torch.Tensor, weights) -> str:
     if _ext.HAS_TRITON and (x.device.type == "cuda" or backend == "triton"):
         from symfast.ops.fourier_mlp import triton as tri
         problem = tri.unsupported(x.dtype, weights)
-    return _dispatch.resolve("fourier_mlp", backend, x.device, triton=True, triton_problem=problem)
+    return _dispatch.resolve("fourier_mlp", backend, x.device, triton=True, triton_problem=problem,
+                             cpu_problem=cpu.unsupported(weights), reference_cost=REFERENCE_COST)
 
 
 def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, weights, biases,
@@ -61,29 +96,38 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
     """Forward pass of B Fourier-PE + MLP models, differentiable (fused backward).
 
     Args:
-        x: [B, N, D] points per model, or [N, D] shared by all models (float32 or float64), D = 2 or 3.
-        frequencies: [m, D] (same D), phases: [m] of the PE (d = 2m); cast to x's dtype and device.
-        weights: L+1 tensors, fan-in first: [B, d, H_1], ..., [B, H_L, 1] (L >= 1 hidden layers).
+        x: [B, N, D] points per model, or [N, D] shared by all models, D = 2 or 3; float32 or
+            float64, or bfloat16/float16 (computed in float32, returned in x's dtype); N = 0 gives
+            an empty output.
+        frequencies: [m, D] (same D), phases: [m] of the PE (d = 2m); cast to the computed dtype and x's device.
+        weights: L+1 tensors, fan-in first: [B, d, H_1], ..., [B, H_L, K] (L >= 1 hidden layers,
+            K >= 1 outputs; the C++ and Triton kernels take K = 1 and, C++, widths up to MAX_WIDTH:
+            "auto" runs other models on the reference, with a one-time warning).
         biases: L+1 tensors [B, fan_out].
         activation: "relu", "tanh", "silu" or "sine" (hidden layers).
         backend: "auto" (C++ on CPU, Triton on CUDA), "cpu", "triton" or "reference"
             (see `symfast.ops._dispatch`).
 
     Returns:
-        [B, N] outputs. Gradients flow to x, weights and biases; gradients to
-        frequencies/phases and double backward use the reference.
+        [B, N] outputs ([B, N, K] for K > 1), in x's dtype (under torch.autocast: the autocast
+        dtype). Gradients flow to x, weights and biases; gradients to frequencies/phases and
+        double backward use the reference.
     """
+    x, weights, biases, out_dtype, no_autocast = _full_precision(x, weights, biases)
     _validate(x, frequencies, phases, weights, biases, activation)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
     backend = _resolve_backend(backend, x, weights)
-    if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
-            or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
-        if backend == "reference" and not (torch.compiler.is_compiling()
-                                           or _dispatch.under_functorch(*weights, *biases)):
-            check_finite_params(weights, biases, frequencies, phases)  # as in the op's kernels
-        return reference.fourier_mlp(x, frequencies, phases, list(weights), list(biases), activation)
-    return fourier_mlp_op(x, frequencies, phases, list(weights), list(biases), activation, backend)
+    with no_autocast:
+        if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
+                or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
+            if backend == "reference" and not (torch.compiler.is_compiling()
+                                               or _dispatch.under_functorch(*weights, *biases)):
+                check_finite_params(weights, biases, frequencies, phases)  # as in the op's kernels
+            y = reference.fourier_mlp(x, frequencies, phases, list(weights), list(biases), activation)
+        else:
+            y = fourier_mlp_op(x, frequencies, phases, list(weights), list(biases), activation, backend)
+    return y if out_dtype is None else y.to(out_dtype)
 
 
 def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: torch.Tensor,
@@ -92,27 +136,31 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     """Fused forward + per-model MSE + backward for B models in one pass (no autograd graph).
 
     Args:
-        x: [B, N, D] (or [N, D] shared); targets: [B, N]; the rest as in `fourier_mlp`.
+        x: [B, N, D] (or [N, D] shared); targets: shaped like the output ([B, N], or [B, N, K]);
+            the rest as in `fourier_mlp` (bfloat16/float16 x and targets are computed in float32).
             Weights/biases may require grad (they are read, not tracked).
 
     Returns:
-        (loss [B], dW list, db list): loss[b] = mean_n (y_bn - targets_bn)^2, and the gradients
+        (loss [B], dW list, db list), in the computed dtype: loss[b] = `mse_loss` (the mean over
+        points and outputs; NaN for N = 0, whose gradients are zero), and the gradients
         of loss.sum() shaped like weights/biases (model b's gradient is that of its own MSE),
         accumulated per model in a fixed order (deterministic for any thread count on CPU).
         Use as `p.grad = g` before `torch.optim.Adam(..., fused=True).step()`.
     """
+    x, weights, biases, targets, _, no_autocast = _full_precision(x, weights, biases, targets)
     _validate(x, frequencies, phases, weights, biases, activation, targets)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
     backend = _resolve_backend(backend, x, weights)
-    if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
-        if backend == "reference" and not (torch.compiler.is_compiling()
-                                           or _dispatch.under_functorch(*weights, *biases)):
-            check_finite_params(weights, biases, frequencies, phases)  # as in the op's kernels
-        return reference.fourier_mlp_train_step(x, targets, frequencies, phases, list(weights), list(biases),
-                                                activation)
-    L = len(weights)
-    out = fourier_mlp_train_step_op(x.detach(), targets.detach(), frequencies, phases,
-                                    [w.detach() for w in weights], [b.detach() for b in biases], activation,
-                                    backend)
+    with no_autocast:
+        if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
+            if backend == "reference" and not (torch.compiler.is_compiling()
+                                               or _dispatch.under_functorch(*weights, *biases)):
+                check_finite_params(weights, biases, frequencies, phases)  # as in the op's kernels
+            return reference.fourier_mlp_train_step(x, targets, frequencies, phases, list(weights),
+                                                    list(biases), activation)
+        L = len(weights)
+        out = fourier_mlp_train_step_op(x.detach(), targets.detach(), frequencies, phases,
+                                        [w.detach() for w in weights], [b.detach() for b in biases], activation,
+                                        backend)
     return out[0], list(out[1:1 + L]), list(out[1 + L:])

@@ -2,11 +2,15 @@
 
 Three custom ops, all taking an already-resolved backend name (see `symfast.ops._dispatch`):
   symfast::fourier_mlp(x, frequencies, phases, weights, biases, activation, backend) -> y [B, N]
+      ([B, N, K] when the output layer has K > 1 outputs)
   symfast::fourier_mlp_backward(grad, ..., need_dx) -> [dx, *dW, *db]   (dx empty if not needed)
   symfast::fourier_mlp_train_step(x, targets, ...) -> [loss, *dW, *db]
 Each op's default implementation is the reference (backward: the chain rule written out in
 reference.fourier_mlp_vjp); "cpu" runs the C++ kernel, "triton" the Triton kernels
-(`_dispatch.register_kernels`, the rule shared by every op).
+(`_dispatch.register_kernels`, the rule shared by every op). A call with no points (N = 0)
+goes to the reference on every backend (empty outputs, zero gradients; the kernels are never
+handed empty buffers); a model a kernel cannot run (`cpu.unsupported`, `triton.unsupported`:
+hidden widths, K > 1) is refused with a ValueError naming backend='reference'.
 The forward op's autograd saves only its inputs and recomputes the forward tile by tile
 in the backward kernel (no [B, N, H] activations are kept). Double backward
 (create_graph=True, e.g. training on an eikonal loss) is computed by the PyTorch
@@ -21,7 +25,6 @@ from symfast.ops.fourier_features import input_dim
 from symfast.ops.fourier_mlp import cpu, reference
 
 _LIB = "symfast"
-MAX_WIDTH = 1024  # widest layer the CPU kernel accepts (its tile buffers scale with it)
 
 
 def validate(x, frequencies, phases, weights, biases, activation, targets=None, grad=None, pe_cast=False):
@@ -29,8 +32,8 @@ def validate(x, frequencies, phases, weights, biases, activation, targets=None, 
 
     Static (runs on fake and meta tensors): every op's kernels *and* fake implementation call it,
     so a direct `torch.ops.symfast.*` call never reaches a kernel with mismatched buffers (layer
-    chaining: fan-in = previous fan-out, last fan-out = 1; biases [B, fan_out]; x, targets and
-    grad holding B models and N points). pe_cast: frequencies/phases will still be cast to x's
+    chaining: fan-in = previous fan-out; biases [B, fan_out]; x holding B models and N >= 0 points,
+    targets and grad shaped like the output, [B, N] or [B, N, K]). pe_cast: frequencies/phases will still be cast to x's
     dtype and device (the public functions), so theirs are not checked.
     """
     if activation not in reference.ACTIVATIONS:
@@ -59,24 +62,19 @@ def validate(x, frequencies, phases, weights, biases, activation, targets=None, 
     if x.ndim == 3 and x.shape[0] != B:
         raise ValueError(f"x must be [B, N, D] with B = {B} models, or [N, D]; got {list(x.shape)}")
     N = x.shape[-2]
-    if N < 1:
-        raise ValueError("x must hold at least one point")
     fan_in = 2 * frequencies.shape[0]
     for l, (w, b) in enumerate(zip(weights, biases)):
-        last = l == len(weights) - 1
-        if w.ndim != 3 or w.shape[0] != B or w.shape[1] != fan_in:
-            raise ValueError(f"weights[{l}] must be [B={B}, {fan_in}, fan_out], got {list(w.shape)}"
+        if w.ndim != 3 or w.shape[0] != B or w.shape[1] != fan_in or w.shape[2] < 1:
+            raise ValueError(f"weights[{l}] must be [B={B}, {fan_in}, fan_out], got {list(w.shape)} (fan_out >= 1)"
                              + (" (fan-in = the previous layer's fan-out)" if l else " (fan-in = 2m)"))
-        if last and w.shape[2] != 1:
-            raise ValueError(f"weights[{l}] (output layer) must be [B, {fan_in}, 1], got {list(w.shape)}")
-        if not last and not 1 <= w.shape[2] <= MAX_WIDTH:
-            raise ValueError(f"unsupported hidden width {w.shape[2]} in weights[{l}]; widths 1..{MAX_WIDTH}")
         if b.shape != (B, w.shape[2]):
             raise ValueError(f"biases[{l}] must be [{B}, {w.shape[2]}], got {list(b.shape)}")
         fan_in = w.shape[2]
+    out = output_shape(B, N, weights)
     for name, t in (("targets", targets), ("grad", grad)):
-        if t is not None and t.shape != (B, N):
-            raise ValueError(f"{name} must be [B={B}, N={N}], got {list(t.shape)}")
+        if t is not None and t.shape != out:
+            raise ValueError(f"{name} must be [B={B}, N={N}{'' if len(out) == 2 else f', K={out[2]}'}], got "
+                             f"{list(t.shape)} (shaped like the output)")
     named = [("x", x)] + [(f"weights[{l}]", w) for l, w in enumerate(weights)] + \
         [(f"biases[{l}]", b) for l, b in enumerate(biases)] + [("targets", targets), ("grad", grad)]
     pe = [] if pe_cast else [("frequencies", frequencies), ("phases", phases)]
@@ -89,6 +87,22 @@ def validate(x, frequencies, phases, weights, biases, activation, targets=None, 
     else:
         _checks.same_device("fourier_mlp", named + pe)
     return B, N
+
+
+def output_shape(B: int, N: int, weights) -> tuple:
+    """[B, N] for one output, [B, N, K] for K > 1."""
+    K = weights[-1].shape[2]
+    return (B, N) if K == 1 else (B, N, K)
+
+
+def _reference_instead(x, weights, backend: str) -> bool:
+    """True when a kernel call has no points (the reference returns the empty result; the kernels
+    are never handed empty buffers); ValueError when the kernel cannot run this model."""
+    problem = cpu.unsupported(weights) if backend == "cpu" else _triton().unsupported(x.dtype, weights)
+    if problem:
+        raise ValueError(f"backend={backend!r} does not support this model ({problem}); "
+                         f"use backend='reference'")
+    return x.shape[-2] == 0
 
 
 def _check_finite(x: torch.Tensor, name: str) -> None:
@@ -106,7 +120,7 @@ def check_finite_params(weights, biases, frequencies=None, phases=None) -> None:
                                                                      enumerate(biases)]
     named += [(n, t) for n, t in (("frequencies", frequencies), ("phases", phases)) if t is not None]
     for name, p in named:
-        if not bool(torch.isfinite(p).all()):
+        if _checks.has_values(p) and not bool(torch.isfinite(p).all()):
             raise ValueError(f"{name} contains NaN or Inf values")
 
 
@@ -127,12 +141,16 @@ def _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
 def _fwd_cpu(x, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation)
     check_finite_params(weights, biases, frequencies, phases)
+    if _reference_instead(x, weights, "cpu"):
+        return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
     return cpu.fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
 
 def _fwd_triton(x, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation)
     check_finite_params(weights, biases, frequencies, phases)
+    if _reference_instead(x, weights, "triton"):
+        return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
     _check_finite(x, "x")
     return _triton().fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
@@ -149,8 +167,8 @@ _dispatch.register_kernels(fourier_mlp_op, _fwd_reference, {"cpu": _fwd_cpu, "tr
 
 @fourier_mlp_op.register_fake
 def _(x, frequencies, phases, weights, biases, activation, backend):
-    validate(x, frequencies, phases, weights, biases, activation)
-    return x.new_empty(weights[0].shape[0], x.shape[-2])
+    B, N = validate(x, frequencies, phases, weights, biases, activation)
+    return x.new_empty(output_shape(B, N, weights))
 
 
 def _bwd_outputs(x, dx, dw, db):
@@ -174,12 +192,16 @@ def _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, ba
 
 def _bwd_cpu(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
     _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
+    if _reference_instead(x, weights, "cpu"):
+        return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
     return _bwd_outputs(x, *cpu.fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights, biases,
                                                 activation, need_dx))
 
 
 def _bwd_triton(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
     _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
+    if _reference_instead(x, weights, "triton"):
+        return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
     _check_finite(grad, "the incoming gradient")
     return _bwd_outputs(x, *_triton().fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights,
                                                       biases, activation, need_dx))
@@ -245,7 +267,7 @@ def _step_reference(x, targets, frequencies, phases, weights, biases, activation
     check_finite_params(weights, biases, frequencies, phases)
     # The hand-written backward, not autograd: autograd does not record inside an op's kernel.
     y = reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
-    _, dw, db = reference.fourier_mlp_vjp(2 * (y - targets) / y.shape[1], x, frequencies, phases, weights,
+    _, dw, db = reference.fourier_mlp_vjp(2 * (y - targets) / y[0].numel(), x, frequencies, phases, weights,
                                           biases, activation, need_dx=False)
     return [reference.mse_loss(y, targets), *dw, *db]
 
@@ -253,6 +275,8 @@ def _step_reference(x, targets, frequencies, phases, weights, biases, activation
 def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation, targets=targets)
     check_finite_params(weights, biases, frequencies, phases)
+    if _reference_instead(x, weights, "cpu"):
+        return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
     loss, dw, db = cpu.fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
     return [loss, *dw, *db]
 
@@ -260,6 +284,8 @@ def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, back
 def _step_triton(x, targets, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation, targets=targets)
     check_finite_params(weights, biases, frequencies, phases)
+    if _reference_instead(x, weights, "triton"):
+        return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
     _check_finite(x, "x")
     _check_finite(targets, "targets")
     loss, dw, db = _triton().fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)

@@ -13,6 +13,17 @@ from symfast import _ext
 # The kernel's activation codes and points per tile, read from the extension (never mirrored).
 ACT_CODES = {name: int(code) for name, code in _ext._C.Activation.__members__.items()} if _ext._C else {}
 TILE = int(_ext._C.FOURIER_MLP_TILE) if _ext._C else 48
+MAX_WIDTH = 1024  # widest hidden layer the kernel takes (its tile buffers scale with it)
+
+
+def unsupported(weights) -> str:
+    """Why the C++ kernel cannot run this model ('' when it can); the reference runs any."""
+    widest = max(w.shape[2] for w in weights[:-1])
+    if widest > MAX_WIDTH:
+        return f"hidden widths up to {MAX_WIDTH}, got {widest}"
+    if weights[-1].shape[2] != 1:
+        return f"one output (out_features = 1), got {weights[-1].shape[2]}"
+    return ""
 
 
 def chunk_size(B: int, N: int) -> int:

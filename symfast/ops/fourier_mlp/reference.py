@@ -2,8 +2,9 @@
 
 B independent models share one Fourier encoding; model b computes
     h_0 = phi(x_b),  h_l = act(h_{l-1} @ W_l[b] + b_l[b])  (hidden layers),
-    y = h_L @ W_out[b] + b_out[b]                            (linear output, width 1)
-with weights stored fan-in first, so a layer is one `torch.baddbmm` for all B.
+    y = h_L @ W_out[b] + b_out[b]                            (linear output, K >= 1 wide)
+with weights stored fan-in first, so a layer is one `torch.baddbmm` for all B. Outputs are
+[B, N] for K = 1 and [B, N, K] otherwise; N = 0 points give empty outputs and zero gradients.
 """
 from __future__ import annotations
 
@@ -26,12 +27,12 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
         x: [B, N, D] points per model, or [N, D] shared by all models (D = 2 or 3).
         frequencies: [m, D], phases: [m] of the Fourier PE (d = 2m features).
         weights: L+1 tensors; weights[0]: [B, d, H_1], weights[l]: [B, H_l, H_{l+1}],
-            weights[-1]: [B, H_L, 1].
+            weights[-1]: [B, H_L, K].
         biases: L+1 tensors; biases[l]: [B, fan_out_l].
         activation: "relu", "tanh", "silu" or "sine" (hidden layers only).
 
     Returns:
-        [B, N] outputs.
+        [B, N] outputs for K = 1, [B, N, K] for K > 1.
     """
     act = ACTIVATIONS[activation]
     B = weights[0].shape[0]
@@ -43,7 +44,7 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
         h = torch.baddbmm(b[:, None, :], h, w)
         if l < len(weights) - 1:
             h = act(h)
-    return h[..., 0]
+    return h[..., 0] if h.shape[-1] == 1 else h
 
 
 def fourier_mlp_vjp(grad: torch.Tensor, x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
@@ -52,7 +53,7 @@ def fourier_mlp_vjp(grad: torch.Tensor, x: torch.Tensor, frequencies: torch.Tens
     (so it also runs inside a custom op's kernel, where autograd does not record).
 
     Args:
-        grad: [B, N] cotangent of the outputs; the rest as in `fourier_mlp`.
+        grad: cotangent of the outputs ([B, N], or [B, N, K] for K > 1); the rest as in `fourier_mlp`.
         need_dx: also return the gradient to x.
 
     Returns:
@@ -68,7 +69,7 @@ def fourier_mlp_vjp(grad: torch.Tensor, x: torch.Tensor, frequencies: torch.Tens
     for w, b in zip(weights[:-1], biases[:-1]):
         zs.append(torch.baddbmm(b[:, None, :], hs[-1], w))
         hs.append(act(zs[-1]))
-    g = grad[..., None]  # dLoss/d(layer output) [B, N, fan_out]
+    g = grad[..., None] if grad.ndim == 2 else grad  # dLoss/d(layer output) [B, N, fan_out]
     dw, db = [None] * L, [None] * L
     for l in reversed(range(L)):
         dw[l] = hs[l].transpose(1, 2) @ g
@@ -85,8 +86,9 @@ def fourier_mlp_vjp(grad: torch.Tensor, x: torch.Tensor, frequencies: torch.Tens
 
 
 def mse_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Per-model mean squared error [B] from pred, target: [B, N]; the training loss sums these."""
-    return (pred - target).pow(2).mean(dim=1)
+    """Per-model mean squared error [B] from pred, target: [B, N] (or [B, N, K]: the mean over points
+    and outputs; NaN for N = 0, as torch's mean of nothing); the training loss sums these."""
+    return (pred - target).pow(2).flatten(1).mean(dim=1)
 
 
 def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: torch.Tensor,
@@ -95,10 +97,11 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     """Forward + per-model MSE + backward by autograd (ground truth for the fused step).
 
     Args:
-        x: [B, N, D] or [N, D]; targets: [B, N]; the rest as in `fourier_mlp`.
+        x: [B, N, D] or [N, D]; targets: shaped like the outputs ([B, N] or [B, N, K]); the rest as in
+            `fourier_mlp`.
 
     Returns:
-        (loss [B], dW list like weights, db list like biases): loss[b] = mean_n (y - t)^2 and
+        (loss [B], dW list like weights, db list like biases): loss[b] = `mse_loss` of model b and
         the gradients of loss.sum() (so model b's gradient is that of its own MSE).
     """
     with torch.enable_grad():

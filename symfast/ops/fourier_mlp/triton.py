@@ -1,7 +1,7 @@
 """Triton kernels for the fused batched Fourier-PE + MLP (CUDA, or CPU under TRITON_INTERPRET=1).
 
 Supported: float32, 1..4 hidden layers of one width H in {16, 32, 64, 128, 256}, m <= 128
-frequencies (d = 2m), points of dimension D = 2 or 3 (a constexpr). Other models fall back to
+frequencies (d = 2m), one output, points of dimension D = 2 or 3 (a constexpr). Other models fall back to
 the reference (see `unsupported`).
 
 Kernels (reference: reference.py):
@@ -46,6 +46,8 @@ def unsupported(dtype, weights) -> str:
         return f"all hidden widths equal and one of 16..256 (powers of two), got {sorted(widths)}"
     if weights[0].shape[1] > 256:
         return f"at most 128 frequencies (d <= 256), got d = {weights[0].shape[1]}"
+    if weights[-1].shape[2] != 1:
+        return f"one output (out_features = 1), got {weights[-1].shape[2]}"
     return ""
 
 
