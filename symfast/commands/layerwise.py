@@ -57,6 +57,9 @@ def add_arguments(p):
     p.add_argument("--patch-count", type=int, default=20000, help="with --patches: number of patches")
     p.add_argument("--patch-color", choices=["gray", "channels"], default="gray",
                    help="with --patches: colour photographs converted to gray, or each RGB channel as a gray image")
+    p.add_argument("--input-scale", type=float, default=1.0,
+                   help="with --patches: pixel standard deviation of the centred patches (larger: tanh units leave "
+                        "their near-linear range)")
     p.add_argument("--flip-closed", action="store_true",
                    help="with --patches: add the mirror of every patch (the set is closed under the flip)")
     p.add_argument("--activations", default=None,
@@ -160,7 +163,7 @@ def _run_patches(args) -> int:
 
     with input_errors("--patches settings"):
         s = PatchSettings(size=args.patch_size, count=4000 if args.quick else args.patch_count,
-                          color=args.patch_color, flip_closed=args.flip_closed,
+                          color=args.patch_color, flip_closed=args.flip_closed, scale=args.input_scale,
                           seeds=(0,) if args.quick else tuple(range(args.seeds)),
                           steps=300 if args.quick else args.steps,
                           equivariance_weight=args.equivariance_weight, weight_decay=args.weight_decay,
@@ -169,7 +172,7 @@ def _run_patches(args) -> int:
     t0 = time.perf_counter()
     with input_errors("--patches", loading=True):
         try:
-            data = load_patches(s.size, s.count, s.data_seed, s.color, s.flip_closed)
+            data = load_patches(s.size, s.count, s.data_seed, s.color, s.flip_closed, scale=s.scale)
         except ImportError as e:
             raise UsageError(str(e)) from None
     res = patch_study(s, progress=lambda m: print("  " + m, file=sys.stderr, flush=True), data=data)
@@ -179,12 +182,12 @@ def _run_patches(args) -> int:
     atomic_write(os.path.join(args.out, "patches.csv"), lambda p: pd.DataFrame(res["rows"]).to_csv(p, index=False))
     for variant in ("equivariant", "control"):
         if res["run"][variant]:
-            r = res["run"][variant][0]
+            filt = res["run"]["filters"][(variant, s.seeds[0])]  # filter-level residual, as the table's counts
             W = as_mlp(res["run"]["nets"][(variant, s.seeds[0])]).layers[0][0]
             atomic_write(os.path.join(args.out, f"filters_{variant}.png"), lambda p: plot_filters_by_orbit(
-                W, res["data"].shape, r.actions, p,
-                title=f"{s.size}x{s.size} patches, {s.activation} autoencoder, {variant} (seed {s.seeds[0]}): "
-                      f"{counts_text(r.actions)}"))
+                W, res["data"].shape, filt, p,
+                title=f"{s.size}x{s.size} patches, {s.activation} autoencoder, {variant} (seed {s.seeds[0]}), "
+                      f"filter-level {counts_text(filt)}"))
     _write_text(os.path.join(args.out, "results.json"), json.dumps(
         {"settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(s).items()},
          "rows": res["rows"], "seconds": time.perf_counter() - t0}, indent=1))

@@ -54,6 +54,7 @@ def test_planted_filter_classes_exact(counts):
     c = filter_classes(layers, shape, data=x)
     assert (c["s+"], c["s-"], c["paired"], c["unmatched"]) == (n_plus, n_minus, 2 * n_pairs, 0)
     assert c["error"] < 1e-12 and c["data_error"] < 1e-12
+    assert c["matching"] == {k: c[k] for k in ("s+", "s-", "paired", "unmatched")}
     assert c["random"] > 0.5
 
 
@@ -62,6 +63,19 @@ def test_planted_invariant_filter_classes_exact():
     c = filter_classes(layers, (1, 4, 4), rho_out=None)
     assert (c["s+"], c["s-"], c["paired"], c["unmatched"]) == (4, 3, 10, 0)
     assert c["error"] < 1e-12
+
+
+def test_large_biases_do_not_make_random_filters_symmetric():
+    # tiny random filters under large distinct biases: the [filter, bias] rows match each unit to itself with a
+    # small residual, but no mirrored filter resembles its match; only the filter-level count says so
+    rng = np.random.default_rng(3)
+    shape, H = (1, 4, 4), 12
+    W1, b1 = 1e-3 * rng.normal(size=(H, 16)), np.arange(1.0, H + 1)
+    layers = [(W1, b1), (rng.normal(size=(16, H)), np.zeros(16))]
+    c = filter_classes(layers, shape)
+    assert c["matching"]["s+"] == H  # the bias-dominated matching rule alone
+    assert (c["s+"], c["s-"], c["paired"], c["unmatched"]) == (0, 0, 0, H)
+    assert c["actions"].counts()[0]["unmatched"] == H  # the returned actions carry the filter-level residual
 
 
 def test_filter_classes_bad_input():
@@ -85,6 +99,7 @@ def test_patches_shape_normalisation_and_seed():
     np.testing.assert_array_equal(a.x, b.x)
     assert not np.array_equal(a.x, c.x)
     assert np.abs(a.x.mean(1)).max() < 1e-5 and abs(float(a.x.std()) - 1.0) < 1e-4
+    np.testing.assert_allclose(load_patches(8, 300, seed=3, scale=8.0).x, 8 * a.x, rtol=1e-6)
     raw = load_patches(16, 50, seed=3, normalize=False, color="channels")
     assert raw.x.shape == (50, 256) and raw.x.min() >= 0.0 and raw.x.max() <= 1.0
 
@@ -106,6 +121,8 @@ def test_patches_bad_input():
         load_patches(8, 11, flip_closed=True)
     with pytest.raises(ValueError, match="patch size must be an integer in 4..32"):
         load_patches(3, 10)
+    with pytest.raises(ValueError, match="patch scale must be a finite number > 0"):
+        load_patches(8, 10, scale=float("nan"))
     with pytest.raises(ValueError, match="color must be one of"):
         load_patches(8, 10, color="rgb")
     with pytest.raises(FileNotFoundError, match="nothing is downloaded"):
