@@ -90,3 +90,29 @@ def test_a_figure_that_needs_a_missing_extra_is_left_out_with_a_line(tmp_path, m
     names = [os.path.basename(p) for p, _ in sec.figures]
     assert names == ["sdf_slices.png"]
     assert sec.notes == [rep.MISSING_FIGURES["level_sets.png"][1]]
+
+
+def _fake_layerwise_with_exactness(args) -> int:
+    if not args.exactness:
+        return _fake_layerwise(args)
+    os.makedirs(args.out, exist_ok=True)
+    write_claims(os.path.join(args.out, "claims.csv"), [
+        Claim("layerwise", "exactness (tanh): layer-1 error closes", "slope > 0.5", "0.21 [0.1, 0.3]", "missed", "")])
+    return 0
+
+
+def test_exactness_verdicts_join_the_layerwise_section_and_quick_says_it_skipped(tmp_path, monkeypatch):
+    import symfast.commands.reproduce as rep
+
+    monkeypatch.setattr(symfast.commands.layerwise, "run", _fake_layerwise_with_exactness)
+    out = tmp_path / "quick"
+    assert main(["reproduce", "--quick", "--only", "layerwise", "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "Skipped at --quick: the exactness sweep" in md and "layer-1 error closes" not in md
+    assert not (out / "layerwise" / "exactness").exists()
+    out = tmp_path / "full"  # the full run's argv, stood in for by the fake command
+    assert main(["reproduce", "--only", "layerwise", "--out", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert "| layerwise | exactness (tanh): layer-1 error closes |" in md and "Skipped at --quick" not in md
+    assert "symfast layerwise --exactness --out" in md
+    assert [f[0] for f in rep.FOLLOW_UPS["layerwise"]] == ["exactness"]

@@ -5,6 +5,7 @@ Examples:
     symfast layerwise --model cnn --activation relu --out runs/cnn
     symfast layerwise --suite --out runs/suite      # architectures x activations + autoencoder regimes
     symfast layerwise --exactness --out runs/exact  # layer error vs end-to-end error along a penalty sweep
+    symfast layerwise --patches --quick --out runs/patches  # flip-equivariant autoencoder on natural-image patches
 """
 from __future__ import annotations
 
@@ -47,11 +48,26 @@ def add_arguments(p):
                    help="run the exactness sweep instead: invariant MLPs per activation along a sweep of the penalty "
                         "weight (penalty on data and off-data samples), layer-1 error vs end-to-end error, the fitted "
                         "log-log slope and a verdict on held-out seeds; writes exactness.csv/.md/.png, claims.csv")
+    p.add_argument("--patches", action="store_true",
+                   help="run the natural-image patch study instead: patches of scikit-image's bundled photographs "
+                        "(needs scikit-image), the flip-equivariant tanh autoencoder and a control, layer-1 filters "
+                        "sorted into symmetric (s+) / antisymmetric (s-) / paired / unmatched; writes patches.md, "
+                        "patches.csv, filters_equivariant.png, filters_control.png, results.json")
+    p.add_argument("--patch-size", type=int, default=8, help="with --patches: patch side in pixels (4..32)")
+    p.add_argument("--patch-count", type=int, default=20000, help="with --patches: number of patches")
+    p.add_argument("--patch-color", choices=["gray", "channels"], default="gray",
+                   help="with --patches: colour photographs converted to gray, or each RGB channel as a gray image")
+    p.add_argument("--input-scale", type=float, default=1.0,
+                   help="with --patches: pixel standard deviation of the centred patches (larger: tanh units leave "
+                        "their near-linear range)")
+    p.add_argument("--flip-closed", action="store_true",
+                   help="with --patches: add the mirror of every patch (the set is closed under the flip)")
     p.add_argument("--activations", default=None,
                    help="with --exactness: comma-separated activations (default tanh,sigmoid,odd_poly,relu)")
     p.add_argument("--quick", action="store_true",
                    help="with --suite: fewer steps and smaller CNNs; with --exactness: 4 penalty weights, 2 fit and 3 "
-                        "held-out seeds, smaller nets and fewer steps")
+                        "held-out seeds, smaller nets and fewer steps; with --patches: 4000 patches, 300 steps, "
+                        "one seed")
     p.add_argument("--seed-offset", type=int, default=None,
                    help="with --suite: training seed of every model (default 0, the seed the claims' bars were set "
                         "after); a fresh value gives a held-out replicate (symfast reproduce uses 1000). With "
@@ -138,6 +154,47 @@ def _run_exactness(args, data) -> int:
     return 0
 
 
+def _run_patches(args) -> int:
+    import pandas as pd
+
+    from symfast.layerwise.network import as_mlp
+    from symfast.layerwise.patches import PatchSettings, format_patch_study, load_patches, patch_study
+    from symfast.layerwise.plots import counts_text, plot_filters_by_orbit
+
+    with input_errors("--patches settings"):
+        s = PatchSettings(size=args.patch_size, count=4000 if args.quick else args.patch_count,
+                          color=args.patch_color, flip_closed=args.flip_closed, scale=args.input_scale,
+                          seeds=(0,) if args.quick else tuple(range(args.seeds)),
+                          steps=300 if args.quick else args.steps,
+                          equivariance_weight=args.equivariance_weight, weight_decay=args.weight_decay,
+                          activation=args.activation, threshold=args.threshold, lr=args.lr, batch=args.batch,
+                          control=not args.no_control)
+    t0 = time.perf_counter()
+    with input_errors("--patches", loading=True):
+        try:
+            data = load_patches(s.size, s.count, s.data_seed, s.color, s.flip_closed, scale=s.scale)
+        except ImportError as e:
+            raise UsageError(str(e)) from None
+    res = patch_study(s, progress=lambda m: print("  " + m, file=sys.stderr, flush=True), data=data)
+    text = format_patch_study(res["rows"], s)
+    print(text)
+    _write_text(os.path.join(args.out, "patches.md"), text + "\n")
+    atomic_write(os.path.join(args.out, "patches.csv"), lambda p: pd.DataFrame(res["rows"]).to_csv(p, index=False))
+    for variant in ("equivariant", "control"):
+        if res["run"][variant]:
+            filt = res["run"]["filters"][(variant, s.seeds[0])]  # filter-level residual, as the table's counts
+            W = as_mlp(res["run"]["nets"][(variant, s.seeds[0])]).layers[0][0]
+            atomic_write(os.path.join(args.out, f"filters_{variant}.png"), lambda p: plot_filters_by_orbit(
+                W, res["data"].shape, filt, p,
+                title=f"{s.size}x{s.size} patches, {s.activation} autoencoder, {variant} (seed {s.seeds[0]}), "
+                      f"filter-level {counts_text(filt)}"))
+    _write_text(os.path.join(args.out, "results.json"), json.dumps(
+        {"settings": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(s).items()},
+         "rows": res["rows"], "seconds": time.perf_counter() - t0}, indent=1))
+    print(f"wrote {args.out}/patches.md, patches.csv, filters_*.png, results.json ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
 def _run_cnn(args, data) -> int:
     import json
 
@@ -206,8 +263,10 @@ def run(args) -> int:
     from symfast.layerwise.network import as_mlp
     from symfast.layerwise.plots import lit_pixels, orbit_groups, plot_filters_by_orbit
 
-    if args.exactness and args.suite:
-        raise UsageError("--exactness and --suite are separate runs; pick one")
+    if sum(map(bool, (args.exactness, args.suite, args.patches))) > 1:
+        raise UsageError("--exactness, --suite and --patches are separate runs; pick one")
+    if args.patches:
+        return _run_patches(args)
     if args.model == "attention" and not args.suite and not args.exactness:
         return _run_attention(args)
     with input_errors(f"--data {args.data}", loading=True):

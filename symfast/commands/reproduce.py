@@ -1,7 +1,8 @@
 """`symfast reproduce [--quick]`: the three studies, and a report that answers.
 
-Runs `symfast readout`, `symfast schur` and `symfast layerwise` into subfolders of --out
-and writes report.md and report.html: run details, one verdict table (each checked claim
+Runs `symfast readout`, `symfast schur` and `symfast layerwise` into subfolders of --out (and,
+after a study, its `FOLLOW_UPS` into subfolders of the study's folder: the full run adds the
+layerwise exactness sweep) and writes report.md and report.html: run details, one verdict table (each checked claim
 of the papers: expected, measured, held / missed / not comparable), then per study a short
 explanation, its summary tables with a column glossary, and its figures. Full tables stay
 as CSV beside it. Rows from models that did not converge (or from budgets below a study's
@@ -54,6 +55,18 @@ STUDIES = [
      ["layerwise", "--suite", "--steps", "1500", "--seed-offset", "1000"]),  # held-out replicate: the bars
     # of `symfast.layerwise.claims` were set after the seed-0 suite was seen (REPLICATE_SEED)
 ]
+
+# Runs after a study, into a subfolder of its --out, whose verdict rows (claims.csv) join the study's:
+# study -> [(subfolder, argv for --quick or None, argv for the full run, why --quick skips it)].
+# The exactness sweep's verdicts are read on held-out seeds (1000, 1001, ...). `layerwise --exactness
+# --quick` took 82 s (51 s CPU) on 2 busy cores, more than the quick reproduce should grow by, and its
+# rows could only say "not comparable: not converged"; so --quick skips it and the report says so.
+FOLLOW_UPS = {
+    "layerwise": [("exactness", None, ["layerwise", "--exactness"],
+                   "the exactness sweep (layer-1 error against end-to-end error along a penalty sweep, verdicts on "
+                   "held-out seeds) runs only in the full reproduce; its --quick form would add about a minute and "
+                   "its rows could only be 'not comparable: not converged'")],
+}
 
 
 def add_arguments(p) -> None:
@@ -234,19 +247,34 @@ def run(args) -> int:
         print(f"== {name}: symfast {' '.join(argv)}", file=sys.stderr)
         buf = io.StringIO()
         t = time.perf_counter()
-        try:
-            with contextlib.redirect_stdout(buf):
-                rc = invoke(command[argv[0]], argv[1:])
-        except KeyboardInterrupt:  # raised outside the study's own handler
-            rc = INTERRUPTED
-        except Exception as e:  # a failed study must not lose the others' results
-            rc, buf = 1, io.StringIO(buf.getvalue() + f"\n{type(e).__name__}: {e}\n")
+        runs, skipped = [argv], []
+        for folder, quick_argv, full_argv, why in FOLLOW_UPS.get(name, []):
+            follow = quick_argv if args.quick else full_argv
+            if follow is None:
+                skipped.append(why)
+            else:
+                runs.append(follow + ["--out", os.path.join(sub, folder)])
+        rc = 0
+        for run_argv in runs:
+            if run_argv is not argv:
+                print(f"== {name}: symfast {' '.join(run_argv)}", file=sys.stderr)
+            try:
+                with contextlib.redirect_stdout(buf):
+                    rc = invoke(command[run_argv[0]], run_argv[1:])
+            except KeyboardInterrupt:  # raised outside the study's own handler
+                rc = INTERRUPTED
+            except Exception as e:  # a failed study must not lose the others' results
+                rc, buf = 1, io.StringIO(buf.getvalue() + f"\n{type(e).__name__}: {e}\n")
+            if rc != 0:
+                break
         seconds = time.perf_counter() - t
         text = buf.getvalue()
         os.makedirs(sub, exist_ok=True)
         with open(os.path.join(sub, "stdout.txt"), "w") as f:
             f.write(text)
-        section = Section(title, [intro], command=f"symfast {' '.join(argv)}", seconds=seconds, ok=rc == 0)
+        section = Section(title, [intro], command=" ; ".join(f"symfast {' '.join(a)}" for a in runs), seconds=seconds,
+                          ok=rc == 0)
+        section.text += [f"Skipped at --quick: {why}." for why in skipped]
         if rc == INTERRUPTED:  # Ctrl-C: not a failure; what the study checkpointed is kept for a rerun
             interrupted = name
             section.status = "interrupted"
@@ -258,7 +286,7 @@ def run(args) -> int:
         if rc != 0:
             failed.append(name)
         try:
-            study_claims = _gather(name, sub, section, argv)
+            study_claims = _gather(name, sub, section, argv, [a[-1] for a in runs[1:]])
         except KeyboardInterrupt:
             interrupted, section.status = name, "interrupted"
             sections.append(section)
@@ -280,8 +308,9 @@ def run(args) -> int:
     return 1 if failed else 0
 
 
-def _gather(name: str, sub: str, section, argv: list) -> list:
-    """A finished study's verdict rows, tables and figures into `section`."""
+def _gather(name: str, sub: str, section, argv: list, follow_ups=()) -> list:
+    """A finished study's verdict rows, tables and figures into `section`; `follow_ups`: the folders of the
+    FOLLOW_UPS this run ran (their claims.csv rows join the study's; folders from earlier runs are not read)."""
     from symfast.report.claim import read_claims
 
     if name == "readout":
@@ -295,11 +324,17 @@ def _gather(name: str, sub: str, section, argv: list) -> list:
         study_claims = _layerwise_claims(sub)
         _layerwise_section(sub, section)
     study_claims += read_claims(os.path.join(sub, "claims.csv"))
+    for folder in follow_ups:
+        study_claims += read_claims(os.path.join(folder, "claims.csv"))
+    not_run = [os.path.abspath(os.path.join(sub, f)) + os.sep for f, *_ in FOLLOW_UPS.get(name, [])
+               if os.path.join(sub, f) not in follow_ups]  # an earlier run's output, not this run's
     shown = {os.path.abspath(f) for f, _ in section.figures}
     order = {n: k for k, n in enumerate(FIGURE_CAPTIONS)}
     for fig in sorted(glob.glob(os.path.join(sub, "**", "*.png"), recursive=True),
                       key=lambda f: (order.get(os.path.basename(f), len(order)), f)):
         base = os.path.basename(fig)
+        if any(os.path.abspath(fig).startswith(d) for d in not_run):
+            continue
         if os.path.abspath(fig) not in shown and not _missing_extra(base):
             section.figures.append((fig, FIGURE_CAPTIONS.get(base, base)))
     return study_claims
