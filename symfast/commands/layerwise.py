@@ -69,9 +69,9 @@ def add_arguments(p):
                         "held-out seeds, smaller nets and fewer steps; with --patches: 4000 patches, 300 steps, "
                         "one seed")
     p.add_argument("--seed-offset", type=int, default=None,
-                   help="with --suite: training seed of every model (default 0, the seed the claims' bars were set "
-                        "after); a fresh value gives a held-out replicate (symfast reproduce uses 1000). With "
-                        "--exactness: the first held-out seed (default 1000; the fit seeds are 0, 1, ...)")
+                   help="default: 0 with --suite (the training seed of every model, the one the claims' bars were "
+                        "set after; a fresh value gives a held-out replicate, symfast reproduce uses 1000), 1000 with "
+                        "--exactness (the first held-out seed; the fit seeds are 0, 1, ...)")
     p.add_argument("--equivariance-weight", type=float, default=1.0, help="weight of the equivariance loss term")
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (e.g. 0.5)")
     p.add_argument("--steps", type=int, default=1500, help="training steps per model (--suite --quick uses smaller fixed budgets)")
