@@ -31,6 +31,7 @@ Columns of the returned table (one row per alpha x subset):
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -145,9 +146,10 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
             _, hs_fit = rnn_rollout(Wf, U, V, xf, return_hidden=True, backend=backend)
             _, hs_ev = rnn_rollout(Wf, U, V, x, return_hidden=True, backend=backend)
         yh = rnn_rollout(torch.cat(list(parts.values())).float(), U, V, x, backend=backend)
-        f_all = fvu(yh.double(), y.double(), m)
+        yd, y64 = yh.double(), y.double()  # converted once for FVU and d_D
+        f_all = fvu(yd, y64, m)
         acc_all = task.replay_accuracy(yh, y) if is_copy else None
-        dd_all = rollout_distance(yh.double(), yh[0].double(), y.double(), m)
+        dd_all = rollout_distance(yd, yd[0], y64, m)
         off, sl = 0, {}
         for k, nk in sizes.items():
             sl[k] = slice(off, off + nk)
@@ -235,6 +237,7 @@ def _order_columns(k: int, d: float, f_orders, acc_orders, f0: float, acc_all, a
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def _t95(n: int) -> float:
     if n < 2:
         return math.nan

@@ -82,6 +82,32 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.corrcoef(rankdata(a), rankdata(b))[0, 1])
 
 
+def _bootstrap_spearman(a: np.ndarray, b: np.ndarray, rng: np.random.Generator, n_boot: int) -> list:
+    """The finite `_spearman(a[i], b[i])` over n_boot resamples i = rng.integers(0, n, n), in draw order.
+
+    Bit for bit what calling `_spearman` once per resample gives, batched: each resample is drawn
+    by its own `rng.integers` call (the stream a loop of draws consumes); ranks are computed in two
+    batched calls; the correlation repeats `np.corrcoef`'s arithmetic row by row (centre, sums of
+    products times 1 / (n - 1), divide by each standard deviation in turn, clip to [-1, 1]).
+    Average ranks are half-integers and so is their mean (n + 1) / 2, so every sum is exact and
+    the summation order (BLAS in `np.corrcoef`, numpy's here) cannot change a bit.
+    """
+    from scipy.stats import rankdata
+    n = len(a)
+    if n_boot == 0 or n < 3:
+        return []
+    idx = np.stack([rng.integers(0, n, n) for _ in range(n_boot)])  # [n_boot, n]
+    ra, rb = a[idx], b[idx]
+    ok = (np.ptp(ra, axis=1) != 0) & (np.ptp(rb, axis=1) != 0)  # _spearman's NaN cases: a constant side
+    ra, rb = rankdata(ra[ok], axis=1), rankdata(rb[ok], axis=1)
+    ra -= ra.mean(axis=1, keepdims=True)
+    rb -= rb.mean(axis=1, keepdims=True)
+    f = np.true_divide(1, n - 1)
+    r = ((ra * rb).sum(axis=1) * f) / np.sqrt((ra * ra).sum(axis=1) * f) / np.sqrt((rb * rb).sum(axis=1) * f)
+    r = np.clip(r, -1, 1)
+    return [float(v) for v in r if np.isfinite(v)]
+
+
 def damage_predictors(df: pd.DataFrame, target: str = "dfvu", predictors=PREDICTORS, n_boot: int = 1000,
                       seed: int = 0, by: str | None = None) -> pd.DataFrame:
     """Spearman correlation of each predictor with `target`, with a 95% bootstrap interval.
@@ -106,12 +132,7 @@ def damage_predictors(df: pd.DataFrame, target: str = "dfvu", predictors=PREDICT
             sel = g[[p, target]].to_numpy(dtype=float)
             n = len(sel)
             rho = _spearman(sel[:, 0], sel[:, 1]) if n else float("nan")
-            boots = []
-            for _ in range(n_boot if n >= 3 else 0):
-                i = rng.integers(0, n, n)
-                r = _spearman(sel[i, 0], sel[i, 1])
-                if np.isfinite(r):
-                    boots.append(r)
+            boots = _bootstrap_spearman(sel[:, 0], sel[:, 1], rng, n_boot if n >= 3 else 0)
             lo, hi = (np.percentile(boots, [2.5, 97.5]) if len(boots) > 10 else (np.nan, np.nan))
             row = {} if by is None else {by: key}
             out.append({**row, "predictor": p, "n": n, "rho": rho, "rho_lo": float(lo), "rho_hi": float(hi)})
