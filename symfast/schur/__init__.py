@@ -7,10 +7,11 @@ spread of an ablation over them (`orderings`), ordering-invariant ablations (`in
 equal-norm random controls in and outside the Schur pattern (`controls`), eigenvalues near the
 cut and a fine alpha grid (`nearcut`), where the removed
 directions sit relative to task activity (`subspace`), the paper's settings, targets and
-numbers (`paper`), and the RNNs, tasks and training the study runs on (`rnn`)
+numbers (`paper`), the RNNs, tasks and training the study runs on (`rnn`), and the other recurrent
+families (linear state-space models, GRU, LSTM: `families`)
 ("Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457).
 """
-from symfast.schur import controls, invariant, nearcut, orderings, paper, rnn, subspace
+from symfast.schur import controls, families, invariant, nearcut, orderings, paper, rnn, subspace
 from symfast.schur.ablation import rollout_distance, schur_ablation
 from symfast.schur.ablation import summarize as schur_ablation_summary
 from symfast.schur.blocks import (BLOCKS, SUBSETS, SchurBlocks, ablate, departure_from_normality, schur_blocks,
@@ -18,4 +19,4 @@ from symfast.schur.blocks import (BLOCKS, SUBSETS, SchurBlocks, ablate, departur
 
 __all__ = ["BLOCKS", "SUBSETS", "SchurBlocks", "schur_blocks", "ablate", "subset_name",
            "departure_from_normality", "schur_ablation", "schur_ablation_summary", "rollout_distance", "rnn",
-           "subspace", "paper", "orderings", "invariant", "controls", "nearcut"]
+           "subspace", "paper", "orderings", "invariant", "controls", "nearcut", "families"]

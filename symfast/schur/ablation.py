@@ -9,6 +9,11 @@ pattern and outside it (`symfast.schur.controls`). All variants go through one f
 (symfast.rnn_rollout). U and V stay fixed (the paper's default); `refit=True` adds a ridge refit of V
 on the ablated dynamics as a separate column.
 
+Other recurrent families (`symfast.schur.families`: linear state-space models, GRU, LSTM) go through
+the same function: a model that defines `rollout_recurrent(W [S, H, H] float64, x, return_hidden)`
+rolls out its own variants (every other weight fixed), and `recurrent_weight(dtype)` names the matrix
+that is ablated (for the gated cells, one gate's slice of weight_hh).
+
 Columns of the returned table (one row per alpha x subset):
     alpha, subset, n_blocks (how many blocks removed), n_R, n_near_cut (eigenvalues within
     `margin * rho` of the cut), fvu, dfvu = fvu - fvu(full) (modulus order, the paper's),
@@ -46,7 +51,7 @@ from symfast.schur.controls import CONTROLS, pattern_perturbations
 from symfast.schur.invariant import invariant_ablate
 from symfast.schur.orderings import order_spread, within_sector_orderings
 
-__all__ = ["schur_ablation", "summarize", "rollout_distance", "ALPHAS", "EPSILON"]
+__all__ = ["schur_ablation", "summarize", "rollout_distance", "rollout_variants", "ALPHAS", "EPSILON"]
 
 ALPHAS = (0.85, 0.9, 0.95)
 EPSILON = 0.05  # default tolerance on d_D: 5% of the target variance
@@ -73,6 +78,24 @@ def _var(y: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return (((y - mu) ** 2) * mf).sum().clamp_min(1e-12)
 
 
+def rollout_variants(model, W: torch.Tensor, x: torch.Tensor, return_hidden: bool = False, backend: str = "auto"):
+    """Outputs of `model` with its ablated matrix replaced by each of W: [S, H, H] (float64), x [B, T, I].
+
+    A model with `rollout_recurrent` (the families in `symfast.schur.families`) rolls out itself, in
+    float64; a tanh RNN goes through the fused float32 kernel `rnn_rollout` with its U and V.
+
+    Returns:
+        y [S, B, T, O] (and h [S, B, T, H] with return_hidden).
+    """
+    own = getattr(model, "rollout_recurrent", None)
+    if own is not None:
+        return own(W, x, return_hidden=return_hidden)
+    with torch.no_grad():
+        U = model.input_weight.detach().cpu().float()
+        V = model.readout.detach().cpu().float()
+    return rnn_rollout(W.float(), U, V, x, return_hidden=return_hidden, backend=backend)
+
+
 def _ridge_readout(hs: torch.Tensor, y: torch.Tensor, m: torch.Tensor, lam: float) -> torch.Tensor:
     """V: [O, H] minimising sum_mask ||V h - y||^2 + lam ||V||^2 (hs [B, T, H], y, m [B, T, O])."""
     sel = m[..., 0] > 0
@@ -90,7 +113,7 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
 
     Args:
         model: a symfast.schur.rnn.TanhRNN (or anything with recurrent_weight(dtype), input_weight [H, I]
-            and readout [O, H]).
+            and readout [O, H]), or a model of `symfast.schur.families` (see `rollout_variants`).
         task: the task it was trained on (its held-out batch comes from `eval_seed`).
         alpha: sector cut, or a sequence of cuts (an alpha sweep, e.g. ALPHAS).
         n_eval: held-out sequences; n_random: random draws per ablation and control; seed: their seed
@@ -116,8 +139,6 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
     detail = set(alphas if detail_alphas is None else [float(a) for a in detail_alphas])
     with torch.no_grad():
         W = model.recurrent_weight(torch.float64).detach().cpu()
-        U = model.input_weight.detach().cpu().float()
-        V = model.readout.detach().cpu().float()
     # the precision W is held in (float32 parameters; a Cayley W formed in float64 from P: float64)
     tol = noop_tolerance(W, noop_c)
     x, y, m = task.sample(n_eval, eval_seed)
@@ -142,10 +163,9 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
             parts[c] = torch.cat([d[c] for d in ctl]) if n_random else W.new_zeros(0, *W.shape)
         sizes = {k: len(v) for k, v in parts.items()}
         if refit:
-            Wf = W_ab.float()
-            _, hs_fit = rnn_rollout(Wf, U, V, xf, return_hidden=True, backend=backend)
-            _, hs_ev = rnn_rollout(Wf, U, V, x, return_hidden=True, backend=backend)
-        yh = rnn_rollout(torch.cat(list(parts.values())).float(), U, V, x, backend=backend)
+            _, hs_fit = rollout_variants(model, W_ab, xf, return_hidden=True, backend=backend)
+            _, hs_ev = rollout_variants(model, W_ab, x, return_hidden=True, backend=backend)
+        yh = rollout_variants(model, torch.cat(list(parts.values())), x, backend=backend)
         yd, y64 = yh.double(), y.double()  # converted once for FVU and d_D
         f_all = fvu(yd, y64, m)
         acc_all = task.replay_accuracy(yh, y) if is_copy else None

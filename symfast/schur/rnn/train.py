@@ -18,7 +18,8 @@ from symfast.schur.rnn.config import TrainConfig, batch_seed
 from symfast.schur.rnn.model import TanhRNN
 from symfast.schur.rnn.tasks import EVAL_SEED, Task, fvu
 
-__all__ = ["TrainConfig", "train", "train_seeds", "train_many", "save_checkpoint", "load_checkpoint", "evaluate"]
+__all__ = ["TrainConfig", "train", "train_seeds", "train_many", "save_checkpoint", "load_checkpoint", "evaluate",
+           "fit"]
 
 
 def evaluate(model: TanhRNN, task: Task, batch: int = 256, seed: int = EVAL_SEED) -> float:
@@ -105,15 +106,43 @@ def train_many(task: Task, seeds, widths, recurrents, cfg: TrainConfig | None = 
 def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
     model = TanhRNN(task.n_in, n_hidden, task.n_out, recurrent=recurrent,
                     generator=torch.Generator().manual_seed(seed))
-    params = list(model.parameters())
-    opt = torch.optim.Adam(params, lr=cfg.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     losses: list = []  # per batch, kept in the checkpoint for the loss-curve figure
     start = resume(checkpoint, model, opt, task, seed, cfg, losses) if checkpoint else 0
+
+    def save(ep):
+        save_checkpoint(checkpoint, model, task, TrainConfig(**{**vars(cfg), "seed": seed}), epoch=ep + 1,
+                        optimizer=opt, losses=losses)
+    return fit(model, task, seed, cfg, opt=opt, losses=losses, start=start, on_epoch=save if checkpoint else None,
+               progress=progress, desc=f"{task.name} {recurrent} H={n_hidden} seed={seed}")
+
+
+def fit(model, task: Task, seed: int, cfg: TrainConfig, opt=None, losses: list | None = None, start: int = 0,
+        on_epoch=None, progress: bool = False, desc: str = ""):
+    """The plain training loop of every model of the study (one model, eager PyTorch).
+
+    Masked MSE of `model(x)` against the targets, Adam (cfg.lr) on all of `model`'s parameters,
+    batch b of epoch ep drawn from `batch_seed(seed, ep, b)` (so any model trained with the same seed
+    sees the same batches), each model's gradient norm clipped to cfg.clip when set.
+
+    Args:
+        model: an nn.Module mapping x [B, T, I] to y [B, T, O].
+        task, seed, cfg: the task, the run's seed and budget (cfg.seed is ignored).
+        opt: the optimiser (default: a fresh Adam); losses: list the per-batch losses are appended to;
+        start: first epoch (a resumed run); on_epoch(ep): called after each epoch (checkpoints).
+        progress, desc: a tqdm bar and its label.
+
+    Returns:
+        model, trained in place.
+    """
+    params = list(model.parameters())
+    opt = torch.optim.Adam(params, lr=cfg.lr) if opt is None else opt
+    losses = [] if losses is None else losses
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=cfg.epochs * cfg.batches_per_epoch, desc=f"{task.name} {recurrent} H={n_hidden} seed={seed}",
-                   leave=False, initial=start * cfg.batches_per_epoch)
+        bar = tqdm(total=cfg.epochs * cfg.batches_per_epoch, desc=desc, leave=False,
+                   initial=start * cfg.batches_per_epoch)
     for ep in range(start, cfg.epochs):
         for b in range(cfg.batches_per_epoch):
             x, y, msk = task.sample(cfg.batch, seed=batch_seed(seed, ep, b))
@@ -127,9 +156,8 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)
-        if checkpoint:
-            save_checkpoint(checkpoint, model, task, TrainConfig(**{**vars(cfg), "seed": seed}), epoch=ep + 1,
-                            optimizer=opt, losses=losses)
+        if on_epoch is not None:
+            on_epoch(ep)
     if bar is not None:
         bar.close()
     return model

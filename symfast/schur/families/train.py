@@ -1,0 +1,77 @@
+"""Building and training a model of any recurrent family on the study's tasks.
+
+Families and their constructions (the matrix each ablates: `symfast.schur.families` docstring):
+    "tanh"  h_t = tanh(W h_{t-1} + U x_t): CONSTRUCTIONS of `symfast.schur.rnn.TanhRNN`, trained by
+            `symfast.schur.rnn.train_seeds` (its fused ensemble engine by default);
+    "ssm"   linear state space, "dense" or "diagonal" A (`LinearSSM`);
+    "gru", "lstm"  torch.nn.GRU / LSTM, "nobias" or "bias" (`GatedRNN`).
+The non-tanh families train one model after another in the plain loop `symfast.schur.rnn.train.fit`
+(same batches per seed, masked MSE, Adam, optional clipping as the tanh RNN).
+"""
+from __future__ import annotations
+
+import torch
+
+from symfast.schur.families.gated import GatedRNN
+from symfast.schur.families.ssm import STRUCTURES, LinearSSM
+from symfast.schur.rnn.config import TrainConfig
+from symfast.schur.rnn.model import CONSTRUCTIONS as TANH_CONSTRUCTIONS
+from symfast.schur.rnn.model import TanhRNN
+from symfast.schur.rnn.tasks import Task
+from symfast.schur.rnn.train import fit, train_seeds
+
+__all__ = ["FAMILIES", "FAMILY_CONSTRUCTIONS", "make_model", "train_family"]
+
+FAMILIES = ("tanh", "ssm", "gru", "lstm")
+FAMILY_CONSTRUCTIONS = {"tanh": TANH_CONSTRUCTIONS, "ssm": STRUCTURES, "gru": ("nobias", "bias"),
+                        "lstm": ("nobias", "bias")}
+
+
+def _check(family: str, construction: str) -> None:
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
+    if construction not in FAMILY_CONSTRUCTIONS[family]:
+        raise ValueError(f"unknown {family} construction {construction!r}; "
+                         f"expected one of {FAMILY_CONSTRUCTIONS[family]}")
+
+
+def make_model(family: str, construction: str, n_in: int, n_hidden: int, n_out: int,
+               generator: torch.Generator | None = None):
+    """An untrained model of `family` with `construction` (see the module docstring), sizes I, H, O."""
+    _check(family, construction)
+    if family == "tanh":
+        return TanhRNN(n_in, n_hidden, n_out, recurrent=construction, generator=generator)
+    if family == "ssm":
+        return LinearSSM(n_in, n_hidden, n_out, structure=construction, generator=generator)
+    return GatedRNN(family, n_in, n_hidden, n_out, bias=construction == "bias", generator=generator)
+
+
+def train_family(task: Task, family: str, construction: str, seeds, n_hidden: int = 64,
+                 cfg: TrainConfig | None = None, progress: bool = False) -> list:
+    """One trained model per seed (init and batches from the seed), in the order of `seeds`.
+
+    Args:
+        task: a Task. family, construction: see the module docstring. seeds: list of ints.
+        n_hidden: H. cfg: TrainConfig (budget, lr, clip, threads; engine applies to "tanh" only).
+
+    Returns:
+        list of models (TanhRNN, LinearSSM or GatedRNN).
+    """
+    _check(family, construction)
+    cfg = cfg or TrainConfig()
+    seeds = [int(s) for s in seeds]
+    if cfg.epochs < 0 or cfg.batches_per_epoch < 1 or cfg.batch < 1 or not seeds:
+        raise ValueError(f"bad training budget {cfg} or empty seeds {seeds}")
+    if cfg.clip is not None and not cfg.clip > 0:
+        raise ValueError(f"clip must be None or > 0, got {cfg.clip}")
+    if family == "tanh":
+        return train_seeds(task, seeds, n_hidden, construction, cfg, progress=progress)
+    prev = torch.get_num_threads()
+    if cfg.threads:
+        torch.set_num_threads(int(cfg.threads))
+    try:
+        return [fit(make_model(family, construction, task.n_in, n_hidden, task.n_out,
+                               generator=torch.Generator().manual_seed(s)), task, s, cfg, progress=progress,
+                    desc=f"{task.name} {family} {construction} H={n_hidden} seed={s}") for s in seeds]
+    finally:
+        torch.set_num_threads(prev)
