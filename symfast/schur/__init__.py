@@ -7,11 +7,12 @@ spread of an ablation over them (`orderings`), ordering-invariant ablations (`in
 equal-norm random controls in and outside the Schur pattern (`controls`), eigenvalues near the
 cut and a fine alpha grid (`nearcut`), where the removed
 directions sit relative to task activity (`subspace`), the paper's settings, targets and
-numbers (`paper`), the RNNs, tasks and training the study runs on (`rnn`), and the other recurrent
-families (linear state-space models, GRU, LSTM: `families`)
+numbers (`paper`), the RNNs, tasks and training the study runs on (`rnn`), the other recurrent
+families (linear state-space models, GRU, LSTM: `families`), and fixed and slow points with the
+Schur form of the linearisation there (`fixedpoints`)
 ("Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457).
 """
-from symfast.schur import controls, families, invariant, nearcut, orderings, paper, rnn, subspace
+from symfast.schur import controls, families, fixedpoints, invariant, nearcut, orderings, paper, rnn, subspace
 from symfast.schur.ablation import rollout_distance, schur_ablation
 from symfast.schur.ablation import summarize as schur_ablation_summary
 from symfast.schur.blocks import (BLOCKS, SUBSETS, SchurBlocks, ablate, departure_from_normality, schur_blocks,
@@ -19,4 +20,4 @@ from symfast.schur.blocks import (BLOCKS, SUBSETS, SchurBlocks, ablate, departur
 
 __all__ = ["BLOCKS", "SUBSETS", "SchurBlocks", "schur_blocks", "ablate", "subset_name",
            "departure_from_normality", "schur_ablation", "schur_ablation_summary", "rollout_distance", "rnn",
-           "subspace", "paper", "orderings", "invariant", "controls", "nearcut", "families"]
+           "subspace", "paper", "orderings", "invariant", "controls", "nearcut", "families", "fixedpoints"]

@@ -115,6 +115,11 @@ class TanhRNN(nn.Module):
             return self.W if dtype is None else self.W.to(dtype)
         return cayley(self.P if dtype is None else self.P.to(dtype))
 
+    def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """One step tanh(W h + U x): h [..., H], x [..., I] -> [..., H], in h's dtype (W formed in it)."""
+        W = self.recurrent_weight(h.dtype)
+        return torch.tanh(h @ W.T + x.to(h.dtype) @ self.input_weight.to(h.dtype).T)
+
     def forward(self, x: torch.Tensor, return_hidden: bool = False):
         if x.ndim != 3 or x.shape[-1] != self.n_in:
             raise ValueError(f"x must be [B, T, {self.n_in}], got {list(x.shape)}")

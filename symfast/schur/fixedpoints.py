@@ -1,0 +1,193 @@
+"""Fixed points and slow points of a recurrent map, and the ordered Schur form of its linearisation.
+
+Following Sussillo & Barak 2013 ("Opening the black box: low-dimensional dynamics in
+high-dimensional recurrent neural networks"), the points where a step map F (the state update
+with the input held fixed) barely moves are the local minima of
+
+    q(h) = 1/2 ||F(h) - h||^2,
+
+found by descending q from states the network visits on its task. A minimum with q = 0 (to
+rounding) is a fixed point, one with q > 0 a slow point. There the dynamics are linear to first
+order, h_{t+1} - h* ~ J (h_t - h*) with J = dF/dh(h*) (`torch.func.jacrev`), and J's ordered real
+Schur form (`symfast.schur.blocks.schur_blocks`) splits it into the slow sector R and the rest C
+exactly as the recurrent matrix of a tanh RNN is split.
+
+q is minimised by Levenberg-Marquardt on the residual r(h) = F(h) - h, every start at once in
+float64: Gauss-Newton steps (J_r^T J_r + lambda I) d = -J_r^T r with J_r = J - I, the damping
+lambda raised on a rejected step and lowered on an accepted one. Near a fixed point it converges
+quadratically (to ~1e-15, where plain gradient descent on q stalls far earlier); at a slow point it
+stops where the gradient J_r^T r vanishes. Distinct minima are then kept once each.
+
+F: any function mapping states [K, D] to [K, D] row by row, written in differentiable torch ops
+(`step_map` builds it for the tanh RNN, the linear SSM, the GRU and the LSTM, whose state is [h, c]).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from symfast.schur.blocks import SchurBlocks, schur_blocks
+
+__all__ = ["FixedPoints", "find_fixed_points", "step_map", "visited_states", "jacobians"]
+
+
+@dataclass
+class FixedPoints:
+    """Distinct minima of q, sorted by q (fixed points first).
+
+    Attributes:
+        points: [K, D] float64 states h*; q: [K] the value of q there; grad_norm: [K] ||dq/dh||.
+        jacobians: [K, D, D] dF/dh at each point; eigvals: [K, D] complex, sorted by modulus (non-increasing).
+        is_fixed: [K] bool, q <= q_tol (the rest are slow points); q_tol: that threshold.
+        n_starts: how many starts were descended; iterations: Levenberg-Marquardt iterations run.
+    """
+
+    points: torch.Tensor
+    q: torch.Tensor
+    grad_norm: torch.Tensor
+    jacobians: torch.Tensor
+    eigvals: torch.Tensor
+    is_fixed: torch.Tensor
+    q_tol: float
+    n_starts: int
+    iterations: int
+
+    def __len__(self) -> int:
+        return self.points.shape[0]
+
+    def schur(self, k: int, alpha: float = 0.9, **kw) -> SchurBlocks:
+        """Ordered real Schur form of the Jacobian at point k, split into sectors at cut alpha."""
+        if not 0 <= k < len(self):
+            raise IndexError(f"point {k} out of range: {len(self)} points")
+        return schur_blocks(self.jacobians[k], alpha=alpha, **kw)
+
+
+def _check_map(F, h: torch.Tensor) -> torch.Tensor:
+    out = F(h)
+    if not isinstance(out, torch.Tensor) or out.shape != h.shape:
+        raise ValueError(f"F must map states [K, D] to [K, D]; given {list(h.shape)} it returned "
+                         f"{list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__}")
+    return out
+
+
+def jacobians(F, h: torch.Tensor) -> torch.Tensor:
+    """dF/dh at each row of h: [K, D] -> [K, D, D] (torch.func.jacrev, vmapped over the rows)."""
+    from torch.func import jacrev, vmap
+
+    def one(v):
+        return F(v.unsqueeze(0)).squeeze(0)
+    return vmap(jacrev(one))(h)
+
+
+def find_fixed_points(F, starts, q_tol: float = 1e-24, grad_tol: float = 1e-13, max_iter: int = 200,
+                      unique_tol: float = 1e-6, lam0: float = 1e-3) -> FixedPoints:
+    """Minimise q(h) = 1/2 ||F(h) - h||^2 from each start; return the distinct minima and their linearisation.
+
+    Args:
+        F: step map, [K, D] -> [K, D] row by row (differentiable torch ops; evaluated in float64).
+        starts: [K, D] initial states (e.g. `visited_states`).
+        q_tol: q at or below it is a fixed point (else a slow point); the descent of a start also stops there.
+        grad_tol: a start also stops when ||J_r^T r|| (the gradient of q) falls to it.
+        max_iter: Levenberg-Marquardt iterations at most.
+        unique_tol: minima closer than unique_tol * (1 + ||h||) are one point.
+        lam0: initial damping.
+
+    Returns:
+        FixedPoints, sorted by q.
+    """
+    h = torch.as_tensor(starts).detach().to(torch.float64).clone()
+    if h.ndim != 2 or h.shape[0] < 1 or h.shape[1] < 1:
+        raise ValueError(f"starts must be [K, D] with K, D >= 1, got {list(h.shape)}")
+    if not bool(torch.isfinite(h).all()):
+        raise ValueError("starts contain NaN or Inf")
+    for name, v in (("q_tol", q_tol), ("grad_tol", grad_tol), ("unique_tol", unique_tol), ("lam0", lam0)):
+        if not v > 0:
+            raise ValueError(f"{name} must be > 0, got {v}")
+    if max_iter < 0:
+        raise ValueError(f"max_iter must be >= 0, got {max_iter}")
+    K, D = h.shape
+    eye = torch.eye(D, dtype=torch.float64)
+
+    def residual(v):
+        with torch.no_grad():
+            return _check_map(F, v) - v
+    r = residual(h)
+    q = 0.5 * (r ** 2).sum(-1)
+    lam = torch.full((K,), float(lam0), dtype=torch.float64)
+    active = torch.ones(K, dtype=torch.bool)
+    it = 0
+    for it in range(1, max_iter + 1):
+        idx = active.nonzero().squeeze(1)
+        if len(idx) == 0:
+            it -= 1
+            break
+        Jr = jacobians(F, h[idx]).detach() - eye
+        g = (Jr.transpose(1, 2) @ r[idx].unsqueeze(-1)).squeeze(-1)  # grad q
+        JtJ = Jr.transpose(1, 2) @ Jr
+        scale = torch.diagonal(JtJ, dim1=1, dim2=2).clamp_min(1e-12)
+        A = JtJ + lam[idx].view(-1, 1, 1) * torch.diag_embed(scale)
+        step = -torch.linalg.solve(A, g.unsqueeze(-1)).squeeze(-1)
+        h_new = h[idx] + step
+        r_new = residual(h_new)
+        q_new = 0.5 * (r_new ** 2).sum(-1)
+        ok = torch.isfinite(q_new) & (q_new <= q[idx])
+        acc = idx[ok]
+        h[acc], r[acc], q[acc] = h_new[ok], r_new[ok], q_new[ok]
+        lam[idx] = torch.where(ok, lam[idx] / 3, lam[idx] * 4).clamp(1e-15, 1e15)
+        small_step = step.norm(dim=-1) <= 1e-16 * (1 + h[idx].norm(dim=-1))
+        done = (q[idx] <= q_tol) | (g.norm(dim=-1) <= grad_tol) | (small_step & ~ok) | (lam[idx] >= 1e15)
+        active[idx[done]] = False
+    J = jacobians(F, h).detach()
+    grad = ((J - eye).transpose(1, 2) @ r.unsqueeze(-1)).squeeze(-1).norm(dim=-1)
+    keep = _distinct(h, q, unique_tol)
+    h, q, grad, J = h[keep], q[keep], grad[keep], J[keep]
+    ev = torch.linalg.eigvals(J)
+    ev = torch.gather(ev, 1, ev.abs().argsort(dim=1, descending=True, stable=True))
+    return FixedPoints(points=h, q=q, grad_norm=grad, jacobians=J, eigvals=ev, is_fixed=q <= q_tol, q_tol=float(q_tol),
+                       n_starts=K, iterations=it)
+
+
+def _distinct(h: torch.Tensor, q: torch.Tensor, tol: float) -> torch.Tensor:
+    """Indices of one representative per cluster (lowest q first), in order of q."""
+    order = torch.argsort(q, stable=True)
+    kept: list[int] = []
+    for i in order.tolist():
+        if all(float((h[i] - h[j]).norm()) > tol * (1 + float(h[j].norm())) for j in kept):
+            kept.append(i)
+    return torch.tensor(kept, dtype=torch.int64)
+
+
+def step_map(model, x=None):
+    """The model's step with the input held at x ([I]; default zeros, the autonomous dynamics): [K, D] -> [K, D].
+
+    Works for any model with `step(state, x)` (TanhRNN, LinearSSM, GatedRNN; the LSTM's state is [h, c]).
+    """
+    if not hasattr(model, "step"):
+        raise ValueError(f"{type(model).__name__} has no step(state, x): not a recurrent model of symfast.schur")
+    x0 = torch.zeros(model.n_in, dtype=torch.float64) if x is None else torch.as_tensor(x, dtype=torch.float64)
+    if x0.shape != (model.n_in,):
+        raise ValueError(f"x must be [{model.n_in}] (one input held fixed), got {list(x0.shape)}")
+
+    def F(h):
+        return model.step(h, x0.expand(h.shape[0], -1))
+    return F
+
+
+def visited_states(model, task, n: int, seed: int = 0, batch: int = 16) -> torch.Tensor:
+    """n states the model visits on `task` (a batch from `seed`), drawn without replacement: [n, D] float64."""
+    if n < 1 or batch < 1:
+        raise ValueError(f"n and batch must be >= 1, got {n}, {batch}")
+    x, _, _ = task.sample(batch, seed)
+    D = getattr(model, "state_size", model.n_hidden)
+    s = torch.zeros(batch, D, dtype=torch.float64)
+    states = []
+    with torch.no_grad():
+        for t in range(x.shape[1]):
+            s = model.step(s, x[:, t].double())
+            states.append(s)
+    allst = torch.cat(states)
+    if n > len(allst):
+        raise ValueError(f"asked for {n} states, the batch visits only {len(allst)} (batch {batch} x T {x.shape[1]})")
+    pick = torch.randperm(len(allst), generator=torch.Generator().manual_seed(int(seed)))[:n]
+    return allst[pick]
