@@ -1,5 +1,8 @@
 """`symfast schur`: train (or load) tanh RNNs, run all Schur block ablations, write CSV + PNG.
 
+`--family ssm|gru|lstm` runs the same ablations on a linear state-space model, GRU or LSTM
+(`symfast.commands.schur_families`: training, ablation tables and CSV, no checkpoints or figures).
+
 Example:
     symfast schur --task copy --out runs/schur      # the paper's copy experiment
     symfast schur --task all --out runs/schur       # and flip-flop, sine, context
@@ -22,22 +25,32 @@ import torch
 
 from symfast._io import atomic_write
 from symfast.commands import UsageError
+from symfast.commands.schur_common import SINGLE
+from symfast.commands.schur_common import fmt_ci as _fmt_ci
+from symfast.commands.schur_common import parse_list as _list
+from symfast.commands.schur_common import stabiliser_table as _stabiliser_table
 
 NAME = "schur"
 HELP = "Schur block ablations of trained tanh RNNs (arXiv 2606.18457): tables, CSV and PNG"
 
 TASK_NAMES = ("flipflop", "sine", "context", "copy")
-SINGLE = ("-T_RR", "-T_C->R", "-T_CC")
 
 
 def add_arguments(p) -> None:
+    p.add_argument("--family", choices=("tanh", "ssm", "gru", "lstm"), default="tanh",
+                   help="recurrent family: tanh RNN (the paper's), linear state-space model (A ablated), GRU or LSTM "
+                        "(one gate's recurrent slice ablated, see --gate)")
+    p.add_argument("--gate", default="all",
+                   help="gru: r,z,n (n = the candidate W_hn); lstm: i,f,g,o (g = the cell input W_hg); a comma "
+                        "list or 'all' (gru and lstm only)")
     p.add_argument("--task", default="flipflop", help="flipflop|sine|context|copy, a comma list, or 'all'")
     p.add_argument("--seeds", type=int, default=3, help="number of seeds (0..seeds-1)")
     p.add_argument("--hidden", default="paper",
-                   help="hidden units H, a comma list; 'paper': 56,64,72 for copy, 64 for the others")
+                   help="hidden units H, a comma list; 'paper': 56,64,72 for the tanh family on copy, 64 otherwise")
     p.add_argument("--construction", default="paper",
-                   help="dense|orthogonal|normal|cayley, a comma list, 'all'; 'paper': all for copy, "
-                        "orthogonal for the others")
+                   help="tanh: dense|orthogonal|normal|cayley ('paper': all for copy, orthogonal for the others); "
+                        "ssm: dense|diagonal; gru, lstm: nobias|bias ('paper': all of the family's); "
+                        "a comma list or 'all'")
     p.add_argument("--epochs", type=int, default=30, help="training epochs")
     p.add_argument("--batches", type=int, default=128, help="batches per epoch")
     p.add_argument("--batch", type=int, default=64, help="batch size")
@@ -54,28 +67,22 @@ def add_arguments(p) -> None:
     p.add_argument("--n-orders", type=int, default=8,
                    help="random within-sector block orders (beside modulus and reversed) at --alpha")
     p.add_argument("--alpha-grid", default="0.85:0.95:0.01",
-                   help="fine alpha grid for the stability table, start:stop:step or a comma list ('' for none)")
+                   help="fine alpha grid for the stability table (tanh family), start:stop:step or a comma list "
+                        "('' for none)")
     p.add_argument("--near-cut", type=float, default=0.02,
-                   help="list eigenvalues within this relative distance of alpha * rho")
+                   help="list eigenvalues within this relative distance of alpha * rho (tanh family)")
     p.add_argument("--n-eval", type=int, default=256, help="held-out sequences")
+    p.add_argument("--fixed-points", type=int, default=0,
+                   help="gru, lstm, ssm: search fixed and slow points from this many visited states per model "
+                        "(0: no search)")
     p.add_argument("--refit", action="store_true", help="also report the ridge-refit readout variant")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for training (default: torch's thread count for the fused engine, 1 for torch)")
     p.add_argument("--engine", choices=("fused", "torch"), default="fused",
-                   help="training: all models of a task (every seed, width and construction) at once through the "
-                        "fused kernel, or torch.nn.RNN one model at a time")
+                   help="tanh training: all models of a task (every seed, width and construction) at once through the "
+                        "fused kernel, or torch.nn.RNN one model at a time (other families: a plain loop)")
     p.add_argument("--out", default="schur_out", help="output directory")
     p.add_argument("--no-progress", action="store_true")
-
-
-def _list(arg: str, allowed, what: str) -> list[str]:
-    items = list(allowed) if arg == "all" else [s.strip() for s in arg.split(",") if s.strip()]
-    for s in items:
-        if s not in allowed:
-            raise UsageError(f"unknown {what} {s!r}; expected one of {', '.join(allowed)} or 'all'")
-    if not items:
-        raise UsageError(f"no {what} given")
-    return items
 
 
 def _train_task(task, cells, args, cfg, ckdir) -> dict:
@@ -139,14 +146,6 @@ def _grid(arg: str) -> list[float]:
     return sorted(set(out))
 
 
-def _fmt_ci(mu, lo, hi):
-    if not np.isfinite(mu):
-        return "nan"
-    if not np.isfinite(lo):
-        return f"{mu:.3g}"
-    return f"{mu:.3g} [{lo:.3g}, {hi:.3g}]"
-
-
 def _order_table(s, copy: bool) -> pd.DataFrame:
     """Per subset (means over seeds): the paper's dFVU beside its range over within-sector orderings, the
     ordering-invariant variant, and the equal-norm random controls."""
@@ -178,26 +177,6 @@ def _grid_table(g) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-CLASS_CODE = {"eps-stabiliser": 0, "fragile": 1, "no-op": 2}
-
-
-def _stabiliser_table(raw) -> pd.DataFrame:
-    """Per (task, construction, H, subset) and alpha: 'S k/n' = k of n seeds are eps-stabilisers.
-
-    Printed for the single blocks and all three (every subset is in the raw CSV and the figure)."""
-    r = raw[raw.subset.isin(SINGLE + ("-T_RR,-T_C->R,-T_CC",))]
-    out = []
-    for key, g in r.groupby(["task", "construction", "hidden", "subset"], sort=False):
-        row = dict(zip(["task", "construction", "H", "subset"], key))
-        for a, ga in g.groupby("alpha"):
-            c = ga["stabiliser"].value_counts()
-            n = len(ga)
-            row[f"alpha={a:g}"] = ("no-op" if c.get("no-op", 0) == n else
-                                   f"S {c.get('eps-stabiliser', 0)}/{n}" + (f" d_D {ga['d_D'].median():.2g}"))
-        out.append(row)
-    return pd.DataFrame(out)
-
-
 def _print_convergence(facts, tasks, include_unconverged) -> None:
     from symfast.schur.paper import CONVERGENCE
     print("\nconvergence (held-out; target " + ", ".join(f"{t}: {m} {'<=' if m == 'fvu' else '>='} {v}"
@@ -215,19 +194,29 @@ def run(args) -> int:
     from symfast.schur.ablation import EPSILON, schur_ablation, summarize
     from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper, converged
     from symfast.schur.rnn import TrainConfig, make_task
+    from symfast.schur.families import FAMILY_CONSTRUCTIONS, GATES
     from symfast.schur.rnn.model import CONSTRUCTIONS
     from symfast.schur.nearcut import alpha_stability, near_cut_eigenvalues
     from symfast.schur.subspace import damage_predictors, removed_direction_projections
 
     tasks = _list(args.task, TASK_NAMES, "task")
-    if args.construction == "paper":
-        cons_of = {t: list(CONSTRUCTIONS) if t == "copy" else ["orthogonal"] for t in tasks}
+    family = args.family
+    if family == "tanh":
+        if args.construction == "paper":
+            cons_of = {t: list(CONSTRUCTIONS) if t == "copy" else ["orthogonal"] for t in tasks}
+        else:
+            cons = _list(args.construction, CONSTRUCTIONS, "construction")
+            cons_of = {t: cons for t in tasks}
     else:
-        cons = _list(args.construction, CONSTRUCTIONS, "construction")
+        allowed = FAMILY_CONSTRUCTIONS[family]
+        cons = list(allowed) if args.construction == "paper" else _list(args.construction, allowed,
+                                                                          f"{family} construction")
         cons_of = {t: cons for t in tasks}
+    if family not in GATES and args.gate != "all":
+        raise UsageError(f"--gate applies to --family gru or lstm, not {family}")
     try:
         if args.hidden == "paper":
-            hid_of = {t: list(COPY_WIDTHS) if t == "copy" else [TASK_WIDTH] for t in tasks}
+            hid_of = {t: list(COPY_WIDTHS) if t == "copy" and family == "tanh" else [TASK_WIDTH] for t in tasks}
         else:
             hs = [int(h) for h in args.hidden.split(",") if h.strip()]
             hid_of = {t: hs for t in tasks}
@@ -257,12 +246,15 @@ def run(args) -> int:
     if any(not 0 < a <= 1 for a in sweep):
         raise UsageError(f"--alphas must lie in (0, 1], got {sweep}")
     try:
-        os.makedirs(os.path.join(args.out, "ckpt"), exist_ok=True)
+        os.makedirs(os.path.join(args.out, "ckpt") if family == "tanh" else args.out, exist_ok=True)
     except OSError as e:
         raise UsageError(f"cannot create output directory {args.out!r}: {e}") from e
-    threads = args.threads or (1 if args.engine == "torch" else None)  # None: keep torch's thread count
+    threads = args.threads or (1 if args.engine == "torch" or family != "tanh" else None)  # None: torch's count
     cfg = TrainConfig(epochs=args.epochs, batches_per_epoch=args.batches, batch=args.batch, lr=args.lr,
                       clip=args.clip, threads=threads, engine=args.engine)
+    if family != "tanh":
+        from symfast.commands.schur_families import run_family
+        return run_family(args, tasks, cons, hid_of, sweep, epsilon, cfg)
     frames, spectra, facts, projs, schur_T, losses, nears, grids = [], {}, [], [], {}, {}, [], []
     for tname in tasks:
         task = make_task(tname)

@@ -3,8 +3,9 @@
     h_t = A h_{t-1} + B x_t,  y_t = C h_t,  h_0 = 0
 
 Two structures of A: [H, H]:
-    "dense"     a free matrix, init N(0, r0^2 / H) (spectral radius about r0 = 0.9 by the circular
-                law); non-normal in general, so its Schur form has coupling blocks.
+    "dense"     a free matrix, init Gaussian rescaled to spectral radius r0 = 0.9 (a stable start: with
+                radius > 1 a linear rollout grows geometrically); non-normal in general, so its Schur
+                form has coupling blocks.
     "diagonal"  a diagonal complex A (the LRU / S4D family: "Resurrecting Recurrent Neural Networks
                 for Long Sequences", arXiv 2303.06349), realised over the reals as H / 2 rotation-scaling
                 blocks [[r cos t, -r sin t], [r sin t, r cos t]] on the diagonal, with r = exp(-exp(nu))
@@ -47,7 +48,7 @@ class LinearSSM(nn.Module):
         generator: optional torch.Generator for a reproducible init.
         r_min, r_max: the diagonal A's initial eigenvalue moduli, uniform on the ring r_min <= |lambda| <= r_max
             (LRU's init); max_phase: initial phases uniform in [0, max_phase].
-        r0: the dense A's initial spectral radius (about).
+        r0: the dense A's initial spectral radius.
 
     Shapes: forward(x [B, T, I]) -> y [B, T, O]; step(h [..., H], x [..., I]) -> h [..., H].
     Parameters: dense: `A` [H, H]; diagonal: `nu_log`, `theta_log` [H / 2]; both: `B` [H, I], `C` [O, H].
@@ -69,7 +70,8 @@ class LinearSSM(nn.Module):
         self.n_in, self.n_hidden, self.n_out, self.structure = int(n_in), int(n_hidden), int(n_out), structure
         H, g = self.n_hidden, generator
         if structure == "dense":
-            self.A = nn.Parameter(torch.randn(H, H, generator=g) * (r0 / math.sqrt(H)))
+            A = torch.randn(H, H, generator=g, dtype=torch.float64)
+            self.A = nn.Parameter((A * (r0 / torch.linalg.eigvals(A).abs().max())).float())
         else:
             K = H // 2
             u = torch.rand(K, generator=g)

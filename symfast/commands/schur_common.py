@@ -1,0 +1,49 @@
+"""Parsing and table formatting shared by `symfast schur`'s tanh path and its other families."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from symfast.commands import UsageError
+
+__all__ = ["SINGLE", "parse_list", "fmt_ci", "stabiliser_table"]
+
+SINGLE = ("-T_RR", "-T_C->R", "-T_CC")
+
+
+def parse_list(arg: str, allowed, what: str) -> list[str]:
+    """'a,b' or 'all' -> items of `allowed`; an unknown item is a UsageError naming it."""
+    items = list(allowed) if arg == "all" else [s.strip() for s in arg.split(",") if s.strip()]
+    for s in items:
+        if s not in allowed:
+            raise UsageError(f"unknown {what} {s!r}; expected one of {', '.join(allowed)} or 'all'")
+    if not items:
+        raise UsageError(f"no {what} given")
+    return items
+
+
+def fmt_ci(mu, lo, hi) -> str:
+    """'mean [lo, hi]', or the mean alone without an interval, or 'nan'."""
+    if not np.isfinite(mu):
+        return "nan"
+    if not np.isfinite(lo):
+        return f"{mu:.3g}"
+    return f"{mu:.3g} [{lo:.3g}, {hi:.3g}]"
+
+
+def stabiliser_table(raw, keys=("task", "construction", "hidden")) -> pd.DataFrame:
+    """Per model cell (`keys`), subset and alpha: 'S k/n' = k of n seeds are eps-stabilisers.
+
+    Printed for the single blocks and all three (every subset is in the raw CSV and the figure)."""
+    r = raw[raw.subset.isin(SINGLE + ("-T_RR,-T_C->R,-T_CC",))]
+    names = [("H" if k == "hidden" else k) for k in keys] + ["subset"]
+    out = []
+    for key, g in r.groupby(list(keys) + ["subset"], sort=False):
+        row = dict(zip(names, key))
+        for a, ga in g.groupby("alpha"):
+            c = ga["stabiliser"].value_counts()
+            n = len(ga)
+            row[f"alpha={a:g}"] = ("no-op" if c.get("no-op", 0) == n else
+                                   f"S {c.get('eps-stabiliser', 0)}/{n}" + (f" d_D {ga['d_D'].median():.2g}"))
+        out.append(row)
+    return pd.DataFrame(out)

@@ -1,0 +1,150 @@
+"""`symfast schur --family ssm|gru|lstm`: the Schur block ablations on the other recurrent families.
+
+Per task, construction and width: train `--seeds` models (`symfast.schur.families.train_family`,
+the plain loop, one model after another; no checkpoints), ablate the family's matrix in ordered
+Schur coordinates (`symfast.schur.schur_ablation`: the linear SSM's A; for the GRU and LSTM each
+gate of `--gate`, e.g. the GRU candidate W_hn), print the tables and write
+OUT/schur_<family>_ablation_raw.csv, _summary.csv, _models.csv (and _fixed_points.csv with
+`--fixed-points K`: the fixed and slow points found from K visited states per model, with the
+ordered Schur form of the Jacobian at the slowest one).
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import pandas as pd
+import torch
+
+from symfast._io import atomic_write
+from symfast.commands import UsageError
+from symfast.commands.schur_common import fmt_ci, parse_list, stabiliser_table
+
+__all__ = ["run_family"]
+
+KEYS = ("task", "family", "construction", "gate", "hidden")
+ALL3 = "-T_RR,-T_C->R,-T_CC"
+
+
+def _matrix_name(family: str, gate) -> str:
+    return "A" if gate is None else f"W_h{gate}"
+
+
+def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
+    """Train, ablate and tabulate `args.family` (not "tanh"); the settings are already validated by the caller."""
+    from symfast.schur.ablation import schur_ablation, summarize
+    from symfast.schur.families import DEFAULT_GATE, GATES, train_family
+    from symfast.schur.paper import converged
+    from symfast.schur.rnn import make_task
+
+    family = args.family
+    if family in GATES:
+        gates = parse_list(args.gate, GATES[family], f"{family} gate")
+        gates.sort(key=lambda g: g != DEFAULT_GATE[family])  # the default (candidate / cell input) first
+    else:
+        gates = [None]
+    if "diagonal" in constructions and any(h % 2 for v in hid_of.values() for h in v):
+        raise UsageError(f"--hidden must be even for the diagonal SSM (2x2 blocks), got {args.hidden}")
+    if args.fixed_points < 0:
+        raise UsageError(f"--fixed-points must be >= 0, got {args.fixed_points}")
+    frames, facts, fps = [], [], []
+    for tname in tasks:
+        task = make_task(tname)
+        for cn in constructions:
+            for hidden in hid_of[tname]:
+                t0 = time.perf_counter()
+                models = train_family(task, family, cn, range(args.seeds), hidden, cfg, progress=not args.no_progress)
+                print(f"trained {len(models)} {tname} {family} {cn} H={hidden} models in {time.perf_counter() - t0:.1f} s")
+                for seed, model in enumerate(models):
+                    for gate in gates:
+                        view = model if gate is None else model.at_gate(gate)
+                        df = schur_ablation(view, task, alpha=sweep, n_eval=args.n_eval, n_random=args.n_random,
+                                            seed=seed, refit=args.refit, epsilon=epsilon, n_orders=args.n_orders,
+                                            detail_alphas=[args.alpha])
+                        at = df[df.alpha == args.alpha].set_index("subset")
+                        acc = float(at.loc["full", "replay_acc"]) if "replay_acc" in at else None
+                        ok = converged(tname, float(at.loc["full", "fvu"]), acc)
+                        key = dict(zip(KEYS, (tname, family, cn, _matrix_name(family, gate), hidden)))
+                        frames.append(df.assign(**key, seed=seed, converged=ok))
+                        facts.append({**key, "seed": seed, "fvu": float(at.loc["full", "fvu"]), "replay_acc": acc,
+                                      "converged": ok, "N_over_T": float(at.loc[ALL3, "removed_rel_T"]),
+                                      "n_R": int(at.loc["full", "n_R"])})
+                    if args.fixed_points:
+                        fps.append({"task": tname, "family": family, "construction": cn, "hidden": hidden, "seed": seed,
+                                    **_fixed_point_facts(model, task, args.fixed_points, seed, args.alpha)})
+    raw = pd.concat(frames, ignore_index=True)
+    raw["noop"] = (raw["stabiliser"] == "no-op").astype(float)
+    facts = pd.DataFrame(facts)
+    used = raw if args.include_unconverged else raw[raw.converged]
+    values = ("fvu", "dfvu", "d_D", "removed_rel_T", "sensitivity", "rand_dfvu_mean", "replay_acc", "dfvu_inv",
+              "dfvu_order_min", "dfvu_order_max", "noop")
+    summ = summarize(used, by=KEYS + ("alpha", "subset"), values=values) if not used.empty else pd.DataFrame()
+    stem = os.path.join(args.out, f"schur_{family}_")
+    atomic_write(stem + "ablation_raw.csv", lambda p: raw.to_csv(p, index=False))
+    atomic_write(stem + "ablation_summary.csv", lambda p: summ.to_csv(p, index=False))
+    atomic_write(stem + "models.csv", lambda p: facts.to_csv(p, index=False))
+    if fps:
+        atomic_write(stem + "fixed_points.csv", lambda p: pd.DataFrame(fps).to_csv(p, index=False))
+
+    pd.set_option("display.width", 220)
+    pd.set_option("display.max_columns", 30)
+    print(f"settings: family {family}, {args.seeds} seeds, {cfg.epochs} epochs x {cfg.batches_per_epoch} batches of "
+          f"{cfg.batch}, Adam {cfg.lr:g}, clip {'off' if cfg.clip is None else cfg.clip}, eps = {epsilon:g}, "
+          f"alphas {sweep}; rollouts in float64")
+    _print_tables(summ, facts, used, args, epsilon)
+    print("\nconvergence (held-out FVU of the full model; replay accuracy on copy)")
+    print(facts.groupby(list(KEYS), sort=False).agg(converged=("converged", "sum"), seeds=("converged", "size"),
+                                                     fvu_median=("fvu", "median"), fvu_max=("fvu", "max"))
+          .to_string())
+    if not args.include_unconverged and not facts.converged.all():
+        print("unconverged models are excluded from every table (--include-unconverged keeps them)")
+    if fps:
+        print(f"\n== fixed and slow points from {args.fixed_points} visited states per model (input held at 0); "
+              f"Jacobian at the lowest-q point in ordered Schur form, alpha = {args.alpha:g}")
+        print(pd.DataFrame(fps).to_string(index=False, float_format="{:.3g}".format))
+    print(f"\nwrote {stem}ablation_raw.csv, {stem}ablation_summary.csv, {stem}models.csv"
+          + (f", {stem}fixed_points.csv" if fps else ""))
+    return 0
+
+
+def _print_tables(summ, facts, used, args, epsilon) -> None:
+    if used.empty:
+        print("\nno converged model: nothing to tabulate (lengthen training or pass --include-unconverged)")
+        return
+    for key, s in summ[summ.alpha == args.alpha].groupby(list(KEYS), sort=False):
+        tname, family, cn, matrix, hidden = key
+        f = facts[(facts[list(KEYS)] == pd.Series(dict(zip(KEYS, key)))).all(axis=1)
+                  & (facts.converged | args.include_unconverged)]
+        print(f"\n== {tname} / {family} {cn}, {matrix} ablated: H={hidden}, {len(f)} seeds in the table, "
+              f"alpha={args.alpha}, ||N||/||T|| = {f.N_over_T.mean():.3g} (max {f.N_over_T.max():.2g}), "
+              f"n_R = {f.n_R.tolist()}")
+        cols = {"subset": s["subset"], "FVU": [fmt_ci(*r) for r in s[["fvu_mean", "fvu_lo", "fvu_hi"]].to_numpy()],
+                "dFVU [95% CI]": [fmt_ci(*r) for r in s[["dfvu_mean", "dfvu_lo", "dfvu_hi"]].to_numpy()],
+                "mass/||T||": s["removed_rel_T_mean"].map("{:.3g}".format),
+                "rand dFVU": s["rand_dfvu_mean_mean"].map("{:.3g}".format),
+                "d_D": s["d_D_mean"].map("{:.3g}".format),
+                "dFVU over orderings": [f"{a:.3g}..{b:.3g}" for a, b in
+                                        s[["dfvu_order_min_mean", "dfvu_order_max_mean"]].to_numpy()],
+                "no-op share": s["noop_mean"].map("{:.2g}".format)}
+        if tname == "copy" and "replay_acc_mean" in s:
+            cols["replay acc"] = [fmt_ci(*r) for r in s[["replay_acc_mean", "replay_acc_lo", "replay_acc_hi"]].to_numpy()]
+        print(pd.DataFrame(cols).to_string(index=False))
+        r = used[(used[list(KEYS)] == pd.Series(dict(zip(KEYS, key)))).all(axis=1)]
+        worst = float(r[["dfvu", "dfvu_inv", "dfvu_order_min", "dfvu_order_max"]].abs().max().max())
+        print(f"max |dFVU| over every subset, alpha, ordering and invariant variant: {worst:.2g}; "
+              f"no-op in {int(r.noop.sum())}/{len(r)} rows")
+    print(f"\n== eps-stabilisers (d_D <= {epsilon:g}): 'S k/n' = k of n seeds, median d_D; no-op = nothing removed")
+    print(stabiliser_table(used, keys=KEYS).to_string(index=False))
+
+
+def _fixed_point_facts(model, task, n_starts: int, seed: int, alpha: float) -> dict:
+    """Fixed/slow points of the autonomous map from n_starts visited states, and the Schur split at the slowest."""
+    from symfast.schur.fixedpoints import find_fixed_points, step_map, visited_states
+
+    fp = find_fixed_points(step_map(model), visited_states(model, task, n_starts, seed=seed))
+    sb = fp.schur(0, alpha=alpha)
+    nN, nT = float(sb.N.norm()), float(sb.T.norm())
+    return {"n_fixed": int(fp.is_fixed.sum()), "n_slow": int((~fp.is_fixed).sum()), "q_min": float(fp.q[0]),
+            "rho_J": sb.rho, "n_R_J": sb.n_R, "N_over_T_J": nN / nT if nT > 0 else math.nan,
+            "norm_h": float(torch.linalg.norm(fp.points[0]))}

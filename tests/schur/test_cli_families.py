@@ -1,0 +1,64 @@
+"""`symfast schur --family ssm|gru|lstm` end to end on a tiny budget, and its bad input."""
+import os
+
+import pandas as pd
+import pytest
+
+from symfast.cli import main
+
+TINY = ["--task", "flipflop", "--seeds", "2", "--hidden", "6", "--epochs", "1", "--batches", "2", "--batch", "4",
+        "--n-eval", "8", "--n-random", "1", "--n-orders", "1", "--alphas", "0.95", "--no-progress",
+        "--include-unconverged"]
+
+
+def test_ssm_family_tables_and_the_no_op_control(tmp_path, capsys):
+    out = str(tmp_path / "ssm")
+    assert main(["schur", "--family", "ssm", "--fixed-points", "6", "--out", out] + TINY) == 0
+    text = capsys.readouterr().out
+    assert "== flipflop / ssm dense, A ablated" in text and "== flipflop / ssm diagonal, A ablated" in text
+    assert "eps-stabilisers" in text and "fixed and slow points" in text
+    raw = pd.read_csv(os.path.join(out, "schur_ssm_ablation_raw.csv"))
+    assert len(raw) == 2 * 2 * 2 * 8  # constructions x seeds x alphas x subsets
+    diag, dense = raw[raw.construction == "diagonal"], raw[raw.construction == "dense"]
+    assert (diag["stabiliser"] == "no-op").all() and diag["dfvu"].abs().max() <= 1e-12
+    assert (dense.loc[dense.subset == "-T_RR,-T_C->R,-T_CC", "stabiliser"] != "no-op").all()
+    assert "no-op in 32/32 rows" in text
+    fp = pd.read_csv(os.path.join(out, "schur_ssm_fixed_points.csv"))
+    assert len(fp) == 4 and (fp["n_fixed"] == 1).all() and (fp["q_min"] < 1e-24).all()  # linear: one fixed point
+    for f in ("schur_ssm_ablation_summary.csv", "schur_ssm_models.csv"):
+        assert os.path.getsize(os.path.join(out, f)) > 0, f
+    assert not os.path.exists(os.path.join(out, "ckpt"))
+
+
+@pytest.mark.parametrize("family, gates", [("gru", ["W_hn", "W_hz"]), ("lstm", ["W_hg"])])
+def test_gated_family_per_gate(tmp_path, capsys, family, gates):
+    out = str(tmp_path / family)
+    gate_arg = ",".join(g[-1] for g in reversed(gates))
+    assert main(["schur", "--family", family, "--construction", "bias", "--gate", gate_arg, "--out", out] + TINY) == 0
+    text = capsys.readouterr().out
+    raw = pd.read_csv(os.path.join(out, f"schur_{family}_ablation_raw.csv"))
+    assert list(dict.fromkeys(raw["gate"])) == gates  # the default gate first
+    assert set(raw["construction"]) == {"bias"} and len(raw) == len(gates) * 2 * 2 * 8
+    assert f"== flipflop / {family} bias, {gates[0]} ablated" in text
+
+
+def test_tanh_stays_the_default(tmp_path):
+    from symfast.cli import build_parser
+    args = build_parser().parse_args(["schur"])
+    assert (args.family, args.gate, args.fixed_points) == ("tanh", "all", 0)
+
+
+def test_family_bad_input(tmp_path, capsys):
+    def fails(argv, msg):
+        assert main(["schur", "--out", str(tmp_path)] + argv) == 2
+        assert msg in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["schur", "--family", "rnn", "--out", str(tmp_path)])
+    assert "invalid choice: 'rnn'" in capsys.readouterr().err
+    fails(["--family", "ssm", "--construction", "cayley"], "unknown ssm construction 'cayley'")
+    fails(["--family", "gru", "--construction", "diagonal"], "unknown gru construction 'diagonal'")
+    fails(["--family", "gru", "--gate", "g"], "unknown gru gate 'g'")
+    fails(["--family", "ssm", "--gate", "n"], "--gate applies to --family gru or lstm, not ssm")
+    fails(["--gate", "n"], "--gate applies to --family gru or lstm, not tanh")
+    fails(["--family", "ssm", "--construction", "diagonal", "--hidden", "5"], "--hidden must be even")
+    fails(["--family", "lstm", "--fixed-points", "-1"], "--fixed-points must be >= 0")
