@@ -214,6 +214,9 @@ def run(args) -> int:
         cons_of = {t: cons for t in tasks}
     if family not in GATES and args.gate != "all":
         raise UsageError(f"--gate applies to --family gru or lstm, not {family}")
+    if family == "tanh" and args.fixed_points:
+        raise UsageError("--fixed-points applies to --family ssm, gru or lstm (for a tanh RNN: "
+                         "symfast.schur.fixedpoints.find_fixed_points)")
     try:
         if args.hidden == "paper":
             hid_of = {t: list(COPY_WIDTHS) if t == "copy" and family == "tanh" else [TASK_WIDTH] for t in tasks}

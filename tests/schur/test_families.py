@@ -112,6 +112,18 @@ def test_gated_schur_ablation_runs_per_gate():
         assert df["fvu_refit"].notna().all()
 
 
+@pytest.mark.parametrize("family", ["gru", "ssm"])
+def test_family_on_copy_reports_replay(family):
+    task = rnn.Copy(n_symbols=3, length=3, replay=6, scored=5)
+    model = _trained(family, "bias" if family == "gru" else "dense", H=8, task=task)
+    df = sf.schur_ablation(model, task, n_eval=16, n_random=1, n_orders=1)
+    full = df[df.subset == "full"].iloc[0]
+    x, y, m = task.sample(16, 10**6)
+    with torch.no_grad():
+        assert float(full["replay_acc"]) == pytest.approx(float(task.replay_accuracy(model(x), y)))
+    assert df["replay_acc"].between(0, 1).all()
+
+
 def test_train_family_is_seeded_and_tanh_delegates():
     a = _trained("gru", "bias", seed=4, H=6)
     b = _trained("gru", "bias", seed=4, H=6)

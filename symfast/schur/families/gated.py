@@ -103,7 +103,8 @@ class GatedRNN(nn.Module):
         return w
 
     def step(self, state: torch.Tensor, x: torch.Tensor, w_hh: torch.Tensor | None = None) -> torch.Tensor:
-        """One step of the cell: state [..., H] (GRU) or [..., 2H] (LSTM, h then c), x [..., I] -> same shape.
+        """One step of the cell (weights detached: a map of the state only): state [..., H] (GRU) or
+        [..., 2H] (LSTM, h then c), x [..., I] -> same shape.
 
         Args:
             w_hh: optional replacement of weight_hh_l0, [G H, H], or [S, G H, H] for a state [S, B, .].
