@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import time
 
-import numpy as np
 import pandas as pd
 import torch
 
