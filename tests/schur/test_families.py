@@ -104,6 +104,23 @@ def test_gate_views_replace_exactly_their_slice(kind):
     assert torch.equal(model.recurrent_weight(), model.rnn.weight_hh_l0[10:15])  # "n" and "g" are both gate 2
 
 
+@pytest.mark.parametrize("kind", ["gru", "lstm"])
+def test_gated_normal_slice_is_a_no_op(kind):
+    """The no-op control for the gated cells: with the ablated gate's slice set to a normal matrix, every
+    ablation of that gate returns the model itself, while another (non-normal) gate is changed."""
+    model = fam.GatedRNN(kind, 3, 8, 3, bias=True, generator=torch.Generator().manual_seed(0))
+    g = torch.Generator().manual_seed(1)
+    Q, _ = torch.linalg.qr(torch.randn(8, 8, generator=g, dtype=torch.float64))
+    D = fam.rotation_blocks(0.3 + 0.6 * torch.rand(4, generator=g, dtype=torch.float64),
+                            3 * torch.rand(4, generator=g, dtype=torch.float64))
+    with torch.no_grad():
+        model.rnn.weight_hh_l0[16:24] = (Q @ D @ Q.T).float()  # gate 2: the GRU candidate n, the LSTM cell input g
+    df = sf.schur_ablation(model, TASK, n_eval=16, n_random=0, n_orders=1)
+    assert (df["stabiliser"] == "no-op").all() and df["dfvu"].abs().max() < 1e-6
+    other = sf.schur_ablation(model.at_gate(fam.GATES[kind][0]), TASK, n_eval=16, n_random=0, n_orders=0)
+    assert (other.loc[other.subset == "-T_RR,-T_C->R,-T_CC", "stabiliser"] != "no-op").all()
+
+
 def test_gated_schur_ablation_runs_per_gate():
     model = _trained("lstm", "nobias", H=8)
     for gate in fam.GATES["lstm"]:
