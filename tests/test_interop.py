@@ -454,3 +454,19 @@ def test_the_guide_examples_run(heading, capsys):
         assert_close("sdf head", ns["field"](x)[:, 0].detach(), ns["sdf_head"](x).detach())
     else:
         assert out.split() == ["torch.bfloat16", "torch.bfloat16", "torch.Size([0])"]
+
+
+def test_the_guide_page_runs_top_to_bottom(capsys):
+    """Every python block of docs/guide/your-code.md in order, in one namespace, as a reader runs
+    them (the training loop with a scheduler, bf16 autocast and torch.compile included)."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "your-code.md").read_text()
+    blocks = [b.split("\n```", 1)[0] for b in page.split("```python\n")[1:]]
+    assert len(blocks) >= 5, "the guide lost its examples"
+    ns: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the small training budgets warn; the blocks' own checks decide
+        for i, block in enumerate(blocks):
+            exec(compile(block, f"your-code.md block {i}", "exec"), ns)
+    out = capsys.readouterr().out
+    assert "square" in out and "triangle" in out  # the training loop's readout table was printed
+    assert ns["pred"].dtype == torch.bfloat16      # the loop ran its forward under autocast
