@@ -470,3 +470,15 @@ def test_the_guide_page_runs_top_to_bottom(capsys):
     out = capsys.readouterr().out
     assert "square" in out and "triangle" in out  # the training loop's readout table was printed
     assert ns["pred"].dtype == torch.bfloat16      # the loop ran its forward under autocast
+
+
+def test_python_sweep_specs_accept_the_scalars_toml_specs_accept(tmp_path):
+    from symfast.readout.sweeps.spec import SweepSpec, load_spec
+    py = SweepSpec(shapes=["square"], encodings=["dyadic"], steps=20, lr=1e-3, points=64, activation="tanh", seeds=2)
+    (tmp_path / "s.toml").write_text('shapes = ["square"]\nencodings = ["dyadic"]\nsteps = 20\nlr = 1e-3\n'
+                                     'points = 64\nactivation = "tanh"\nseeds = 2\n')
+    toml = load_spec(tmp_path / "s.toml")
+    assert (py.steps, py.lr, py.points, py.activation) == ([20], [1e-3], [64], ["tanh"])
+    assert py == toml
+    with pytest.raises(ValueError, match="steps"):
+        SweepSpec(steps=2.5)  # a scalar is still type-checked

@@ -102,13 +102,18 @@ class Batch:
                 "steps": self.steps, "lr": self.lr, "points": self.points}
 
 
+# settings where a single value means a one-element list (`steps = 1500` as `steps = [1500]`)
+SCALAR_AS_LIST = ("activation", "steps", "lr", "points")
+
+
 @dataclass
 class SweepSpec:
     """A grid over shapes, encodings, widths, activations, schedules and seeds.
 
     Attributes:
         shapes: shape names. encodings: names or {"name": ..., params}.
-        hidden: list of hidden-width tuples. activation, steps, lr, points: lists of values.
+        hidden: list of hidden-width tuples. activation, steps, lr, points: lists of values, or one
+            value for a one-element list (as in a TOML spec).
         seeds: a count (seeds 0..n-1) or explicit list. observables: readout observables.
         max_batch: most models trained in one batched call (bounds the work lost on a crash).
     """
@@ -125,6 +130,12 @@ class SweepSpec:
     max_batch: int = 256
 
     def __post_init__(self):
+        for key in SCALAR_AS_LIST:  # one value stands for a one-element list, in Python as in TOML
+            val = getattr(self, key)
+            if not isinstance(val, (list, tuple)) and val is not None:
+                setattr(self, key, [val])
+            elif isinstance(val, tuple):
+                setattr(self, key, list(val))
         for key in ("shapes", "encodings", "hidden", "activation", "steps", "lr", "points", "observables"):
             val = getattr(self, key)
             if not isinstance(val, list) or not val:
@@ -260,6 +271,4 @@ def load_spec(path) -> SweepSpec:
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"{path}: unknown sweep keys {sorted(unknown)}; known: {sorted(known)}")
-    scalar_lists = ("activation", "steps", "lr", "points")
-    data = {k: ([v] if k in scalar_lists and not isinstance(v, list) else v) for k, v in data.items()}
     return SweepSpec(**data)
