@@ -24,7 +24,7 @@ import torch
 
 from symfast._io import atomic_write
 from symfast.commands import UsageError
-from symfast.commands.schur_common import SINGLE
+from symfast.commands.schur_common import SINGLE, ci_column
 from symfast.commands.schur_common import fmt_ci as _fmt_ci
 from symfast.commands.schur_common import parse_list as _list
 from symfast.commands.schur_common import stabiliser_table as _stabiliser_table
@@ -333,15 +333,14 @@ def run(args) -> int:
         print(f"\n== {tname} / {cn}: H={hidden}, {len(f)} seeds in the table, alpha={args.alpha}, "
               f"||N||/||T|| = {f.N_over_T.mean():.3g} (max {f.N_over_T.max():.2g}), n_R = {f.n_R.tolist()}, "
               f"eigenvalues within 1% of the cut: {f.n_near_cut.tolist()}")
-        cols = {"subset": s["subset"], "FVU": [_fmt_ci(*r) for r in s[["fvu_mean", "fvu_lo", "fvu_hi"]].to_numpy()],
-                "dFVU raw [95% CI]": [_fmt_ci(*r) for r in s[["dfvu_mean", "dfvu_lo", "dfvu_hi"]].to_numpy()],
+        cols = {"subset": s["subset"], "FVU": ci_column(s, "fvu"),
+                "dFVU raw [95% CI]": ci_column(s, "dfvu"),
                 "mass/||T||": s["removed_rel_T_mean"].map("{:.3g}".format),
                 "normalised sens.": s["sensitivity_mean"].map("{:.3g}".format),
                 "rand dFVU": s["rand_dfvu_mean_mean"].map("{:.3g}".format),
                 "d_D": s["d_D_mean"].map("{:.3g}".format)}
         if "replay_acc_mean" in s and tname == "copy":
-            cols["replay acc [95% CI]"] = [_fmt_ci(*r) for r in
-                                           s[["replay_acc_mean", "replay_acc_lo", "replay_acc_hi"]].to_numpy()]
+            cols["replay acc [95% CI]"] = ci_column(s, "replay_acc")
         if "fvu_refit_mean" in s:
             cols["FVU refit"] = s["fvu_refit_mean"].map("{:.3g}".format)
         print(pd.DataFrame(cols).to_string(index=False))

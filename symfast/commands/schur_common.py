@@ -22,6 +22,11 @@ def parse_list(arg: str, allowed, what: str) -> list[str]:
     return items
 
 
+def ci_column(table, stat: str) -> list:
+    """`fmt_ci` of each row's `<stat>_mean`, `<stat>_lo`, `<stat>_hi` (a summary table's columns)."""
+    return [fmt_ci(*r) for r in table[[f"{stat}_mean", f"{stat}_lo", f"{stat}_hi"]].to_numpy()]
+
+
 def fmt_ci(mu, lo, hi) -> str:
     """'mean [lo, hi]', or the mean alone without an interval, or 'nan'."""
     if not np.isfinite(mu):

@@ -19,7 +19,7 @@ import torch
 
 from symfast._io import atomic_write
 from symfast.commands import UsageError
-from symfast.commands.schur_common import fmt_ci, parse_list, stabiliser_table
+from symfast.commands.schur_common import ci_column, parse_list, stabiliser_table
 
 __all__ = ["run_family"]
 
@@ -119,8 +119,8 @@ def _print_tables(summ, facts, used, args, epsilon) -> None:
         print(f"\n== {tname} / {family} {cn}, {matrix} ablated: H={hidden}, {len(f)} seeds in the table, "
               f"alpha={args.alpha}, ||N||/||T|| = {f.N_over_T.mean():.3g} (max {f.N_over_T.max():.2g}), "
               f"n_R = {f.n_R.tolist()}")
-        cols = {"subset": s["subset"], "FVU": [fmt_ci(*r) for r in s[["fvu_mean", "fvu_lo", "fvu_hi"]].to_numpy()],
-                "dFVU [95% CI]": [fmt_ci(*r) for r in s[["dfvu_mean", "dfvu_lo", "dfvu_hi"]].to_numpy()],
+        cols = {"subset": s["subset"], "FVU": ci_column(s, "fvu"),
+                "dFVU [95% CI]": ci_column(s, "dfvu"),
                 "mass/||T||": s["removed_rel_T_mean"].map("{:.3g}".format),
                 "rand dFVU": s["rand_dfvu_mean_mean"].map("{:.3g}".format),
                 "d_D": s["d_D_mean"].map("{:.3g}".format),
@@ -128,7 +128,7 @@ def _print_tables(summ, facts, used, args, epsilon) -> None:
                                         s[["dfvu_order_min_mean", "dfvu_order_max_mean"]].to_numpy()],
                 "no-op share": s["noop_mean"].map("{:.2g}".format)}
         if tname == "copy" and "replay_acc_mean" in s:
-            cols["replay acc"] = [fmt_ci(*r) for r in s[["replay_acc_mean", "replay_acc_lo", "replay_acc_hi"]].to_numpy()]
+            cols["replay acc"] = ci_column(s, "replay_acc")
         print(pd.DataFrame(cols).to_string(index=False))
         r = used[(used[list(KEYS)] == pd.Series(dict(zip(KEYS, key)))).all(axis=1)]
         worst = float(r[["dfvu", "dfvu_inv", "dfvu_order_min", "dfvu_order_max"]].abs().max().max())
