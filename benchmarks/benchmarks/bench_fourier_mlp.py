@@ -142,28 +142,37 @@ def side_by_side(fns: dict, repeat=5) -> dict:
     return best
 
 
-class TrainStepW:
+class _Measured:
+    """Every track of a class reads one measurement: asv runs `setup_cache` once per class (not once
+    per track), so the tracks agree with each other and `--quick` pays for compilation once."""
+
+    def setup(self, run):
+        if run is None:
+            raise NotImplementedError("symfast._C not built")
+        self.t, self.cpu, self.peak = run["t"], run["cpu"], run.get("peak")
+
+
+class TrainStepW(_Measured):
     """Workload W: ratios vs eager and torch.compile, GFLOP/s and fraction of peak (one run)."""
     timeout = 900
 
-    def setup(self):
+    def setup_cache(self):
         if not sf.cpp_available():
-            raise NotImplementedError("symfast._C not built")
+            return None
         args = make(**W)
-        self.t = side_by_side({k: make_step(k, *args) for k in ("reference", "compile", "symfast")})
-        self.cpu = dict(CPU_TIMES)
-        self.peak = matmul_peak_gflops()
+        t = side_by_side({k: make_step(k, *args) for k in ("reference", "compile", "symfast")})
+        return {"t": t, "cpu": dict(CPU_TIMES), "peak": matmul_peak_gflops()}
 
-    def track_speedup_vs_eager(self):
+    def track_speedup_vs_eager(self, run):
         return self.t["reference"] / self.t["symfast"]
 
-    def track_speedup_vs_compile(self):
+    def track_speedup_vs_compile(self, run):
         return self.t["compile"] / self.t["symfast"]
 
-    def track_symfast_gflops(self):
+    def track_symfast_gflops(self, run):
         return step_flops(W["B"], W["N"], 48, W["H"], W["depth"]) / self.t["symfast"] / 1e9
 
-    def track_fraction_of_peak(self):
+    def track_fraction_of_peak(self, run):
         """Executed FLOP/s of the symfast step over this machine's measured matmul rate."""
         return executed_flops(W["B"], W["N"], 48, W["H"], W["depth"]) / self.t["symfast"] / 1e9 / self.peak
 
@@ -172,27 +181,26 @@ class TrainStepW:
     track_fraction_of_peak.unit = "fraction"
 
 
-class TrainStepW3D:
+class TrainStepW3D(_Measured):
     """Workload W3D (W with 3D points, d = 48): ratios vs eager and torch.compile, and the 3D step's
     FLOP rate over the 2D step's (W), all interleaved in one run."""
     timeout = 900
 
-    def setup(self):
+    def setup_cache(self):
         if not sf.cpp_available():
-            raise NotImplementedError("symfast._C not built")
+            return None
         a3, a2 = make(**W, dim=3), make(**W, dim=2)
         fns = {k: make_step(k, *a3) for k in ("reference", "compile", "symfast")}
         fns["symfast 2D"] = make_step("symfast", *a2)
-        self.t = side_by_side(fns)
-        self.cpu = dict(CPU_TIMES)
+        return {"t": side_by_side(fns), "cpu": dict(CPU_TIMES)}
 
-    def track_speedup_vs_eager(self):
+    def track_speedup_vs_eager(self, run):
         return self.t["reference"] / self.t["symfast"]
 
-    def track_speedup_vs_compile(self):
+    def track_speedup_vs_compile(self, run):
         return self.t["compile"] / self.t["symfast"]
 
-    def track_rate_3d_over_2d(self):
+    def track_rate_3d_over_2d(self, run):
         """3D step GFLOP/s over the 2D step's (same FLOPs by construction, so a time ratio)."""
         return self.t["symfast 2D"] / self.t["symfast"]
 
@@ -310,7 +318,8 @@ class TrainStepScaling:
 def main(quick: bool = False, plot: str | None = None):
     print(f"threads: {torch.get_num_threads()}, isa: {sf._ext.require_cpp().fourier_mlp_isa('auto')}")
     b = TrainStepW()
-    b.setup()
+    run = b.setup_cache()
+    b.setup(run)
     fl = step_flops(W["B"], W["N"], 48, W["H"], W["depth"])
     print("Workload W (B=256, N=2048, 48->64->64->1 ReLU, fp32, step incl. Adam), best of 5 interleaved; "
           "GFLOP/s by the 3 x forward convention:")
@@ -320,21 +329,21 @@ def main(quick: bool = False, plot: str | None = None):
               f"   (CPU time {b.cpu[k] * 1e3:8.1f} ms)")
     print(f"  CPU-time ratios: {b.cpu['reference'] / b.cpu['symfast']:.2f}x vs eager, "
           f"{b.cpu['compile'] / b.cpu['symfast']:.2f}x vs torch.compile")
-    print(f"  symfast speedup: {b.track_speedup_vs_eager():.2f}x vs eager, {b.track_speedup_vs_compile():.2f}x vs "
+    print(f"  symfast speedup: {b.track_speedup_vs_eager(None):.2f}x vs eager, {b.track_speedup_vs_compile(None):.2f}x vs "
           f"torch.compile")
     print(f"  executed {executed_flops(W['B'], W['N'], 48, W['H'], W['depth']) / b.t['symfast'] / 1e9:.0f} GFLOP/s "
-          f"(no dx GEMM) = {b.track_fraction_of_peak():.2f} of this machine's {b.peak:.0f} GFLOP/s fp32 matmul "
+          f"(no dx GEMM) = {b.track_fraction_of_peak(None):.2f} of this machine's {b.peak:.0f} GFLOP/s fp32 matmul "
           f"rate (torch.mm 2048^2, measured in this run)")
     b3 = TrainStepW3D()
-    b3.setup()
+    b3.setup(b3.setup_cache())
     print("Workload W3D (W with 3D points, 3 x 8 axis frequencies, d = 48: same FLOPs), best of 5 interleaved:")
     for k, v in b3.t.items():
         print(f"  {k:10s} {v * 1e3:8.1f} ms  {fl / v / 1e9:6.1f} GFLOP/s   (CPU time {b3.cpu[k] * 1e3:8.1f} ms)")
-    print(f"  symfast 3D speedup: {b3.track_speedup_vs_eager():.2f}x vs eager, {b3.track_speedup_vs_compile():.2f}x "
+    print(f"  symfast 3D speedup: {b3.track_speedup_vs_eager(None):.2f}x vs eager, {b3.track_speedup_vs_compile(None):.2f}x "
           f"vs torch.compile (CPU-time ratios {b3.cpu['reference'] / b3.cpu['symfast']:.2f}x, "
           f"{b3.cpu['compile'] / b3.cpu['symfast']:.2f}x)")
     print(f"  3D step GFLOP/s vs 2D step GFLOP/s: {fl / b3.t['symfast'] / 1e9:.1f} vs "
-          f"{fl / b3.t['symfast 2D'] / 1e9:.1f} = {b3.track_rate_3d_over_2d():.3f} "
+          f"{fl / b3.t['symfast 2D'] / 1e9:.1f} = {b3.track_rate_3d_over_2d(None):.3f} "
           f"(CPU time: {b3.cpu['symfast 2D'] / b3.cpu['symfast']:.3f})")
     ps, pr = peak_step_bytes("symfast"), peak_step_bytes("reference")
     ratio = f"{ps / pr:.3f}" if pr > 0 else "n/a"

@@ -109,16 +109,18 @@ class JaxPeerW:
     """Workload W: symfast's speed-up over the JAX peer and over eager PyTorch (one run)."""
     timeout = 900
 
-    def setup(self):
-        if jax is None:
+    def setup_cache(self):  # once per class: both tracks read the same interleaved run
+        return None if jax is None else compare()
+
+    def setup(self, r):
+        if r is None:
             raise NotImplementedError("jax/optax not installed (pip install 'symfast[bench]')")
-        self.r = compare()
 
-    def track_speedup_vs_jax(self):
-        return self.r["wall"]["jax"] / self.r["wall"]["symfast"]
+    def track_speedup_vs_jax(self, r):
+        return r["wall"]["jax"] / r["wall"]["symfast"]
 
-    def track_speedup_vs_eager(self):
-        return self.r["wall"]["reference"] / self.r["wall"]["symfast"]
+    def track_speedup_vs_eager(self, r):
+        return r["wall"]["reference"] / r["wall"]["symfast"]
 
 
 def main(repeat: int) -> None:

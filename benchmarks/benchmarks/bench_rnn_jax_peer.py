@@ -188,23 +188,27 @@ class RnnTrainJaxPeerF:
 
     timeout = 900
 
-    def setup(self):
+    def setup_cache(self):  # once per class: both tracks read the same interleaved run
         if jax is None:
-            raise NotImplementedError("jax/optax not installed (pip install 'symfast[bench]')")
-        self._prev = torch.get_num_threads()
+            return None
+        prev = torch.get_num_threads()
         torch.set_num_threads(THREADS)
-        self.r = compare()
+        try:
+            return compare()
+        finally:
+            torch.set_num_threads(prev)
 
-    def teardown(self):
-        torch.set_num_threads(self._prev)
+    def setup(self, r):
+        if r is None:
+            raise NotImplementedError("jax/optax not installed (pip install 'symfast[bench]')")
 
-    def track_speedup_vs_jax(self):
-        return self.r["wall"]["jax"] / self.r["wall"]["symfast"]
+    def track_speedup_vs_jax(self, r):
+        return r["wall"]["jax"] / r["wall"]["symfast"]
 
     track_speedup_vs_jax.unit = "x"
 
-    def track_speedup_vs_jax_cpu_time(self):
-        return self.r["cpu"]["jax"] / self.r["cpu"]["symfast"]
+    def track_speedup_vs_jax_cpu_time(self, r):
+        return r["cpu"]["jax"] / r["cpu"]["symfast"]
 
     track_speedup_vs_jax_cpu_time.unit = "x"
 

@@ -82,6 +82,7 @@ class Rollout:
         else:
             backend = "reference" if impl == "reference" else "cpu"
             self.fn = lambda: rnn_rollout(W, U, V, x, backend=backend)
+        self.fn()  # warm-up
 
     def time_rollout(self, impl):
         self.fn()
