@@ -6,7 +6,8 @@ Schur coordinates (`symfast.schur.schur_ablation`: the linear SSM's A; for the G
 gate of `--gate`, e.g. the GRU candidate W_hn), print the tables and write
 OUT/schur_<family>_ablation_raw.csv, _summary.csv, _models.csv (and _fixed_points.csv with
 `--fixed-points K`: the fixed and slow points found from K visited states per model, with the
-ordered Schur form of the Jacobian at the slowest one).
+ordered Schur form of the Jacobian at the slowest one), and OUT/schur_<family>_spectra.png: the
+eigenvalues and coupling-block masses of every ablated matrix in the tables.
 """
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def _matrix_name(family: str, gate) -> str:
 
 def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
     """Train, ablate and tabulate `args.family` (not "tanh"); the settings are already validated by the caller."""
+    from symfast.schur import plots, schur_blocks
     from symfast.schur.ablation import schur_ablation, summarize
+    from symfast.schur.blocks import BLOCKS
     from symfast.schur.families import DEFAULT_GATE, GATES, train_family
     from symfast.schur.paper import converged
     from symfast.schur.rnn import make_task
@@ -48,7 +51,7 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
         raise UsageError(f"--hidden must be even for the diagonal SSM (2x2 blocks), got {args.hidden}")
     if args.fixed_points < 0:
         raise UsageError(f"--fixed-points must be >= 0, got {args.fixed_points}")
-    frames, facts, fps = [], [], []
+    frames, facts, fps, spectra = [], [], [], {}
     for tname in tasks:
         task = make_task(tname)
         for cn in constructions:
@@ -67,9 +70,16 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
                         ok = converged(tname, float(at.loc["full", "fvu"]), acc)
                         key = dict(zip(KEYS, (tname, family, cn, _matrix_name(family, gate), hidden)))
                         frames.append(df.assign(**key, seed=seed, converged=ok))
+                        sb = schur_blocks(view.recurrent_weight(torch.float64), alpha=args.alpha)
+                        norms = sb.block_norms()
+                        mass = {b: norms[b] / norms["T"] if norms["T"] > 0 else 0.0 for b in BLOCKS}
+                        if ok or args.include_unconverged:
+                            label = f"{tname} / {family} {cn}, {key['gate']}, H={hidden}"
+                            spectra.setdefault(label, []).append((sb.eigvals.numpy(), sb.rho, mass))
                         facts.append({**key, "seed": seed, "fvu": float(at.loc["full", "fvu"]), "replay_acc": acc,
                                       "converged": ok, "N_over_T": float(at.loc[ALL3, "removed_rel_T"]),
-                                      "n_R": int(at.loc["full", "n_R"])})
+                                      "n_R": int(at.loc["full", "n_R"]),
+                                      **{f"mass_{b}": m for b, m in mass.items()}})
                     if args.fixed_points:
                         fps.append({"task": tname, "family": family, "construction": cn, "hidden": hidden, "seed": seed,
                                     **_fixed_point_facts(model, task, args.fixed_points, seed, args.alpha)})
@@ -86,6 +96,9 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
     atomic_write(stem + "models.csv", lambda p: facts.to_csv(p, index=False))
     if fps:
         atomic_write(stem + "fixed_points.csv", lambda p: pd.DataFrame(fps).to_csv(p, index=False))
+    figure = stem + "spectra.png" if spectra else None
+    if figure:
+        atomic_write(figure, lambda p: plots.spectra_and_masses(spectra, args.alpha, p))
 
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
@@ -104,7 +117,8 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
               f"Jacobian at the lowest-q point in ordered Schur form, alpha = {args.alpha:g}")
         print(pd.DataFrame(fps).to_string(index=False, float_format="{:.3g}".format))
     print(f"\nwrote {stem}ablation_raw.csv, {stem}ablation_summary.csv, {stem}models.csv"
-          + (f", {stem}fixed_points.csv" if fps else ""))
+          + (f", {stem}fixed_points.csv" if fps else "") + (f", {figure}" if figure else
+                                                             " (no spectra figure: no model in the tables)"))
     return 0
 
 

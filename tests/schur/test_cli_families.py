@@ -25,8 +25,12 @@ def test_ssm_family_tables_and_the_no_op_control(tmp_path, capsys):
     assert "no-op in 32/32 rows" in text
     fp = pd.read_csv(os.path.join(out, "schur_ssm_fixed_points.csv"))
     assert len(fp) == 4 and (fp["n_fixed"] == 1).all() and (fp["q_min"] < 1e-24).all()  # linear: one fixed point
-    for f in ("schur_ssm_ablation_summary.csv", "schur_ssm_models.csv"):
+    for f in ("schur_ssm_ablation_summary.csv", "schur_ssm_models.csv", "schur_ssm_spectra.png"):
         assert os.path.getsize(os.path.join(out, f)) > 0, f
+    models = pd.read_csv(os.path.join(out, "schur_ssm_models.csv"))
+    masses = models[["mass_T_RR", "mass_T_C->R", "mass_T_CC"]]
+    assert (masses[models.construction == "diagonal"].to_numpy() <= 1e-12).all()  # normal: no coupling mass
+    assert (masses[models.construction == "dense"].sum(axis=1) > 1e-3).all()
     assert not os.path.exists(os.path.join(out, "ckpt"))
 
 

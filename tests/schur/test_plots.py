@@ -138,3 +138,19 @@ def test_stabilisers_use_categorical_colour_blind_safe_colours():
         assert len(fig.axes) == 1  # categories in the legend, no continuous colour bar
     finally:
         plt.close(fig)
+
+
+def test_spectra_and_masses_bars_are_the_seed_means_of_each_block(tmp_path):
+    from symfast.schur.plots import spectra_and_masses
+
+    ev = np.array([0.9 + 0.1j, 0.9 - 0.1j, 0.2])
+    groups = {"a": [(ev, 0.91, {"T_RR": 0.1, "T_C->R": 0.3, "T_CC": 0.0}),
+                    (ev, 0.91, {"T_RR": 0.3, "T_C->R": 0.1, "T_CC": 0.2})],
+              "b": [(ev, 0.91, {"T_RR": 0.0, "T_C->R": 0.0, "T_CC": 0.0})]}
+    fig = spectra_and_masses(groups, 0.9, path=tmp_path / "s.png")
+    assert (tmp_path / "s.png").stat().st_size > 0
+    bars = [ax for ax in fig.axes if ax.patches]
+    heights = [[round(p.get_height(), 12) for p in ax.patches] for ax in bars]
+    assert heights == [[0.2, 0.2, 0.1], [0.0, 0.0, 0.0]]
+    with pytest.raises(ValueError, match="at least one model group"):
+        spectra_and_masses({}, 0.9)
