@@ -38,7 +38,7 @@ from symfast._io import atomic_save, safe_load, sigint_deferred
 from symfast.nn.encodings import FourierPE
 from symfast.nn.fields import Ensemble, init_weights
 from symfast.ops import _dispatch
-from symfast.ops.fourier_mlp import ACTIVATIONS, MAX_WIDTH, fourier_mlp_train_step
+from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp_train_step, resolve_backend
 from symfast.shapes import Shape, by_name, samplers
 
 __all__ = ["fit_sdf", "check_backend", "DOMAINS", "MAX_SEED"]
@@ -112,25 +112,21 @@ def _as_device(device) -> torch.device:
 
 
 def check_backend(backend: str, device, hidden=None, pe_dim: int | None = None, dtype=torch.float32) -> str:
-    """Reject a training backend this build or device cannot run (the fused op's own rule), and,
-    given `hidden` widths, an architecture it cannot train; returns the backend that will run."""
-    dev = _as_device(device)
-    resolved = _dispatch.resolve("fourier_mlp_train_step", backend, dev, triton=True)
-    if hidden is None:
-        return resolved
-    hidden = _as_hidden(hidden)
-    if resolved == "cpu" and max(hidden) > MAX_WIDTH:
-        raise ValueError(f"hidden widths {list(hidden)}: the {backend!r} backend's fused CPU kernel supports "
-                         f"widths up to {MAX_WIDTH}; use narrower layers or backend='reference'")
-    if resolved == "triton" and pe_dim is not None:
-        from symfast.ops.fourier_mlp import triton as tri
+    """The backend that will train, by the fused op's own rule (`symfast.ops.fourier_mlp.resolve_backend`).
 
-        dims = [pe_dim, *hidden, 1]
-        ws = [torch.empty(1, a, b, device="meta") for a, b in zip(dims[:-1], dims[1:])]
-        problem = tri.unsupported(dtype, ws)
-        if problem and backend == "triton":
-            raise ValueError(f"backend='triton' cannot train hidden {list(hidden)}: {problem}")
-    return resolved
+    Rejects a backend this build or device cannot run and, given `hidden` widths (and `pe_dim`),
+    an architecture an explicit kernel cannot train (ValueError naming backend='reference');
+    "auto" then falls back to the reference with the op's one-time RuntimeWarning."""
+    dev = _as_device(device)
+    if hidden is None:
+        return _dispatch.resolve("fourier_mlp_train_step", backend, dev, triton=True)
+    hidden = _as_hidden(hidden)
+    dims = [1 if pe_dim is None else pe_dim, *hidden, 1]
+    ws = [torch.empty(1, a, b, device="meta") for a, b in zip(dims[:-1], dims[1:])]
+    try:
+        return resolve_backend(backend, dev, dtype, ws)
+    except ValueError as e:
+        raise ValueError(f"hidden widths {list(hidden)}: {e}") from None
 
 
 def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = "relu", steps: int = 1500,
@@ -150,7 +146,9 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
             (defaults 1500 x 2048, 2e-3 separate true from false symmetries at 32 seeds,
             as measured).
         device: torch device for the models.
-        backend: "auto" (fused kernels when built, else reference), "reference", "cpu", "triton".
+        backend: "auto" (fused kernels when built and able to take the model, else the reference
+            with a one-time warning: e.g. widths above `symfast.ops.fourier_mlp.MAX_WIDTH` on the
+            C++ kernel), "reference", "cpu", "triton" (these refuse a model they cannot train).
         sampler: 2D: "disk" (default, O(2)-invariant) or "box"; 3D: "ball" (default,
             O(3)-invariant), "box" or "near_surface" (see `DOMAINS`); radius: the domain's size.
         dtype: float32 (default) or float64.
@@ -191,7 +189,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
     device = _as_device(device)
-    check_backend(backend, device, hidden, pe.dim, dtype)
+    backend = check_backend(backend, device, hidden, pe.dim, dtype)  # "auto" resolved once, warning once
 
     member_shapes = [s for s in shape_objs for _ in seed_list]
     member_seeds = [sd for _ in shape_objs for sd in seed_list]
