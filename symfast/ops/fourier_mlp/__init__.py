@@ -97,10 +97,6 @@ def resolve_backend(backend: str, device, dtype: torch.dtype, weights) -> str:
                              cpu_problem=cpu.unsupported(weights), reference_cost=REFERENCE_COST)
 
 
-def _resolve_backend(backend: str, x: torch.Tensor, weights) -> str:
-    return resolve_backend(backend, x.device, x.dtype, weights)
-
-
 def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, weights, biases,
                 activation: str = "relu", backend: str = "auto") -> torch.Tensor:
     """Forward pass of B Fourier-PE + MLP models, differentiable (fused backward).
@@ -127,7 +123,7 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
     _validate(x, frequencies, phases, weights, biases, activation)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
-    backend = _resolve_backend(backend, x, weights)
+    backend = resolve_backend(backend, x.device, x.dtype, weights)
     with no_autocast:
         if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
                 or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
@@ -161,7 +157,7 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     _validate(x, frequencies, phases, weights, biases, activation, targets)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
-    backend = _resolve_backend(backend, x, weights)
+    backend = resolve_backend(backend, x.device, x.dtype, weights)
     with no_autocast:
         if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
             if backend == "reference" and not (torch.compiler.is_compiling()
