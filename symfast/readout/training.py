@@ -32,9 +32,9 @@ import os
 import warnings
 
 import torch
-from tqdm.auto import tqdm
 
 from symfast._io import atomic_save, safe_load, sigint_deferred
+from symfast._progress import Progress, reporter
 from symfast.nn.encodings import FourierPE
 from symfast.nn.fields import Ensemble, init_weights
 from symfast.ops import _dispatch
@@ -132,7 +132,7 @@ def check_backend(backend: str, device, hidden=None, pe_dim: int | None = None, 
 def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = "relu", steps: int = 1500,
             points: int = 2048, lr: float = 2e-3, device="cpu", backend: str = "auto", sampler: str | None = None,
             radius: float = 1.0, dtype=torch.float32, checkpoint=None, checkpoint_every: int = 100,
-            progress: bool | None = None) -> Ensemble:
+            progress: Progress = False) -> Ensemble:
     """Train len(shapes) x len(seeds) PE+MLP models on SDFs at once.
 
     Args:
@@ -158,7 +158,8 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
             else the same) continues a finished run: the learning rate is constant and each
             model's points come from its own generator, so the result is exactly what one run
             with the larger step count trains (what an adaptive budget adds steps with).
-        progress: show a tqdm bar (default: when the run is long).
+        progress: False (default), True (a tqdm bar over the steps) or a callable given a line
+            about every tenth of the run (see the API index's conventions).
 
     Returns:
         An `Ensemble` with members ordered shape-major (all seeds of shapes[0] first), each
@@ -217,12 +218,11 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         warnings.warn(f"fit_sdf keeps the frequencies and phases of {pe.name!r} fixed although they require grad; "
                       "to learn them, train a symfast.nn.FourierMLPEnsemble in your own loop", stacklevel=2)
     freq, phase = pe.frequencies.detach().to(device, dtype), pe.phases.detach().to(device, dtype)
-    show = progress if progress is not None else (steps - start) * B * points > 5e7
-    bar = tqdm(range(start, steps), total=steps, initial=start, disable=not show,
-               desc=f"fit_sdf {pe.name} B={B}", unit="step", leave=False)
+    rep = reporter(progress, "symfast.readout")
+    bar = rep.bar(int(steps), desc=f"fit_sdf {pe.name} B={B}", initial=start, unit="step")
     boundary, step, drawn_from = start, start, None  # last completed step; generator states it began with
     try:
-        for step in bar:
+        for step in range(start, int(steps)):
             if checkpoint is not None:  # only needed to roll an interrupted step back
                 drawn_from = [g.get_state() for g in gens]
             x = _sample(sampler, gens, points, radius, dtype) if dim == 2 else \
@@ -239,8 +239,9 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
                 opt.step()
                 losses[step] = loss_b.detach().float().cpu()
                 boundary, drawn_from = step + 1, None
-            if show and step % 50 == 0:
-                bar.set_postfix(loss=f"{losses[step].mean().item():.2e}")
+            if rep and step % 50 == 0:
+                bar.set_postfix(loss=f"{losses[step].mean().item():.2e}", refresh=False)
+            bar.update(1)
             if checkpoint is not None and boundary % checkpoint_every == 0:
                 _save_checkpoint(checkpoint, config, targets, params, opt, gens, losses, boundary)
     except KeyboardInterrupt:
