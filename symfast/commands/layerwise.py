@@ -14,6 +14,7 @@ import os
 import time
 
 from symfast._io import atomic_write, atomic_write_bytes
+from symfast._progress import reporter
 from symfast.commands import UsageError, input_errors
 
 NAME = "layerwise"
@@ -90,7 +91,7 @@ def _run_suite(args, data) -> int:
     from symfast.layerwise.attention import attention_experiment, format_attention
     from symfast.layerwise.suite import autoencoder_regimes, format_regimes, format_suite, plot_regimes, run_suite
 
-    log = not args.quiet  # progress lines through the symfast.layerwise logger
+    log = reporter(not args.quiet, "symfast.layerwise")  # progress lines through the logger
     t0 = time.perf_counter()
     steps, cnn_steps, ae_steps = (400, 300, 300) if args.quick else (args.steps, args.steps, args.steps)
     seed = 0 if args.seed_offset is None else args.seed_offset
