@@ -404,6 +404,41 @@ def test_the_readout_refuses_several_outputs_and_says_how_to_read_one():
     assert _read(head).table["element"].nunique() == 16
 
 
+def test_multi_output_sequentials_convert_and_the_ensemble_takes_one_head():
+    pe = sf.DyadicAxisPE(3)
+    gen = torch.Generator().manual_seed(7)
+    seqs = []
+    for _ in range(2):
+        seq = nn.Sequential(pe, nn.Linear(pe.dim, 8), nn.SiLU(), nn.Linear(8, 3))
+        for p in seq.parameters():
+            if p.requires_grad:
+                p.data = torch.randn(p.shape, generator=gen) * 0.5
+        seqs.append(seq)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # out_features > 1 on "auto" warns once
+        one = sf.nn.FourierMLP.from_sequential(seqs[0])
+        assert one.out_features == 3
+        assert_close("FourierMLP.from_sequential, 3 outputs", seqs[0](X).detach(), one(X).detach())
+        both = sf.nn.FourierMLPEnsemble.from_sequentials(seqs)
+        assert_close("FourierMLPEnsemble.from_sequentials", torch.stack([s(X) for s in seqs]).detach(),
+                     both(X).detach())
+        assert_close("to_sequential round trip", seqs[1](X).detach(), both.to_sequential(1)(X).detach())
+    shapes = [sf.shapes.square()] * 2
+    with pytest.raises(ValueError, match=r"out_features=3.*Ensemble.from_sequentials\(models, shapes, output=k\)"):
+        sf.Ensemble.from_sequentials(seqs, shapes)
+    with pytest.raises(ValueError, match=r"out_features=3.*output=k"):
+        _read(seqs, shapes=shapes)  # the readout names the same converter
+    with pytest.raises(ValueError, match=r"out_features=3.*Ensemble.from_module\(module, output=k\)"):
+        sf.Ensemble.from_module(both, shapes)
+    for bad in (3, -1, True, 1.0):
+        with pytest.raises(ValueError, match="output must be an integer in 0..2"):
+            sf.Ensemble.from_sequentials(seqs, shapes, output=bad)
+    ens = sf.Ensemble.from_sequentials(seqs, shapes, output=1)
+    assert_close("head 1", torch.stack([s(X)[:, 1] for s in seqs]).detach(), ens(X))
+    assert_close("from_module head 1", ens(X), sf.Ensemble.from_module(both, shapes, output=1)(X))
+    assert _read(ens).table["element"].nunique() == 16
+
+
 # -- 7. import cost ------------------------------------------------------------------------------
 
 LAZY_SCRIPT = """
@@ -451,7 +486,7 @@ def test_the_guide_examples_run(heading, capsys):
     if heading.startswith("Several"):
         assert "torch.Size([8, 4]) True" in out
         x = torch.rand(6, 2)
-        assert_close("sdf head", ns["field"](x)[:, 0].detach(), ns["sdf_head"](x).detach())
+        assert_close("sdf head", ns["field"](x)[:, 0].detach(), ns["sdf_head"](x)[0].detach())
     else:
         assert out.split() == ["torch.bfloat16", "torch.bfloat16", "torch.Size([0])"]
 

@@ -91,16 +91,20 @@ def _spec(tmp_path, text):
 
 
 @pytest.mark.skipif(not _ext.cpp_available(), reason="the width limit is the C++ kernel's")
-def test_sweep_width_beyond_the_kernel_fails_before_training(tmp_path, capsys):
+def test_sweep_width_beyond_the_kernel_fails_before_training_on_the_kernel(tmp_path, capsys, monkeypatch):
     from symfast.cli import main
+    from symfast.ops import _dispatch
     from symfast.ops.fourier_mlp import MAX_WIDTH
 
     spec = _spec(tmp_path, f"hidden = [[{MAX_WIDTH + 1}]]\nseeds = 1\n")
-    assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet", "--backend", "cpu"]) == 2
     err = capsys.readouterr().err
     assert "hidden" in err and str(MAX_WIDTH) in err and "Traceback" not in err
     assert not (tmp_path / "out" / "batches").exists() or not list((tmp_path / "out" / "batches").iterdir())
     load_spec(spec).check_backend("reference", "cpu")  # the reference trains any width
+    monkeypatch.setattr(_dispatch, "_warned", set())
+    with pytest.warns(RuntimeWarning, match="reference"):  # and "auto" falls back to it
+        load_spec(spec).check_backend("auto", "cpu")
 
 
 def test_sweep_seed_beyond_training_range_is_refused(tmp_path):

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 
 from symfast._io import atomic_write, atomic_write_bytes
+from symfast._progress import reporter
 from symfast.commands import UsageError, input_errors
 
 NAME = "layerwise"
@@ -91,7 +91,7 @@ def _run_suite(args, data) -> int:
     from symfast.layerwise.attention import attention_experiment, format_attention
     from symfast.layerwise.suite import autoencoder_regimes, format_regimes, format_suite, plot_regimes, run_suite
 
-    log = lambda m: print("  " + m, file=sys.stderr, flush=True)  # noqa: E731
+    log = reporter(not args.quiet, "symfast.layerwise")  # progress lines through the logger
     t0 = time.perf_counter()
     steps, cnn_steps, ae_steps = (400, 300, 300) if args.quick else (args.steps, args.steps, args.steps)
     seed = 0 if args.seed_offset is None else args.seed_offset
@@ -137,7 +137,7 @@ def _run_exactness(args, data) -> int:
         s = (ExactnessSettings(lams=(1e-3, 1e-1, 1e1, 1e3), seeds=2, heldout_seeds=3, sizes=(32, 16), steps=300,
                                seed_offset=offset, bootstrap=400) if args.quick else ExactnessSettings(seed_offset=offset))
     t0 = time.perf_counter()
-    res = exactness_sweep(data, acts, s, progress=lambda m: print("  " + m, file=sys.stderr, flush=True))
+    res = exactness_sweep(data, acts, s, progress=not args.quiet)
     if args.quick:  # as for the suite: a smoke run's rows are not evidence
         res.claims = not_comparable(res.claims, "not converged", "--quick: smaller nets, fewer steps and seeds "
                                     "than the documented run")
@@ -175,7 +175,7 @@ def _run_patches(args) -> int:
             data = load_patches(s.size, s.count, s.data_seed, s.color, s.flip_closed, scale=s.scale)
         except ImportError as e:
             raise UsageError(str(e)) from None
-    res = patch_study(s, progress=lambda m: print("  " + m, file=sys.stderr, flush=True), data=data)
+    res = patch_study(s, progress=not args.quiet, data=data)
     text = format_patch_study(res["rows"], s)
     print(text)
     _write_text(os.path.join(args.out, "patches.md"), text + "\n")
@@ -207,7 +207,7 @@ def _run_cnn(args, data) -> int:
     t0 = time.perf_counter()
     res = run_cnn_experiment(data, args.activation, args.equivariance_weight, args.weight_decay, args.steps,
                              tuple(range(args.seeds)), not args.no_control, args.threshold, lr=args.lr,
-                             batch=args.batch, progress=lambda m: print("  " + m, file=sys.stderr, flush=True))
+                             batch=args.batch, progress=not args.quiet)
     print(format_cnn_results(res))
     for variant in ("equivariant", "control"):
         if res[variant]:
@@ -284,7 +284,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     res = run_experiment(data, model, args.activation, args.equivariance_weight, args.weight_decay,
                          args.steps, tuple(range(args.seeds)), not args.no_control, args.threshold, args.lr,
-                         args.batch, progress=lambda m: print("  " + m, file=sys.stderr, flush=True))
+                         args.batch, progress=not args.quiet)
     print(format_results(res))
     pngs = {}
     for variant in ("equivariant", "control"):

@@ -36,7 +36,7 @@ def run(args) -> int:
             _check_ray_address(args.address)
     try:
         store = run_sweep(spec, args.out, shard=args.shard, executor=args.executor, address=args.address,
-                          device=args.device, backend=args.backend, quiet=args.quiet)
+                          device=args.device, backend=args.backend, progress=not args.quiet)
     except FloatingPointError as e:
         raise UsageError(f"{e} (lr in {args.spec})") from None
     missing = store.missing()

@@ -22,6 +22,16 @@ from symfast.layerwise.network import MLP, as_mlp, check_rho
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.activations import best_scales, match_rows, post_action
 
+# the columns of `LatentActions.counts()` and `.table` (and of `GroupActions`' tables)
+COUNT_COLUMNS = ["element", "layer", "fixed", "antisymmetric", "cycled", "cycles", "unmatched"]
+TABLE_COLUMNS = ["element", "layer", "error", "baseline", "bias_error", "data_error", *COUNT_COLUMNS[2:]]
+
+
+def compat_frame(*args, **kwargs):
+    from symfast.layerwise.tables import compat_frame as make  # pandas on first use
+
+    return make(*args, **kwargs)
+
 __all__ = ["LayerAction", "LatentActions", "recover_latent_actions", "data_errors", "DEFAULT_THRESHOLD"]
 
 
@@ -44,6 +54,7 @@ class LatentActions:
             recovered action at that layer (for the output layer: at its input), mean over draws.
         mode: matching mode of the activation ("sign", "scale", "real_scale", "perm");
         threshold: residual threshold used by `counts`.
+        table: (property) the per-layer DataFrame; `report()` / `str()`: the same as text.
         activation: the hidden activation's table name (actions are stored on pre-activations;
             `post_actions` gives the induced, possibly affine, action on the activations).
         data_errors: [L] data-level errors (when data was given, see `data_errors`).
@@ -83,11 +94,7 @@ class LatentActions:
         """HomomorphismReport for this element alone: if rho_in^k = I and rho_out^k = I, so must rho_l^k."""
         return homomorphism_check({self.name: self})
 
-    def counts(self, threshold: float | None = None, level: str = "weight") -> list:
-        """Per hidden layer: fixed / antisymmetric / cycled / unmatched neurons (see LayerAction.counts).
-
-        level="data" uses the data-level neuron residuals (needs data at recovery).
-        """
+    def _count_list(self, threshold: float | None = None, level: str = "weight") -> list:
         t = self.threshold if threshold is None else threshold
         if level == "data":
             if self.data_residuals is None:
@@ -97,13 +104,50 @@ class LatentActions:
             raise ValueError(f"level must be 'weight' or 'data', got {level!r}")
         return [a.counts(t) for a in self.actions]
 
-    def table(self) -> str:
+    def counts(self, threshold: float | None = None, level: str = "weight"):
+        """One row per hidden layer: neurons fixed / antisymmetric / cycled (in `cycles` cycles) /
+        unmatched (see LayerAction.counts), as a DataFrame with columns element, layer (1-based),
+        fixed, antisymmetric, cycled, cycles, unmatched.
+
+        level="data" uses the data-level neuron residuals (needs data at recovery). The list
+        index of earlier versions (`counts()[0]`: layer 1's dict) still works, with a
+        DeprecationWarning; write `counts().iloc[0]`.
+        """
+        old = self._count_list(threshold, level)
+        rows = [{"element": self.name, "layer": l + 1, **c} for l, c in enumerate(old)]
+        return compat_frame(rows, COUNT_COLUMNS, old_text=None, old_items=old, old_what="counts()",
+                            hint="counts() is a DataFrame with one row per hidden layer; "
+                                 "select a layer's row with .iloc or .loc")
+
+    @property
+    def table(self):
+        """One row per layer (the last is the output layer), as a DataFrame: element, layer,
+        error, baseline (random-permutation error), bias_error, data_error (NaN without data),
+        and the counts of the hidden layers (fixed, antisymmetric, cycled, cycles, unmatched;
+        missing for the output layer). `report()` (or `str(result)`) is the same as text.
+
+        Calling it as in earlier versions (`table()`) returns that text, with a DeprecationWarning."""
+        cnt = self._count_list() + [{}]
+        rows = []
+        for l, (e, r, be) in enumerate(zip(self.errors, self.baseline, self.bias_errors)):
+            de = float("nan") if self.data_errors is None else float(self.data_errors[l])
+            rows.append({"element": self.name, "layer": l + 1, "error": float(e), "baseline": float(r),
+                         "bias_error": float(be), "data_error": de, **cnt[l]})
+        f = compat_frame(rows, TABLE_COLUMNS, old_text=self.report, old_what="table",
+                         hint="table is a DataFrame attribute; use report() (or str()) for the text")
+        for c in COUNT_COLUMNS[2:]:
+            f[c] = f[c].astype("Int64")
+        return f
+
+    def report(self) -> str:
+        """The per-layer table as text: errors, random baseline, bias (and data) errors, and the
+        fixed/antisymmetric/cycled/unmatched counts of each hidden layer."""
         head = f"{'layer':>5} {'error':>8} {'random':>8} {'bias':>8}"
         if self.data_errors is not None:
             head += f" {'data':>8}"
         head += "  fixed/anti/cycled/unmatched"
         rows = [f"[{self.name}]", head]
-        cnt = self.counts() + [None]
+        cnt = self._count_list() + [None]
         for l, (e, r, be) in enumerate(zip(self.errors, self.baseline, self.bias_errors)):
             s = f"{l + 1:>5} {e:8.4f} {r:8.4f} {be:8.4f}"
             if self.data_errors is not None:
@@ -112,6 +156,9 @@ class LatentActions:
             s += "  output" if c is None else f"  {c['fixed']}/{c['antisymmetric']}/{c['cycled']}/{c['unmatched']}"
             rows.append(s)
         return "\n".join(rows)
+
+    def __str__(self) -> str:
+        return self.report()
 
 
 def _random_baseline(A: np.ndarray, Bw: np.ndarray, Baug: np.ndarray, Aaug: np.ndarray, mode: str,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from symfast._progress import Progress
 from symfast.layerwise.conv import (ConvNet, as_cnn, conv_data_errors, conv_equivariance_error, project_conv,
                                     recover_conv_actions)
 from symfast.layerwise.data import ImageData
@@ -67,7 +68,7 @@ class CNNResult:
     def row(self) -> dict:
         return {"label": self.label, "errors": self.actions.errors.tolist(), "random": self.actions.baseline.tolist(),
                 "data_errors": self.data_errors.tolist(), "accuracy": self.accuracy,
-                "equivariance": self.equivariance, "counts": self.actions.counts(), "projection": self.projection}
+                "equivariance": self.equivariance, "counts": self.actions._count_list(), "projection": self.projection}
 
 
 def analyse_cnn(net, test: ImageData, label: str = "", threshold: float = DEFAULT_THRESHOLD, seed: int = 0) -> CNNResult:
@@ -90,7 +91,7 @@ def analyse_cnn(net, test: ImageData, label: str = "", threshold: float = DEFAUL
 def run_cnn_experiment(data: ImageData, activation: str = "tanh", equivariance_weight: float = 1.0,
                        weight_decay: float = 0.0, steps: int = 1500, seeds=(0,), control: bool = True,
                        threshold: float = DEFAULT_THRESHOLD, channels=(16, 32), lr: float = 3e-3,
-                       batch: int = 128, progress=None) -> dict:
+                       batch: int = 128, progress: Progress = False) -> dict:
     """Train (equivariant and control) CNNs per seed and analyse each: dict of CNNResult lists and nets."""
     return run_variants(
         data, equivariance_weight, seeds, control, progress, f"cnn ({activation})", steps,
@@ -108,7 +109,7 @@ def format_cnn_results(res: dict) -> str:
             lines.append(f"{name} ({r.label}): accuracy {r.accuracy:.4f}, end-to-end equivariance error "
                          f"{r.equivariance:.4f}")
             lines.append(f"  {'layer':>5} {'weight':>8} {'random':>8} {'data':>8}  symmetric/antisymmetric/paired/unmatched")
-            counts = r.actions.counts()
+            counts = r.actions._count_list()
             for l, (e, b, d) in enumerate(zip(r.actions.errors, r.actions.baseline, r.data_errors)):
                 c = fmt(counts[l]) if l < len(counts) else "head"
                 lines.append(f"  {l + 1:>5} {e:8.4f} {b:8.4f} {d:8.4f}  {c}")

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from symfast._progress import Progress, reporter
 from symfast.layerwise.actions import recover_latent_actions
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation
 from symfast.layerwise.experiments import build_mlp
@@ -348,7 +349,7 @@ class ExactnessResult:
 
 
 def exactness_sweep(data: ImageData, activations=ACTIVATIONS, settings: ExactnessSettings | None = None,
-                    progress=None) -> ExactnessResult:
+                    progress: Progress = False) -> ExactnessResult:
     """Train flip-invariant classifiers along the penalty path per activation and read each one.
 
     Fit seeds 0..seeds-1 and held-out seeds seed_offset.. train on the same 75 % of `data`; every net
@@ -365,8 +366,7 @@ def exactness_sweep(data: ImageData, activations=ACTIVATIONS, settings: Exactnes
              **{sd: "heldout" for sd in range(s.seed_offset, s.seed_offset + s.heldout_seeds)}}
     rows = []
     for act in activations:
-        if progress:
-            progress(f"exactness: {act}, {len(s.lams)} penalty weights x {len(split)} seeds")
+        reporter(progress, "symfast.layerwise")(f"exactness: {act}, {len(s.lams)} penalty weights x {len(split)} seeds")
         nets = train_sweep(train, act, s.lams, list(split), s)
         for (lam, sd), net in nets.items():
             rows.append({"activation": act, "lam": lam, "seed": sd, "split": split[sd], **measure(net, test, cover)})

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from symfast._progress import Progress, reporter
 from symfast.layerwise.actions import DEFAULT_THRESHOLD, LatentActions, recover_latent_actions
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation
 from symfast.layerwise.identifiable import identifiable_submodel, near_linear_fraction
@@ -132,8 +133,8 @@ class ExperimentResult:
     projection: dict = field(default_factory=dict)
 
     def row(self) -> dict:
-        c = self.actions.counts()[0]
-        cd = self.actions.counts(level="data")[0]
+        c = self.actions._count_list()[0]
+        cd = self.actions._count_list(level="data")[0]
         return {"layer1_counts_data": cd, "label": self.label, "errors": self.actions.errors.tolist(),
                 "random": self.actions.baseline.tolist(), "data_errors": self.data_errors.tolist(),
                 "near_linear": self.near_linear.tolist(), self.metric_name: self.metric,
@@ -170,7 +171,7 @@ def analyse(net, model: str, test: ImageData, label: str = "", threshold: float 
 def run_experiment(data: ImageData, model: str = "classifier", activation: str = "tanh",
                    equivariance_weight: float = 1.0, weight_decay: float = 0.0, steps: int = 2000,
                    seeds=(0,), control: bool = True, threshold: float = DEFAULT_THRESHOLD, lr: float = 2e-3,
-                   batch: int = 256, progress=None) -> dict:
+                   batch: int = 256, progress: Progress = False) -> dict:
     """Train with the equivariance loss (and a control without it) per seed and analyse each network.
 
     Returns:
@@ -183,7 +184,7 @@ def run_experiment(data: ImageData, model: str = "classifier", activation: str =
         lambda net, test, label, seed: analyse(net, model, test, label, threshold))
 
 
-def run_variants(data: ImageData, equivariance_weight: float, seeds, control: bool, progress, what: str,
+def run_variants(data: ImageData, equivariance_weight: float, seeds, control: bool, progress: Progress, what: str,
                  steps: int, train_fn, analyse_fn) -> dict:
     """The experiment loop shared by MLPs and CNNs: per seed, train with the equivariance loss (and a
     control without it) on 75 % of `data` and analyse each net on the held-out 25 %.
@@ -196,8 +197,7 @@ def run_variants(data: ImageData, equivariance_weight: float, seeds, control: bo
     variants = [("equivariant", equivariance_weight)] + ([("control", 0.0)] if control else [])
     for seed in seeds:
         for name, w in variants:
-            if progress:
-                progress(f"training {what} {name} seed {seed}: {steps} steps")
+            reporter(progress, "symfast.layerwise")(f"training {what} {name} seed {seed}: {steps} steps")
             net = train_fn(train, w, seed)
             out["nets"][(name, seed)] = net
             out[name].append(analyse_fn(net, test, f"{name}/seed{seed}", seed))
@@ -223,7 +223,7 @@ def format_results(res: dict) -> str:
         fmt = lambda c: f"{c['fixed']}/{c['antisymmetric']}/{c['cycled']}/{c['unmatched']}"  # noqa: E731
         for l in range(len(e)):
             if l < len(rs[0].actions.actions):
-                c = fmt(rs[0].actions.counts()[l]) + " | " + fmt(rs[0].actions.counts(level="data")[l])
+                c = fmt(rs[0].actions._count_list()[l]) + " | " + fmt(rs[0].actions._count_list(level="data")[l])
             else:
                 c = "output"
             nls = "" if np.isnan(nl[l]) else f"{nl[l]:.2f}"
@@ -231,7 +231,7 @@ def format_results(res: dict) -> str:
         if len(rs) > 1:
             sd = np.std([r.actions.errors for r in rs], 0)
             lines.append(f"  seed spread (std of weight errors over {len(rs)} seeds): {np.round(sd, 4).tolist()}")
-            per_seed = [r.actions.counts(level="data")[0] for r in rs]
+            per_seed = [r.actions._count_list(level="data")[0] for r in rs]
             lines.append("  layer-1 symmetric/antisymmetric/paired per seed (data level): "
                          + ", ".join(f"{c['fixed']}/{c['antisymmetric']}/{c['cycled']}" for c in per_seed))
         p = rs[0].projection

@@ -154,15 +154,48 @@ class GroupActions:
     def baseline(self) -> np.ndarray:
         return np.stack([v.baseline for v in self.elements.values()])
 
-    def counts(self, threshold: float | None = None) -> dict:
-        return {k: v.counts(threshold) for k, v in self.elements.items()}
+    def counts(self, threshold: float | None = None):
+        """One row per (element, hidden layer): the columns of `LatentActions.counts`. The dict of
+        earlier versions (`counts()["g0"]`: a list per element) still answers element names, with a
+        DeprecationWarning; write `counts().query("element == 'g0'")`."""
+        import pandas as pd
+
+        from symfast.layerwise.tables import compat_frame
+
+        parts = [v.counts(threshold) for v in self.elements.values()]
+        old = {k: v._count_list(threshold) for k, v in self.elements.items()}
+        rows = pd.concat([pd.DataFrame(p) for p in parts], ignore_index=True).to_dict("records")
+        return compat_frame(rows, list(parts[0].columns), old_items=old, old_what="counts()",
+                            hint="counts() is a DataFrame with one row per element and hidden layer; "
+                                 "select an element's rows by its 'element' column")
 
     def __getitem__(self, name) -> "object":
         return self.elements[name]
 
-    def table(self) -> str:
-        parts = [v.table() for v in self.elements.values()]
+    @property
+    def table(self):
+        """`LatentActions.table` of every element, stacked (column `element` first). The
+        homomorphism check is `.homomorphism`; `report()` (or `str()`) gives both as text.
+        Calling it as in earlier versions (`table()`) returns that text, with a DeprecationWarning."""
+        import pandas as pd
+
+        from symfast.layerwise.tables import compat_frame
+
+        parts = [pd.DataFrame(v.table) for v in self.elements.values()]
+        t = pd.concat(parts, ignore_index=True)
+        f = compat_frame(t.to_dict("records"), list(t.columns), old_text=self.report, old_what="table",
+                         hint="table is a DataFrame attribute; use report() (or str()) for the text")
+        for c, dt in t.dtypes.items():
+            f[c] = f[c].astype(dt)
+        return f
+
+    def report(self) -> str:
+        """Each element's `LatentActions.report()`, then the homomorphism check and its failures."""
+        parts = [v.report() for v in self.elements.values()]
         parts.append(repr(self.homomorphism))
         for f in self.homomorphism.failures[:10]:
             parts.append(f"  fails: {f['relation']} at layer {f['layer']} (error {f['error']:.3g})")
         return "\n".join(parts)
+
+    def __str__(self) -> str:
+        return self.report()

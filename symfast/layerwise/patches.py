@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from symfast._progress import Progress
 from symfast.layerwise.actions import DEFAULT_THRESHOLD, LatentActions, LayerAction, recover_latent_actions
 from symfast.layerwise.data import ImageData, flip_matrix
 from symfast.layerwise.network import as_mlp
@@ -149,7 +150,7 @@ def filter_level(acts: LatentActions, W1) -> LatentActions:
 
 
 def _classes(acts: LatentActions) -> dict:
-    c = acts.counts()[0]
+    c = acts._count_list()[0]
     return {"s+": c["fixed"], "s-": c["antisymmetric"], "paired": c["cycled"], "unmatched": c["unmatched"]}
 
 
@@ -204,7 +205,7 @@ class PatchSettings:
     control: bool = True
 
 
-def patch_study(s: PatchSettings, progress=None, data: ImageData | None = None) -> dict:
+def patch_study(s: PatchSettings, progress: Progress = False, data: ImageData | None = None) -> dict:
     """Train the flip-equivariant autoencoder (and a control) per seed on patches and read its layer-1 filters.
 
     `data`: the patches, when already loaded (`load_patches` with the settings' size, count, ... by default).

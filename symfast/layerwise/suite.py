@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from symfast._progress import Progress, reporter
 from symfast.layerwise.cnn_experiments import analyse_cnn, train_cnn
 from symfast.layerwise.data import ImageData
 from symfast.layerwise.experiments import analyse, train_equivariant
@@ -24,7 +25,7 @@ def _counts(c: dict) -> str:
 
 def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigmoid", "relu"), steps: int = 600,
               cnn_steps: int = 500, cnn_channels=(8, 16), equivariance_weight: float = 1.0, seed: int = 0,
-              progress=None, figures_dir: str | None = None) -> list:
+              progress: Progress = False, figures_dir: str | None = None) -> list:
     """One row per (model, activation, variant); variant "equivariant" (loss on) or "control" (off).
 
     figures_dir: if given, the layer-1 filters of each model's first activation are drawn by orbit
@@ -41,8 +42,7 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
     for model in models:
         for act in activations:
             for variant, w in (("equivariant", equivariance_weight), ("control", 0.0)):
-                if progress:
-                    progress(f"suite: {model} ({act}) {variant}")
+                reporter(progress, "symfast.layerwise")(f"suite: {model} ({act}) {variant}")
                 if model == "mlp":
                     net = train_equivariant("classifier", train, act, w, steps=steps, seed=seed)
                     r = analyse(net, "classifier", test)
@@ -67,7 +67,7 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
                 rows.append({"model": model, "activation": act, "variant": variant,
                              "weight_error": float(r.actions.errors[0]), "random": float(r.actions.baseline[0]),
                              "data_error": data_err, "end_to_end": float(r.equivariance),
-                             "counts": r.actions.counts()[0], "accuracy": acc})
+                             "counts": r.actions._count_list()[0], "accuracy": acc})
     return rows
 
 
@@ -84,7 +84,7 @@ def format_suite(rows: list) -> str:
 
 
 def autoencoder_regimes(data: ImageData, scales=(1.0, 4.0), weight_decays=(0.0, 0.5), activation: str = "tanh",
-                        steps: int = 400, seed: int = 0, progress=None) -> list:
+                        steps: int = 400, seed: int = 0, progress: Progress = False) -> list:
     """Autoencoders (64-128-32-128-64, equivariance loss weight 1) over input scale x weight decay.
 
     Scaling the inputs by s moves the pre-activations out of tanh's near-linear range, where the
@@ -98,14 +98,13 @@ def autoencoder_regimes(data: ImageData, scales=(1.0, 4.0), weight_decays=(0.0, 
         tr = ImageData(train.x * s, train.y, train.shape, train.name)
         te = ImageData(test.x * s, test.y, test.shape, test.name)
         for wd in weight_decays:
-            if progress:
-                progress(f"autoencoder regime: input scale {s}, weight decay {wd}")
+            reporter(progress, "symfast.layerwise")(f"autoencoder regime: input scale {s}, weight decay {wd}")
             r = analyse(train_equivariant("autoencoder", tr, activation, 1.0, weight_decay=wd, steps=steps, seed=seed),
                         "autoencoder", te, project=False)
             rows.append({"scale": float(s), "weight_decay": float(wd), "near_linear": r.near_linear.tolist(),
                          "weight_error": float(r.actions.errors[0]), "random": float(r.actions.baseline[0]),
-                         "data_error": float(r.data_errors[0]), "counts": r.actions.counts()[0],
-                         "counts_data": r.actions.counts(level="data")[0],
+                         "data_error": float(r.data_errors[0]), "counts": r.actions._count_list()[0],
+                         "counts_data": r.actions._count_list(level="data")[0],
                          "relative_mse": float(r.metric / max((te.x ** 2).sum(1).mean(), 1e-300))})
     return rows
 

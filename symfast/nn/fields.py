@@ -229,17 +229,16 @@ class Ensemble:
                                                seeds=list(self.seeds))
 
     @staticmethod
-    def from_module(module, shapes=None, seeds=None) -> "Ensemble":
+    def from_module(module, shapes=None, seeds=None, output: int | None = None) -> "Ensemble":
         """An Ensemble from a `symfast.nn.FourierMLPEnsemble` (or `FourierMLP`): its weights
         (detached copies), encoding (a copy that no longer requires grad: learned frequencies
-        are read as they are now) and activation; `shapes`/`seeds` default to the module's own."""
+        are read as they are now) and activation; `shapes`/`seeds` default to the module's own.
+        An Ensemble holds one-output fields: for a module with `out_features = K > 1`, `output=k`
+        takes output k (0 <= k < K), and without it the module is refused."""
         if not isinstance(module, FourierMLPEnsemble):
             raise TypeError(f"expected a symfast.nn.FourierMLPEnsemble, got {type(module).__name__}")
-        if module.out_features != 1:
-            raise ValueError(f"an Ensemble (and so the readout) holds single-output fields; this module has "
-                             f"out_features={module.out_features}: read one output k by building a module from "
-                             "its weights with the last layer sliced, weights[-1][..., k:k+1], biases[-1][:, k:k+1] "
-                             "(FourierMLPEnsemble.from_tensors)")
+        weights, biases = _one_output([w.detach().clone() for w in module.weights],
+                                     [b.detach().clone() for b in module.biases], output, "Ensemble.from_module(module, ")
         shapes = module.shapes if shapes is None else list(shapes)
         if shapes is None:
             raise ValueError("this module does not know which shape each model was fitted to; pass shapes= "
@@ -247,8 +246,7 @@ class Ensemble:
         seeds = (module.seeds if module.seeds is not None else list(range(module.num_models))) \
             if seeds is None else list(seeds)
         pe = copy.deepcopy(module.pe).requires_grad_(False)
-        return Ensemble(pe, [w.detach().clone() for w in module.weights], [b.detach().clone() for b in module.biases],
-                        module.activation, shapes, seeds)
+        return Ensemble(pe, weights, biases, module.activation, shapes, seeds)
 
     @staticmethod
     def coerce(obj, shapes=None) -> "Ensemble":
@@ -280,15 +278,18 @@ class Ensemble:
         return to_sequential(self.pe, [w[i] for w in self.weights], [b[i] for b in self.biases], self.activation)
 
     @staticmethod
-    def from_sequentials(models, shapes, seeds=None) -> "Ensemble":
+    def from_sequentials(models, shapes, seeds=None, output: int | None = None) -> "Ensemble":
         """Stack nn.Sequential(FourierPE, Linear, act, ..., Linear) models (same encoding and
         architecture) into an Ensemble; `shapes` gives each model's target (Shape or name).
-        A pointwise activation the fused kernel lacks (nn.GELU(), ...) is kept as the module."""
+        A pointwise activation the fused kernel lacks (nn.GELU(), ...) is kept as the module.
+        An Ensemble holds one-output fields: for models whose last Linear has K > 1 outputs,
+        `output=k` takes output k (0 <= k < K; e.g. the SDF head), and without it they are refused."""
         models = list(models)
         if shapes is None or len(list(shapes)) != len(models):
             raise ValueError(f"shapes must give one Shape or name per model ({len(models)}), "
                              f"got {None if shapes is None else len(list(shapes))}")
         pe, weights, biases, act = stack_sequentials(models)
+        weights, biases = _one_output(weights, biases, output, "Ensemble.from_sequentials(models, shapes, ")
         pe = copy.deepcopy(pe).requires_grad_(False)
         seeds = list(range(len(models))) if seeds is None else list(seeds)
         return Ensemble(pe, weights, biases, act, list(shapes), seeds)
@@ -621,3 +622,22 @@ class FourierMLP(FourierMLPEnsemble):
     def from_sequential(cls, seq: nn.Sequential, backend: str = "auto") -> "FourierMLP":
         pe, ws, bs, act = parse_sequential(seq)
         return cls._from_params(pe, ws, bs, act, backend)
+
+
+def _one_output(weights, biases, output, call: str):
+    """weights/biases ([B, fan_in, fan_out] / [B, fan_out] lists) with the last layer cut to output
+    `output` (an int, 0 <= output < K); unchanged for K = 1 and output None or 0. The readout's
+    data model (`Ensemble`) holds one-output fields, so K > 1 without `output` is refused, naming
+    `call` + "output=k)"."""
+    K = weights[-1].shape[-1]
+    if output is None:
+        if K == 1:
+            return weights, biases
+        raise ValueError(f"an Ensemble (and so the readout) holds single-output fields; these have "
+                         f"out_features={K}: read output k with {call}output=k), 0 <= k < {K}, or build a "
+                         f"module from the weights with the last layer sliced, weights[-1][..., k:k+1], "
+                         f"biases[-1][:, k:k+1] (FourierMLPEnsemble.from_tensors)")
+    if isinstance(output, bool) or not isinstance(output, int) or not 0 <= output < K:
+        raise ValueError(f"output must be an integer in 0..{K - 1} (the fields have {K} output(s)), got {output!r}")
+    return ([*weights[:-1], weights[-1][..., output:output + 1].contiguous()],
+            [*biases[:-1], biases[-1][..., output:output + 1].contiguous()])

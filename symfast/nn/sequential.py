@@ -69,7 +69,8 @@ def activation_fn(act):
 def parse_sequential(seq: nn.Sequential):
     """(pe, [W [fan_in, fan_out]], [b [fan_out]], activation) from Sequential(pe, Linear, act, ..., Linear).
 
-    activation: the fused name, or the activation module itself for any other pointwise one."""
+    The last Linear may have any number K of outputs. activation: the fused name, or the activation
+    module itself for any other pointwise one."""
     mods = list(seq)
     if len(mods) < 4 or not isinstance(mods[0], FourierPE):
         raise ValueError("expected nn.Sequential(FourierPE, Linear, act, ..., Linear) with >= 1 hidden layer")
@@ -80,8 +81,9 @@ def parse_sequential(seq: nn.Sequential):
     found = [_act_name(a) for a in acts]
     if len({_act_key(a) for a in found}) != 1:
         raise ValueError(f"all hidden activations must be the same, got {sorted({activation_label(a) for a in found})}")
-    if linears[-1].out_features != 1 or linears[0].in_features != pe.dim:
-        raise ValueError(f"first Linear must take d = {pe.dim} features and the last give 1 output")
+    if linears[0].in_features != pe.dim:
+        raise ValueError(f"the first Linear must take d = {pe.dim} features (the encoding's output), "
+                         f"got {linears[0].in_features}")
     ws = [m.weight.detach().T.contiguous() for m in linears]
     bs = [(m.bias.detach() if m.bias is not None else m.weight.new_zeros(m.out_features)) for m in linears]
     return pe, ws, bs, found[0]

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from symfast import shapes as shp
+from symfast._progress import Progress
 from symfast.nn.fields import Ensemble
 from symfast.nn.encodings import DyadicAxisPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 from symfast.groups import Group, as_element, dihedral, union
@@ -64,7 +65,7 @@ def score_table(table: pd.DataFrame, shapes) -> pd.DataFrame:
 
 
 def run(budgets, shapes=None, encodings=None, points: int = 2048, alpha: float = 0.05, seed_offset: int = 0,
-        progress: bool = False) -> pd.DataFrame:
+        progress: Progress = False) -> pd.DataFrame:
     """Train and read out every (budget, encoding) on the grid.
 
     Args:
@@ -73,6 +74,7 @@ def run(budgets, shapes=None, encodings=None, points: int = 2048, alpha: float =
         points: points per model per step.
         alpha: the decision's family-wise level.
         seed_offset: first training seed (fresh seeds give an independent replicate).
+        progress: passed to each `fit_sdf` (False, True or a callable).
 
     Returns:
         One row per (budget, encoding, shape, liftable candidate) with the readout columns,

@@ -32,13 +32,13 @@ import os
 import warnings
 
 import torch
-from tqdm.auto import tqdm
 
 from symfast._io import atomic_save, safe_load, sigint_deferred
+from symfast._progress import Progress, reporter
 from symfast.nn.encodings import FourierPE
 from symfast.nn.fields import Ensemble, init_weights
 from symfast.ops import _dispatch
-from symfast.ops.fourier_mlp import ACTIVATIONS, MAX_WIDTH, fourier_mlp_train_step
+from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp_train_step, resolve_backend
 from symfast.shapes import Shape, by_name, samplers
 
 __all__ = ["fit_sdf", "check_backend", "DOMAINS", "MAX_SEED"]
@@ -112,31 +112,27 @@ def _as_device(device) -> torch.device:
 
 
 def check_backend(backend: str, device, hidden=None, pe_dim: int | None = None, dtype=torch.float32) -> str:
-    """Reject a training backend this build or device cannot run (the fused op's own rule), and,
-    given `hidden` widths, an architecture it cannot train; returns the backend that will run."""
-    dev = _as_device(device)
-    resolved = _dispatch.resolve("fourier_mlp_train_step", backend, dev, triton=True)
-    if hidden is None:
-        return resolved
-    hidden = _as_hidden(hidden)
-    if resolved == "cpu" and max(hidden) > MAX_WIDTH:
-        raise ValueError(f"hidden widths {list(hidden)}: the {backend!r} backend's fused CPU kernel supports "
-                         f"widths up to {MAX_WIDTH}; use narrower layers or backend='reference'")
-    if resolved == "triton" and pe_dim is not None:
-        from symfast.ops.fourier_mlp import triton as tri
+    """The backend that will train, by the fused op's own rule (`symfast.ops.fourier_mlp.resolve_backend`).
 
-        dims = [pe_dim, *hidden, 1]
-        ws = [torch.empty(1, a, b, device="meta") for a, b in zip(dims[:-1], dims[1:])]
-        problem = tri.unsupported(dtype, ws)
-        if problem and backend == "triton":
-            raise ValueError(f"backend='triton' cannot train hidden {list(hidden)}: {problem}")
-    return resolved
+    Rejects a backend this build or device cannot run and, given `hidden` widths (and `pe_dim`),
+    an architecture an explicit kernel cannot train (ValueError naming backend='reference');
+    "auto" then falls back to the reference with the op's one-time RuntimeWarning."""
+    dev = _as_device(device)
+    if hidden is None:
+        return _dispatch.resolve("fourier_mlp_train_step", backend, dev, triton=True)
+    hidden = _as_hidden(hidden)
+    dims = [1 if pe_dim is None else pe_dim, *hidden, 1]
+    ws = [torch.empty(1, a, b, device="meta") for a, b in zip(dims[:-1], dims[1:])]
+    try:
+        return resolve_backend(backend, dev, dtype, ws)
+    except ValueError as e:
+        raise ValueError(f"hidden widths {list(hidden)}: {e}") from None
 
 
 def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = "relu", steps: int = 1500,
             points: int = 2048, lr: float = 2e-3, device="cpu", backend: str = "auto", sampler: str | None = None,
             radius: float = 1.0, dtype=torch.float32, checkpoint=None, checkpoint_every: int = 100,
-            progress: bool | None = None) -> Ensemble:
+            progress: Progress = False) -> Ensemble:
     """Train len(shapes) x len(seeds) PE+MLP models on SDFs at once.
 
     Args:
@@ -150,7 +146,9 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
             (defaults 1500 x 2048, 2e-3 separate true from false symmetries at 32 seeds,
             as measured).
         device: torch device for the models.
-        backend: "auto" (fused kernels when built, else reference), "reference", "cpu", "triton".
+        backend: "auto" (fused kernels when built and able to take the model, else the reference
+            with a one-time warning: e.g. widths above `symfast.ops.fourier_mlp.MAX_WIDTH` on the
+            C++ kernel), "reference", "cpu", "triton" (these refuse a model they cannot train).
         sampler: 2D: "disk" (default, O(2)-invariant) or "box"; 3D: "ball" (default,
             O(3)-invariant), "box" or "near_surface" (see `DOMAINS`); radius: the domain's size.
         dtype: float32 (default) or float64.
@@ -160,7 +158,8 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
             else the same) continues a finished run: the learning rate is constant and each
             model's points come from its own generator, so the result is exactly what one run
             with the larger step count trains (what an adaptive budget adds steps with).
-        progress: show a tqdm bar (default: when the run is long).
+        progress: False (default), True (a tqdm bar over the steps) or a callable given a line
+            about every tenth of the run (see the API index's conventions).
 
     Returns:
         An `Ensemble` with members ordered shape-major (all seeds of shapes[0] first), each
@@ -191,7 +190,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
     device = _as_device(device)
-    check_backend(backend, device, hidden, pe.dim, dtype)
+    backend = check_backend(backend, device, hidden, pe.dim, dtype)  # "auto" resolved once, warning once
 
     member_shapes = [s for s in shape_objs for _ in seed_list]
     member_seeds = [sd for _ in shape_objs for sd in seed_list]
@@ -219,12 +218,11 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         warnings.warn(f"fit_sdf keeps the frequencies and phases of {pe.name!r} fixed although they require grad; "
                       "to learn them, train a symfast.nn.FourierMLPEnsemble in your own loop", stacklevel=2)
     freq, phase = pe.frequencies.detach().to(device, dtype), pe.phases.detach().to(device, dtype)
-    show = progress if progress is not None else (steps - start) * B * points > 5e7
-    bar = tqdm(range(start, steps), total=steps, initial=start, disable=not show,
-               desc=f"fit_sdf {pe.name} B={B}", unit="step", leave=False)
+    rep = reporter(progress, "symfast.readout")
+    bar = rep.bar(int(steps), desc=f"fit_sdf {pe.name} B={B}", initial=start, unit="step")
     boundary, step, drawn_from = start, start, None  # last completed step; generator states it began with
     try:
-        for step in bar:
+        for step in range(start, int(steps)):
             if checkpoint is not None:  # only needed to roll an interrupted step back
                 drawn_from = [g.get_state() for g in gens]
             x = _sample(sampler, gens, points, radius, dtype) if dim == 2 else \
@@ -241,8 +239,9 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
                 opt.step()
                 losses[step] = loss_b.detach().float().cpu()
                 boundary, drawn_from = step + 1, None
-            if show and step % 50 == 0:
-                bar.set_postfix(loss=f"{losses[step].mean().item():.2e}")
+            if rep and step % 50 == 0:
+                bar.set_postfix(loss=f"{losses[step].mean().item():.2e}", refresh=False)
+            bar.update(1)
             if checkpoint is not None and boundary % checkpoint_every == 0:
                 _save_checkpoint(checkpoint, config, targets, params, opt, gens, losses, boundary)
     except KeyboardInterrupt:

@@ -44,12 +44,12 @@ def test_planted_flip_recovered_exactly(activation):
     assert (res.baseline[:-1] > 0.8).all(), res.baseline  # random permutations are far off
     assert res.homomorphism.ok and len(res.homomorphism.relations) == 2  # flip^2 = e on 2 hidden layers
     counts = res.counts()
-    for l, c in enumerate(counts):
+    for l, c in counts.iterrows():
         diag = np.diag(chains[0][l + 1])
         assert c["fixed"] == int((diag > 0).sum()) and c["antisymmetric"] == int((diag < 0).sum())
         assert c["fixed"] + c["antisymmetric"] + c["cycled"] == 24 if l == 0 else 20
     if activation == "tanh":
-        assert counts[0]["antisymmetric"] > 0  # the sign character is planted for odd activations
+        assert counts.iloc[0]["antisymmetric"] > 0  # the sign character is planted for odd activations
 
 
 def test_planted_d4_group_and_homomorphism():
@@ -293,3 +293,54 @@ def test_bridge_compare_observables_on_planted_ensemble(activation):
         assert true["gram_model"].max() < 1e-12
     else:  # ReLU rescaling: the Gram misses the planted symmetry
         assert true.loc[true["element"] != "r0", "gram_model"].min() > 0.05
+
+
+def test_results_follow_the_readout_conventions_table_counts_report():
+    """`.table` is a DataFrame attribute and `counts()` a DataFrame (as `Readout.table` / `.counts()`),
+    `report()` / `str()` the text; the earlier `table()` call and list/dict indexing still answer,
+    with a DeprecationWarning."""
+    import pickle
+    import warnings
+
+    import pandas as pd
+
+    flip, rot = grid_reps()
+    net, _ = planted_mlp([16, 24, 18, 16], [flip], rho_out=[flip], activation="tanh", seed=1)
+    x = torch.as_tensor(np.random.default_rng(0).normal(size=(32, 16)))
+    res = sf.recover_latent_actions(net.to_sequential(torch.float64), flip, flip, data=x)
+    t = res.table
+    assert isinstance(t, pd.DataFrame) and not callable(pd.DataFrame(t))
+    assert list(t.columns) == ["element", "layer", "error", "baseline", "bias_error", "data_error", "fixed",
+                               "antisymmetric", "cycled", "cycles", "unmatched"]
+    assert t["layer"].tolist() == [1, 2, 3] and t["unmatched"].isna().tolist() == [False, False, True]
+    np.testing.assert_allclose(t["error"], res.errors)
+    np.testing.assert_allclose(t["data_error"], res.data_errors)
+    c = res.counts()
+    assert isinstance(c, pd.DataFrame) and c["layer"].tolist() == [1, 2]
+    assert (c["fixed"] + c["antisymmetric"] + c["cycled"]).tolist() == [24, 18]
+    assert t.loc[:1, "fixed"].tolist() == c["fixed"].tolist()
+    assert res.counts(level="data")["layer"].tolist() == [1, 2]
+    text = res.report()
+    assert str(res) == text and text.startswith("[g]") and "output" in text
+    with pytest.warns(DeprecationWarning, match=r"table\(\).*report\(\)"):
+        assert res.table() == text
+    with pytest.warns(DeprecationWarning, match=r"counts\(\)\[0\].*DataFrame"):
+        assert res.counts()[0] == {k: int(c.iloc[0][k]) for k in ["fixed", "antisymmetric", "cycled", "cycles",
+                                                                  "unmatched"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert type(t[t["layer"] == 1]) is pd.DataFrame and type(t.copy()) is pd.DataFrame  # derived: plain
+        assert c["fixed"].tolist() == c.iloc[:, 2].tolist()  # column labels are not the old index
+        pickle.loads(pickle.dumps(t))
+        with pytest.raises(TypeError):
+            pd.DataFrame(t)()
+
+    group = sf.recover_latent_actions(net.to_sequential(torch.float64), d4_elements(), d4_elements())
+    gt, gc = group.table, group.counts()
+    assert isinstance(gt, pd.DataFrame) and set(gt["element"]) == set(group.names) and len(gt) == 3 * len(group.names)
+    assert list(gc.columns) == list(c.columns) and len(gc) == 2 * len(group.names)
+    assert str(group) == group.report() and "HomomorphismReport" in group.report()
+    with pytest.warns(DeprecationWarning, match="report"):
+        assert group.table() == group.report()
+    with pytest.warns(DeprecationWarning, match="element"):
+        assert group.counts()["e0"][0]["fixed"] == int(group["e0"].counts().iloc[0]["fixed"])

@@ -75,7 +75,7 @@ def test_large_biases_do_not_make_random_filters_symmetric():
     c = filter_classes(layers, shape)
     assert c["matching"]["s+"] == H  # the bias-dominated matching rule alone
     assert (c["s+"], c["s-"], c["paired"], c["unmatched"]) == (0, 0, 0, H)
-    assert c["actions"].counts()[0]["unmatched"] == H  # the returned actions carry the filter-level residual
+    assert c["actions"].counts().iloc[0]["unmatched"] == H  # the returned actions carry the filter-level residual
 
 
 def test_filter_classes_bad_input():

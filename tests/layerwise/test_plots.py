@@ -171,7 +171,7 @@ def test_filter_title_counts_are_the_tables_counts_at_the_weight_level(planted):
         title = fig._suptitle.get_text()
     finally:
         plt.close(fig)
-    c = res.counts()[0]  # what run_suite stores and format_suite prints
+    c = res.counts().iloc[0]  # what run_suite stores and format_suite prints
     assert f"weight-level counts sym/anti/paired/unmatched {_counts(c)}/{c['unmatched']}" in title
     groups = orbit_groups(res)
     assert (len(groups["symmetric"]), len(groups["antisymmetric"]), len(groups["paired"])) == \

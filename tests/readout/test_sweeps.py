@@ -1,7 +1,6 @@
 import os
 import shutil
 import signal
-import threading
 import subprocess
 import sys
 import time
@@ -39,7 +38,7 @@ def spec_file(tmp_path):
 def clean_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("clean")
     spec = load_spec(spec_file(root))
-    run_sweep(spec, str(root / "out"), quiet=True)
+    run_sweep(spec, str(root / "out"), progress=False)
     return root / "out"
 
 
@@ -109,7 +108,7 @@ def test_killed_sweep_resumes_without_loss_or_duplicates(tmp_path, clean):
     done = len(list((out / "batches").glob("*.pt")))
     assert 2 <= done < 8, "the sweep should be killed mid-run"
     assert not (out / "results.csv").exists()
-    store = run_sweep(load_spec(spec_file(tmp_path)), str(out), quiet=True)
+    store = run_sweep(load_spec(spec_file(tmp_path)), str(out), progress=False)
     assert not store.missing()
     resumed = load_results(str(out)).drop(columns=VOLATILE)
     pd.testing.assert_frame_equal(resumed, clean)
@@ -127,16 +126,16 @@ def test_two_shards_merge_to_the_same_table(tmp_path, clean):
     assert main(["report", str(tmp_path / "m")]) == 0
     assert list((tmp_path / "m").glob("heatmap_*.png"))
     with pytest.raises(ValueError, match="different sweep"):
-        run_sweep(SweepSpec(shapes=["circle"], steps=[1], points=[8], seeds=1), str(tmp_path / "m"), quiet=True)
+        run_sweep(SweepSpec(shapes=["circle"], steps=[1], points=[8], seeds=1), str(tmp_path / "m"), progress=False)
     with pytest.raises(ValueError, match="shard"):
-        run_sweep(load_spec(spec), str(tmp_path / "c"), shard="2/2", quiet=True)
+        run_sweep(load_spec(spec), str(tmp_path / "c"), shard="2/2", progress=False)
 
 
 def test_ray_executor_local_cluster(tmp_path, clean):
     ray = pytest.importorskip("ray")  # optional (symfast[ray]): skipped when Ray is not installed
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        run_sweep(load_spec(spec_file(tmp_path)), str(tmp_path / "r"), executor="ray", quiet=True)
+        run_sweep(load_spec(spec_file(tmp_path)), str(tmp_path / "r"), executor="ray", progress=False)
     finally:
         ray.shutdown()
     table = load_results(str(tmp_path / "r")).drop(columns=VOLATILE)
@@ -158,7 +157,7 @@ def test_pickle_payload_in_a_batch_never_runs(tmp_path, clean_dir, clean):
         store.read_batch(victim.stem)
     new, refused = SweepStore(str(tmp_path / "m"), store.spec).merge_from(store)
     assert victim.stem in refused and new == len(store.spec.plan()) - 1
-    run_sweep(load_spec(spec_file(tmp_path)), str(d), quiet=True)  # resume: retrains the batch
+    run_sweep(load_spec(spec_file(tmp_path)), str(d), progress=False)  # resume: retrains the batch
     assert not marker.exists()
     pd.testing.assert_frame_equal(load_results(str(d)).drop(columns=VOLATILE), clean)
 
@@ -182,7 +181,7 @@ def test_truncated_batch_is_retrained_on_resume(tmp_path, clean_dir, clean):
     data = victim.read_bytes()
     victim.write_bytes(data[: len(data) // 2])
     assert victim.stem not in SweepStore.open(str(d)).done()
-    run_sweep(load_spec(spec_file(tmp_path)), str(d), quiet=True)
+    run_sweep(load_spec(spec_file(tmp_path)), str(d), progress=False)
     assert list((d / "batches").glob(f"{victim.name}.invalid-*")), "the bad file is kept aside"
     pd.testing.assert_frame_equal(load_results(str(d)).drop(columns=VOLATILE), clean)
 

@@ -236,3 +236,21 @@ def test_batch_mates_change_a_model_only_by_rounding():
         alone = sf.fit_sdf(["square"], sf.DyadicAxisPE(3), seeds=[1], **kw)
         for l, (wa, wb) in enumerate(zip(big.weights + big.biases, alone.weights + alone.biases)):
             assert_close(f"{backend} {dtype} param{l}", wa[4], wb[0], rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(not sf.cpp_available(), reason="the width limit is the C++ kernel's")
+def test_auto_falls_back_to_the_reference_above_the_kernel_width(monkeypatch):
+    from symfast.ops import _dispatch
+    from symfast.ops.fourier_mlp import MAX_WIDTH
+
+    monkeypatch.setattr(_dispatch, "_warned", set())
+    kw = dict(seeds=1, hidden=(MAX_WIDTH + 1,), steps=2, points=8, progress=False)
+    pe = sf.DyadicAxisPE(2)
+    with pytest.warns(RuntimeWarning, match=f"hidden widths up to {MAX_WIDTH}, got {MAX_WIDTH + 1}.*reference"):
+        auto = sf.fit_sdf(["square"], pe, **kw)
+    ref = sf.fit_sdf(["square"], pe, backend="reference", **kw)
+    for a, b in zip(auto.weights + auto.biases, ref.weights + ref.biases):
+        assert torch.equal(a, b)  # "auto" ran the reference itself
+    with pytest.raises(ValueError, match=f"backend='cpu'.*hidden widths up to {MAX_WIDTH}.*backend='reference'"):
+        sf.fit_sdf(["square"], pe, backend="cpu", **kw)
+    assert training.check_backend("auto", "cpu", (MAX_WIDTH,)) == "cpu"

@@ -82,12 +82,18 @@ def _validate(x, frequencies, phases, weights, biases, activation, targets=None)
     return B, N
 
 
-def _resolve_backend(backend: str, x: torch.Tensor, weights) -> str:
+def resolve_backend(backend: str, device, dtype: torch.dtype, weights) -> str:
+    """The backend that runs a field with these weights (shapes only: meta tensors will do) on
+    `device` in `dtype`: the one rule for `fourier_mlp`, `fourier_mlp_train_step` and `fit_sdf`.
+    "auto" falls back to the reference with a one-time RuntimeWarning when a kernel cannot take
+    the model (widths above MAX_WIDTH on the C++ kernel, K > 1 outputs); an explicit kernel
+    raises ValueError naming backend='reference'."""
+    device = torch.device(device)
     problem = None
-    if _ext.HAS_TRITON and (x.device.type == "cuda" or backend == "triton"):
+    if _ext.HAS_TRITON and (device.type == "cuda" or backend == "triton"):
         from symfast.ops.fourier_mlp import triton as tri
-        problem = tri.unsupported(x.dtype, weights)
-    return _dispatch.resolve("fourier_mlp", backend, x.device, triton=True, triton_problem=problem,
+        problem = tri.unsupported(dtype, weights)
+    return _dispatch.resolve("fourier_mlp", backend, device, triton=True, triton_problem=problem,
                              cpu_problem=cpu.unsupported(weights), reference_cost=REFERENCE_COST)
 
 
@@ -117,7 +123,7 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
     _validate(x, frequencies, phases, weights, biases, activation)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
-    backend = _resolve_backend(backend, x, weights)
+    backend = resolve_backend(backend, x.device, x.dtype, weights)
     with no_autocast:
         if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
                 or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
@@ -151,7 +157,7 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     _validate(x, frequencies, phases, weights, biases, activation, targets)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
-    backend = _resolve_backend(backend, x, weights)
+    backend = resolve_backend(backend, x.device, x.dtype, weights)
     with no_autocast:
         if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
             if backend == "reference" and not (torch.compiler.is_compiling()

@@ -5,12 +5,13 @@ import json
 import logging
 import socket
 import time
+import warnings
 from urllib.parse import urlparse
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
+from symfast._progress import Progress, reporter
 from symfast.nn.fields import Ensemble
 from symfast.readout.observables import observable, scores
 from symfast.readout.readout import _lifts, default_candidates, readout
@@ -77,8 +78,17 @@ def _ens_from(d: dict) -> Ensemble:
 
 def run_sweep(spec: SweepSpec, out: str, shard: str | None = None, executor: str = "local",
               address: str | None = None, device: str = "cpu", backend: str = "auto",
-              quiet: bool = False, finalize_when_complete: bool = True) -> SweepStore:
-    """Run (or resume) the batches of `spec` that belong to this shard and are not done yet."""
+              quiet: bool | None = None, finalize_when_complete: bool = True,
+              progress: Progress = False) -> SweepStore:
+    """Run (or resume) the batches of `spec` that belong to this shard and are not done yet.
+
+    progress: False (default), True (a tqdm bar over the cells) or a callable given progress lines;
+    each batch is also logged at INFO on the `symfast.sweep` logger. `quiet=` is the earlier form
+    (quiet=True is progress=False; DeprecationWarning)."""
+    if quiet is not None:
+        warnings.warn("run_sweep(quiet=...) is deprecated; use progress=False/True", DeprecationWarning, stacklevel=2)
+        progress = not quiet
+    rep = reporter(progress, "symfast.sweep")
     i, n = parse_shard(shard)
     if executor not in ("local", "ray"):
         raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
@@ -96,8 +106,8 @@ def run_sweep(spec: SweepSpec, out: str, shard: str | None = None, executor: str
     todo = [b for b in mine if b.batch_id not in done]
     log.info(f"sweep: {spec.num_cells} cells in {len(plan)} batches; shard {i}/{n}: {len(mine)} batches, "
         f"{len(mine) - len(todo)} already done")
-    bar = tqdm(total=sum(b.size for b in mine), initial=sum(b.size for b in mine if b.batch_id in done),
-               unit="cell", desc="sweep", disable=quiet)
+    bar = rep.bar(sum(b.size for b in mine), desc="sweep", initial=sum(b.size for b in mine if b.batch_id in done),
+                  unit="cell")
     try:
         results = _run_ray(todo, spec, address, device, backend) if executor == "ray" else (
             (b, train_batch(b, spec.observables, device, backend)) for b in todo)

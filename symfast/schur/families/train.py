@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 
+from symfast._progress import Progress
 from symfast.schur.families.gated import GatedRNN
 from symfast.schur.families.ssm import STRUCTURES, LinearSSM
 from symfast.schur.rnn.config import TrainConfig
@@ -47,12 +48,13 @@ def make_model(family: str, construction: str, n_in: int, n_hidden: int, n_out: 
 
 
 def train_family(task: Task, family: str, construction: str, seeds, n_hidden: int = 64,
-                 cfg: TrainConfig | None = None, progress: bool = False) -> list:
+                 cfg: TrainConfig | None = None, progress: Progress = False) -> list:
     """One trained model per seed (init and batches from the seed), in the order of `seeds`.
 
     Args:
         task: a Task. family, construction: see the module docstring. seeds: list of ints.
         n_hidden: H. cfg: TrainConfig (budget, lr, clip, threads; engine applies to "tanh" only).
+        progress: False (default), True (a tqdm bar per model) or a callable given progress lines.
 
     Returns:
         list of models (TanhRNN, LinearSSM or GatedRNN).

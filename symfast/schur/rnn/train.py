@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from symfast._progress import Progress, reporter
 from symfast.schur.rnn.checkpoint import load_checkpoint, resume, save_checkpoint
 from symfast.schur.rnn.config import TrainConfig, batch_seed
 from symfast.schur.rnn.model import TanhRNN
@@ -33,14 +34,14 @@ def evaluate(model: TanhRNN, task: Task, batch: int = 256, seed: int = EVAL_SEED
 
 
 def train(task: Task, n_hidden: int = 64, recurrent: str = "orthogonal", cfg: TrainConfig | None = None,
-          checkpoint: str | None = None, progress: bool = True) -> TanhRNN:
+          checkpoint: str | None = None, progress: Progress = False) -> TanhRNN:
     """Train one TanhRNN on `task` (seed cfg.seed); see `train_seeds`.
 
     Args:
         task: a Task instance. n_hidden: H. recurrent: construction (see TanhRNN).
         cfg: TrainConfig (default: the paper's budget, 30 x 128 batches).
         checkpoint: path of a .pt file rewritten at the end of every epoch.
-        progress: show a tqdm bar.
+        progress: False (default), True (a tqdm bar) or a callable given progress lines.
     """
     cfg = cfg or TrainConfig()
     return train_seeds(task, [cfg.seed], n_hidden, recurrent, cfg,
@@ -48,7 +49,7 @@ def train(task: Task, n_hidden: int = 64, recurrent: str = "orthogonal", cfg: Tr
 
 
 def train_seeds(task: Task, seeds, n_hidden: int = 64, recurrent: str = "orthogonal",
-                cfg: TrainConfig | None = None, checkpoints=None, progress: bool = True) -> list[TanhRNN]:
+                cfg: TrainConfig | None = None, checkpoints=None, progress: Progress = False) -> list[TanhRNN]:
     """Train one model per seed; each gets exactly what `train` with that seed gives it.
 
     Every model has its own init, its own batches and its own optimiser. cfg.engine "fused"
@@ -64,7 +65,7 @@ def train_seeds(task: Task, seeds, n_hidden: int = 64, recurrent: str = "orthogo
 
 
 def train_many(task: Task, seeds, widths, recurrents, cfg: TrainConfig | None = None, checkpoints=None,
-               progress: bool = True) -> list[TanhRNN]:
+               progress: Progress = False) -> list[TanhRNN]:
     """Train one model per entry on `task`: model k with seed seeds[k], width widths[k] and
     construction recurrents[k]; each gets exactly what `train` with those settings gives it.
 
@@ -118,7 +119,7 @@ def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
 
 
 def fit(model, task: Task, seed: int, cfg: TrainConfig, opt=None, losses: list | None = None, start: int = 0,
-        on_epoch=None, progress: bool = False, desc: str = ""):
+        on_epoch=None, progress: Progress = False, desc: str = ""):
     """The plain training loop of every model of the study (one model, eager PyTorch).
 
     Masked MSE of `model(x)` against the targets, Adam (cfg.lr) on all of `model`'s parameters,
@@ -130,7 +131,7 @@ def fit(model, task: Task, seed: int, cfg: TrainConfig, opt=None, losses: list |
         task, seed, cfg: the task, the run's seed and budget (cfg.seed is ignored).
         opt: the optimiser (default: a fresh Adam); losses: list the per-batch losses are appended to;
         start: first epoch (a resumed run); on_epoch(ep): called after each epoch (checkpoints).
-        progress, desc: a tqdm bar and its label.
+        progress, desc: False, True (a tqdm bar) or a callable given progress lines; the bar's label.
 
     Returns:
         model, trained in place.
@@ -138,11 +139,8 @@ def fit(model, task: Task, seed: int, cfg: TrainConfig, opt=None, losses: list |
     params = list(model.parameters())
     opt = torch.optim.Adam(params, lr=cfg.lr) if opt is None else opt
     losses = [] if losses is None else losses
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=cfg.epochs * cfg.batches_per_epoch, desc=desc, leave=False,
-                   initial=start * cfg.batches_per_epoch)
+    rep = reporter(progress, "symfast.schur")
+    bar = rep.bar(cfg.epochs * cfg.batches_per_epoch, desc=desc, initial=start * cfg.batches_per_epoch)
     for ep in range(start, cfg.epochs):
         for b in range(cfg.batches_per_epoch):
             x, y, msk = task.sample(cfg.batch, seed=batch_seed(seed, ep, b))
@@ -153,11 +151,10 @@ def fit(model, task: Task, seed: int, cfg: TrainConfig, opt=None, losses: list |
                 torch.nn.utils.clip_grad_norm_(params, cfg.clip)
             opt.step()
             losses.append(loss.item())
-            if bar is not None:
-                bar.update(1)
+            if rep:
                 bar.set_postfix(loss=f"{losses[-1]:.4f}", refresh=False)
+            bar.update(1)
         if on_epoch is not None:
             on_epoch(ep)
-    if bar is not None:
-        bar.close()
+    bar.close()
     return model

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import torch
 
+from symfast._progress import Progress, reporter
 from symfast.ops.rnn_train import rnn_train_step
 from symfast.schur.rnn.checkpoint import resume, save_checkpoint
 from symfast.schur.rnn.config import TrainConfig, batch_seed
@@ -52,7 +53,7 @@ def _unpad(p: torch.Tensor, name: str, H: int) -> torch.Tensor:
     return p[:H, :H]
 
 
-def train_models(task, seeds, widths, recurrents, cfg, checkpoints=None, progress: bool = True,
+def train_models(task, seeds, widths, recurrents, cfg, checkpoints=None, progress: Progress = False,
                  backend: str = "auto") -> list[TanhRNN]:
     """Train len(seeds) TanhRNNs on `task` together, model k with seed seeds[k], width widths[k]
     and construction recurrents[k].
@@ -62,6 +63,7 @@ def train_models(task, seeds, widths, recurrents, cfg, checkpoints=None, progres
         checkpoints: optional list of .pt paths, one per model, rewritten every epoch (a partly
             trained checkpoint of the same run resumes at its epoch).
         backend: the op's backend ("auto": the C++ kernel on CPU).
+        progress: False (default), True (a tqdm bar) or a callable given progress lines.
 
     Returns:
         The trained models, in the order given.
@@ -111,11 +113,8 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
     inv = [useeds.index(int(seeds[k])) for k in group]
     bufs = None  # [B, S, T, .] inputs, targets, mask: filled in place every step
     cay_idx = [j for j, k in enumerate(group) if models[k].recurrent == "cayley"]
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-        bar = tqdm(total=(cfg.epochs - start) * cfg.batches_per_epoch, leave=False,
-                   desc=f"{task.name} x{len(group)} models (fused)")
+    rep = reporter(progress, "symfast.schur")
+    bar = rep.bar((cfg.epochs - start) * cfg.batches_per_epoch, desc=f"{task.name} x{len(group)} models (fused)")
     for ep in range(start, cfg.epochs):
         for b in range(cfg.batches_per_epoch):
             drawn = [task.sample(cfg.batch, seed=batch_seed(s, ep, b)) for s in useeds]
@@ -149,17 +148,16 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
             opt.step()
             for k, v in zip(group, st.loss.tolist()):
                 losses[k].append(v)
-            if bar is not None:
-                bar.update(1)
+            if rep:
                 bar.set_postfix(loss=f"{float(st.loss.mean()):.4f}", refresh=False)
+            bar.update(1)
         if checkpoints or ep == cfg.epochs - 1:
             _write_back(group, models, opts, stacked, opt, names, Hm)
         if checkpoints:
             for k in group:
                 save_checkpoint(checkpoints[k], models[k], task, TrainConfig(**{**vars(cfg), "seed": int(seeds[k])}),
                                 epoch=ep + 1, optimizer=opts[k], losses=losses[k])
-    if bar is not None:
-        bar.close()
+    bar.close()
 
 
 def _cayley_grad(W: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
