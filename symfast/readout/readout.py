@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from symfast.readout.decision import ATOL as _ATOL
-from symfast.readout.decision import budget_shortfall, decide, split_halves
+from symfast.readout.decision import budget_shortfall, decide, pairings, split_halves
 from symfast.nn.fields import Ensemble
 from symfast.groups import Group, dihedral, rotation_sweep, union
 from symfast.readout.result import Readout
@@ -268,9 +268,9 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     permutation = exact & ((rho.abs() > _PERMUTATION_TOL).sum(-1) == 1).all(-1).numpy()
     true = np.array([group is not None and g in group for g, _, _, _ in lifts], dtype=bool)
     implied = implied_by(rho, exact & true) & exact & ~true if group is not None else np.zeros(len(lifts), bool)
-    # split halves: few distinct draws for small S (3 for S = 4); disjoint pairs: many
-    n_eff = split_halves(S) if aggregate == "ensemble" else None
-    if num_null and S >= 2 and (n_eff is None or n_eff >= 2):
+    # distinct null draws: split halves (3 for S = 4, 35 for 8) or sets of disjoint pairs (3 for 4, 105 for 8)
+    n_eff = split_halves(S) if aggregate == "ensemble" else pairings(S)
+    if num_null and S >= 2 and n_eff >= 2:
         null = (split_half_null if aggregate == "ensemble" else pair_null)(phi, rho, num_null, gen).numpy()
         floor = np.median(null, 0)
         dec = decide(score, null, alpha, family=exact, n_eff=n_eff)  # G_obs: exactly liftable candidates
