@@ -7,7 +7,7 @@ import pytest  # noqa: E402
 
 from symfast.report import (Claim, Section, counts_line, equivalence_verdict, ranking_verdict,  # noqa: E402
                             read_claims, run_details, write_claims, write_report)
-from symfast.report.claim import MIN_SEEDS, TOLERANCE, not_comparable  # noqa: E402
+from symfast.report.claim import MIN_SEEDS, TOLERANCE  # noqa: E402
 
 
 def test_claim_rejects_unknown_verdict():
