@@ -7,7 +7,7 @@ import pytest  # noqa: E402
 
 from symfast.report import (Claim, Section, counts_line, equivalence_verdict, ranking_verdict,  # noqa: E402
                             read_claims, run_details, write_claims, write_report)
-from symfast.report.claim import MIN_SEEDS, TOLERANCE, not_comparable  # noqa: E402
+from symfast.report.claim import MIN_SEEDS, TOLERANCE  # noqa: E402
 
 
 def test_claim_rejects_unknown_verdict():
@@ -201,6 +201,9 @@ def test_reproduce_readout_section_shows_the_new_figures_with_captions(tmp_path)
                  "--points", "32", "--hidden", "8", "--sweep", "4", "--out", str(sub), "--quiet"]) == 0
     sec = Section("Readout")
     claims = _readout_section(str(sub), sec)
+    phi = [c for c in claims if "observable Phi" in c.claim]
+    assert len(phi) == 1 and phi[0].verdict == "not comparable" and phi[0].reason.startswith("no case")
+    assert "35 searched cells" in phi[0].measured  # the calibration grid, searched without training
     md = open(write_report(str(tmp_path), "t", {}, claims, [sec])[0]).read()
     for name in ("summary_grid.png", "heatmap.png", "sweep.png", "fields.png", "loss.png"):
         assert (sub / name).stat().st_size > 0, name

@@ -79,7 +79,7 @@ def _readout_section(sub: str, section):
     """Summary table, verdicts and figures of `symfast readout` from the files it wrote."""
     import pandas as pd
 
-    from symfast.readout.claims import readout_claims
+    from symfast.readout.claims import phi_dependence_claim, readout_claims
 
     table_path, summary_path = os.path.join(sub, "readout.csv"), os.path.join(sub, "summary.csv")
     if not (os.path.exists(table_path) and os.path.exists(summary_path)):
@@ -98,12 +98,24 @@ def _readout_section(sub: str, section):
     section.text.append("Full per-element table: `readout.csv` (score, p-value, threshold, margin, best-lift score, "
                         "lift residual per observable).")
     kinds = list(dict.fromkeys(table["observable"])) if "observable" in table.columns else []
+    full, steps = table, _trained_steps(sub)
     if len(kinds) > 1:  # the verdicts are read on the first-layer Gram, the readout's default observable
         main = "gram" if "gram" in kinds else kinds[0]
         section.text.append(f"Verdicts are read on `{main}`; the other observables ({', '.join(kinds[1:])}) are "
-                            "in the tables.")
+                            "in the tables and in the Phi-dependence row.")
         table = table[table["observable"] == main]
-    return readout_claims(table, steps=_trained_steps(sub))
+    claims = readout_claims(table, steps=steps)
+    if "implied" in full.columns:
+        claims.append(phi_dependence_claim(full, _phi_search(), steps=steps))
+    return claims
+
+
+def _phi_search():
+    """The structural Phi-dependence search over the calibration grid (7 shapes x 5 encodings; seconds)."""
+    from symfast.readout import calibration, phi_dependence
+
+    shapes = calibration.grid_shapes()
+    return phi_dependence.search(shapes, calibration.grid_encodings(), calibration.candidates_for(shapes))
 
 
 def _trained_steps(sub: str) -> int | None:

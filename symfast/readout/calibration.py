@@ -18,6 +18,7 @@ import math
 import os
 import tempfile
 import time
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -31,7 +32,7 @@ from symfast.readout.readout import readout
 from symfast.readout.training import _as_seeds, fit_sdf
 
 __all__ = ["grid_shapes", "grid_encodings", "candidates_for", "score_table", "run", "rates", "first_seeds",
-           "replay_trainer", "score_pool", "train_snapshots"]
+           "replay_trainer", "score_pool", "train_snapshots", "model_separation"]
 
 # The irregular quadrilateral has no symmetry but the identity.
 _IRREGULAR = [[0.55, 0.05], [0.1, 0.5], [-0.5, 0.2], [-0.2, -0.45]]
@@ -112,6 +113,37 @@ def rates(scored: pd.DataFrame, by=("seeds", "steps", "points")) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def model_separation(pool, shapes, observable: str = "gram") -> pd.DataFrame:
+    """How well each model's *own* scores separate true from false symmetries, with no null at all.
+
+    Per model with at least one liftable true symmetry besides the identity and one liftable false
+    element: `auc`, the probability that a true element scores below a false one (1: a per-model
+    threshold exists; 0.5: no information), and `separated` (every true element below every false one).
+    The identity (score 0 by definition) is left out. Rows: shape, seed, pe, steps, points, auc, separated.
+    """
+    import torch
+
+    from symfast.readout.decision import ATOL
+    from symfast.readout.observables import extend_lift, observable as observable_of, scores
+
+    groups = {s.name: s.group for s in shapes}
+    lifted = [(g, pool.pe.lift(g)) for g in candidates_for(shapes)]
+    lifted = [(g, r) for g, r in lifted if r is not None and not np.allclose(g.matrix, np.eye(len(g.matrix)))]
+    rho = torch.tensor(np.stack([extend_lift(r, observable) for _, r in lifted]))
+    s = scores(observable_of(pool.weights, pool.biases, observable), rho).numpy()
+    rows = []
+    for i, (shape, seed) in enumerate(zip(pool.shapes, pool.seeds)):
+        truth = np.array([g in groups[shape] for g, _ in lifted], dtype=bool)
+        if truth.all() or not truth.any():
+            continue
+        t, f = s[i, truth][:, None], s[i, ~truth][None, :]
+        tie = np.abs(t - f) <= ATOL  # exactly invariant elements score at rounding level
+        rows.append(dict(shape=shape, seed=seed, pe=pool.pe.name, steps=pool.config.get("steps"),
+                         points=pool.config.get("points"), auc=float(((t < f) & ~tie).mean() + 0.5 * tie.mean()),
+                         separated=bool(t.max() < f.min() - ATOL)))
+    return pd.DataFrame(rows)
+
+
 def first_seeds(ens, n: int):
     """The members of the first n seeds of each shape (training is per model, so these are exactly
     the models an n-seed run would train)."""
@@ -141,14 +173,17 @@ def replay_trainer(pool):
     return train
 
 
-def score_pool(pool, shapes, seed_counts, alpha: float = 0.05) -> pd.DataFrame:
-    """`run`'s output for a trained pool read out at several seed counts (first seeds of each shape)."""
+def score_pool(pool, shapes, seed_counts, alpha: float = 0.05, aggregate: str = "ensemble") -> pd.DataFrame:
+    """`run`'s output for a trained pool read out at several seed counts (first seeds of each shape),
+    with `readout`'s `aggregate` ("ensemble": seed-mean observable; "model": mean per-model score)."""
     cands = candidates_for(shapes)
     steps, points = pool.config.get("steps"), pool.config.get("points")
     out = []
     for n in seed_counts:
-        t = score_table(readout(first_seeds(pool, n), candidates=cands, sweep=0, alpha=alpha).table, shapes)
-        out.append(t.assign(seeds=n, steps=steps, points=points))
+        with warnings.catch_warnings():  # below the ensemble's calibrated seeds on purpose; the rates say the rest
+            warnings.simplefilter("ignore")
+            r = readout(first_seeds(pool, n), candidates=cands, sweep=0, alpha=alpha, aggregate=aggregate)
+        out.append(score_table(r.table, shapes).assign(seeds=n, steps=steps, points=points, aggregate=aggregate))
     return pd.concat(out, ignore_index=True)
 
 

@@ -22,7 +22,7 @@ import pandas as pd
 from symfast.readout.decision import budget_shortfall
 from symfast.report.claim import Claim, not_comparable
 
-__all__ = ["readout_claims", "readout3d_claims", "group_label", "gate_budget"]
+__all__ = ["readout_claims", "readout3d_claims", "phi_dependence_claim", "group_label", "gate_budget"]
 
 _LIFT_ONLY = ("only exactly liftable elements are scored (an element without an exact lift is never "
               "observed), so this cannot fail")
@@ -141,6 +141,63 @@ def readout_claims(table: pd.DataFrame, steps: int | None = None) -> list:
                 "steps and the uniform initialisation respect signed permutations only, so training need not "
                 "keep the rotated Gram invariant and r180 can be missed at any budget"))
     return gate_budget(claims, t, steps)
+
+
+def phi_dependence_claim(table: pd.DataFrame, searched: pd.DataFrame | None = None,
+                         steps: int | None = None) -> Claim:
+    """"What is visible depends on the observable Phi", as a prediction from the lift structure.
+
+    Per (shape, encoding, element) the predicted G_obs of each observable is its liftable true
+    symmetries plus the elements its lifts imply (`Readout.table`'s `implied`, computed on the
+    observable's own lifts; `symfast.readout.phi_dependence`). Where the run's observables are
+    predicted to see different sets, the row is held when each observable's measured `observed`
+    matches its prediction on those elements, else missed. Where no observable pair differs, in the
+    run or in `searched` (`phi_dependence.search` over a grid, no training), there is nothing to
+    test: "not comparable", with the search that was done.
+
+    Args:
+        table: `Readout.table` with one or more observables (columns shape, pe, observable, element,
+            liftable, true_symmetry, implied, observed).
+        searched: `phi_dependence.search` output over further shapes and encodings (None: none).
+        steps: as in `readout_claims` (a tested row below the calibrated budget is not comparable).
+    """
+    t = table[table["liftable"].astype(bool)].copy()
+    t["visible"] = t["true_symmetry"].fillna(False).astype(bool) | t["implied"].astype(bool)
+    kinds = list(dict.fromkeys(t["observable"]))
+    cells = t.groupby(["shape", "pe"]).ngroups
+    key = ["shape", "pe", "element"]
+    pred = t.pivot_table(index=key, columns="observable", values="visible", aggfunc="first")
+    diff = pred[pred.nunique(axis=1) > 1].reset_index()
+    claim = "What is visible depends on the observable Phi (a structural difference between observables)"
+    if len(kinds) > 1 and not diff.empty:
+        got = t.merge(diff[key], on=key)
+        wrong = got[got["observed"].astype(bool) != got["visible"]]
+        rows = [Claim("readout", claim, f"{len(diff)} element(s) visible to some observables only, each seen where "
+                      "predicted", f"{len(got) - len(wrong)} of {len(got)} (element, observable) pairs as predicted"
+                      + (f"; not: {' '.join((wrong['observable'] + ':' + wrong['element']).head(8))}" if len(wrong)
+                         else ""), "held" if wrong.empty else "missed",
+                      "predicted from the lifts alone (implied elements per observable), before the run was read")]
+        return gate_budget(rows, table, steps)[0]
+    n_search = 0 if searched is None or searched.empty else searched.groupby(["shape", "pe"]).ngroups
+    search_kinds = [] if searched is None or searched.empty else list(dict.fromkeys(searched["observable"]))
+    search_diff = 0
+    if n_search:
+        wide = searched.pivot_table(index=key, columns="observable", values="visible", aggfunc="first")
+        search_diff = int((wide.nunique(axis=1) > 1).sum())
+    obs = t.pivot_table(index=key, columns="observable", values="observed", aggfunc="first")
+    noise = obs[obs.nunique(axis=1) > 1].reset_index()
+    noisy_cells = noise.groupby(["shape", "pe"]).ngroups if len(noise) else 0
+    return Claim(
+        "readout", claim, "a (shape, encoding, element) whose predicted visibility differs between observables",
+        f"none: predicted G_obs identical under {', '.join(kinds)} in {cells} (shape, encoding) cells of this run"
+        + (f" and under {', '.join(search_kinds)} in {n_search} searched cells" if n_search else "")
+        + (f" ({search_diff} differing elements there)" if search_diff else ""),
+        "not comparable", (f"measured G_obs differ between observables in {noisy_cells} of {cells} cells: differences of "
+                           "power at this budget, not of what the lifts let each observable see; " if len(kinds) > 1
+                           else "") + "an exact lift of a Fourier encoding permutes its frequencies, so every element "
+        "a Gram implies is implied for the bias term too, and prefix Grams transform like the first-layer Gram",
+        "no case: the lift structure predicts the same G_obs for every observable compared" if not search_diff else
+        "no case in this run: train a searched (shape, encoding) whose observables differ to test it")
 
 
 def group_label(elements) -> str:

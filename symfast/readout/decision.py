@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-__all__ = ["Decision", "decide", "null_pvalues", "holm", "split_halves", "CALIBRATED_SEEDS", "CALIBRATED_STEPS",
+__all__ = ["Decision", "decide", "null_pvalues", "holm", "split_halves", "pairings", "CALIBRATED_SEEDS", "CALIBRATED_STEPS",
            "budget_shortfall"]
 
 # Rounding slack for exactly symmetric weights, whose score and null are both ~1e-16.
@@ -150,6 +150,13 @@ def split_halves(S: int) -> int:
     """Distinct unordered splits of S models into two halves of S // 2 (one left out when S is odd)."""
     h = S // 2
     return math.comb(S, h) * math.comb(S - h, h) // 2
+
+
+def pairings(S: int) -> int:
+    """Distinct sets of S // 2 disjoint unordered pairs of S models (the pair null's distinct draws:
+    a pair's sign and the pairs' order do not change its score); 3 for S = 4, 105 for S = 8."""
+    h = S // 2
+    return math.factorial(S) // (2 ** h * math.factorial(h) * math.factorial(S - 2 * h))
 
 
 def holm(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

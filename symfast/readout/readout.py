@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from symfast.readout.decision import ATOL as _ATOL
-from symfast.readout.decision import budget_shortfall, decide, split_halves
+from symfast.readout.decision import budget_shortfall, decide, pairings, split_halves
 from symfast.nn.fields import Ensemble
 from symfast.groups import Group, dihedral, rotation_sweep, union
 from symfast.readout.result import Readout
@@ -96,7 +96,11 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         observable: "gram", "gram_bias", "prefixK" (see `symfast.readout.observables`), a list of
             them, or "prefixes" for prefix Grams K = 1..L side by side.
         aggregate: "ensemble" (score of the seed-mean observable: a single model's Gram
-            carries its random initialisation, the seed mean separates true from false symmetries) or "model" (mean of per-model scores).
+            carries its random initialisation, the seed mean separates true from false symmetries) or
+            "model" (mean of the models' own scores, tested against the pair null of disjoint model
+            pairs: it needs at least 3 models and cannot read one model alone). "model" is not
+            calibrated to alpha at any per-model budget measured; `readout` warns with the measured
+            rates (per budget and cell in the readout-decisions guide).
         sweep: number of rotations in the sweep (0 to skip), scored with least-squares lifts.
         sweep_axis: the rotation axis of the sweep for 3D fields (ignored in 2D).
         num_null: null draws for the noise floor.
@@ -119,6 +123,8 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         raise ValueError("need at least one ensemble")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if aggregate == "model":
+        warnings.warn(_MODEL_AGGREGATE_WARNING, stacklevel=2)
     kinds = _observable_kinds(observable, observable_probe)
     for kind in kinds:
         observable_fn(observable_probe.subset([0]), kind)  # fail fast on an unknown observable
@@ -184,6 +190,14 @@ def _warn_small_budget(ens: Ensemble) -> None:
         warnings.warn(f"{ens.pe.name}: budget below the calibrated range ({short[1]}); the readout's false-positive "
                       "and false-negative rates are unknown here and observed sets may include false symmetries",
                       stacklevel=3)
+
+
+# The measured limit of aggregate="model" (benchmarks/calibration_default_budget.py --aggregate model).
+_MODEL_AGGREGATE_WARNING = (
+    "aggregate='model' is not calibrated: with 4 models per (shape, encoding) it reported 79-96% of the false "
+    "liftable elements as observed at every per-model budget measured (300-3000 steps x 1024 points, 300 x 4096), "
+    "with no true symmetry missed; no per-model budget met alpha = 0.05 for false positives. Use the seed "
+    "ensemble (aggregate='ensemble', from 8 seeds x 300 steps) for a decision with stated error rates")
 
 
 # Haar conjugates per shape for the sweep's spectrum-matched null (its mean is stable to ~1%).
@@ -268,9 +282,9 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     permutation = exact & ((rho.abs() > _PERMUTATION_TOL).sum(-1) == 1).all(-1).numpy()
     true = np.array([group is not None and g in group for g, _, _, _ in lifts], dtype=bool)
     implied = implied_by(rho, exact & true) & exact & ~true if group is not None else np.zeros(len(lifts), bool)
-    # split halves: few distinct draws for small S (3 for S = 4); disjoint pairs: many
-    n_eff = split_halves(S) if aggregate == "ensemble" else None
-    if num_null and S >= 2 and (n_eff is None or n_eff >= 2):
+    # distinct null draws: split halves (3 for S = 4, 35 for 8) or sets of disjoint pairs (3 for 4, 105 for 8)
+    n_eff = split_halves(S) if aggregate == "ensemble" else pairings(S)
+    if num_null and S >= 2 and n_eff >= 2:
         null = (split_half_null if aggregate == "ensemble" else pair_null)(phi, rho, num_null, gen).numpy()
         floor = np.median(null, 0)
         dec = decide(score, null, alpha, family=exact, n_eff=n_eff)  # G_obs: exactly liftable candidates

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from symfast.readout.decision import decide, holm, null_pvalues, split_halves
+from symfast.readout.decision import decide, holm, null_pvalues, pairings, split_halves
 
 
 def chi_scores(rng, shape, dof=200, scale=0.01):
@@ -105,6 +105,7 @@ def test_bad_inputs_are_named():
 
 def test_few_distinct_splits_widen_the_threshold():
     assert [split_halves(s) for s in (2, 3, 4, 5, 8)] == [1, 3, 3, 15, 35]
+    assert [pairings(s) for s in (2, 3, 4, 5, 6, 8)] == [1, 3, 3, 15, 15, 105]
     rng = np.random.default_rng(4)
     null = chi_scores(rng, (64, 4))
     score = null.max(0)  # above the null mean, where heavier tails mean larger p-values
@@ -112,3 +113,19 @@ def test_few_distinct_splits_widen_the_threshold():
     assert np.all(wide.threshold > narrow.threshold) and np.all(wide.p_value >= narrow.p_value)
     with pytest.raises(ValueError, match="n_eff"):
         decide(score, null, n_eff=1)
+
+
+@pytest.mark.parametrize("S", [4, 5])
+def test_pair_null_has_as_many_distinct_draws_as_pairings(S):
+    """aggregate="model" passes `pairings(S)` as n_eff: the pair null must have that many distinct noise draws
+    (models of equal norm, so the pair's orientation, which only picks the normalising model, does not count)."""
+    import torch
+
+    from symfast.readout.observables import pair_null
+
+    g = torch.Generator().manual_seed(S)
+    a = torch.randn(S, 3, 3, generator=g, dtype=torch.float64)
+    rho = torch.linalg.qr(torch.randn(1, 3, 3, generator=g, dtype=torch.float64))[0]
+    phi = a + a.transpose(1, 2)
+    null = pair_null(phi / phi.flatten(1).norm(dim=1)[:, None, None], rho, 400, g)[:, 0].numpy()
+    assert len(np.unique(null.round(12))) == pairings(S)

@@ -61,3 +61,28 @@ def test_grid_candidates_cover_every_lift_and_truth():
         assert all(g in cands for g in s.group), s.name
     for pe in c.grid_encodings():
         assert sum(pe.lift(g) is not None for g in cands) >= 2
+
+
+def _orbit_ensemble(pe, group, shape, seeds=3, hidden=8):
+    """First layers [rho(h) W]_h: each model's own Gram is exactly invariant under `group`, nothing more."""
+    g = torch.Generator().manual_seed(0)
+    w0 = []
+    for _ in range(seeds):
+        w = torch.randn(pe.dim, hidden, generator=g, dtype=torch.float64)
+        w0.append(torch.cat([torch.as_tensor(pe.lift(e)) @ w for e in group], dim=1))
+    H = w0[0].shape[1]
+    weights = [torch.stack(w0), torch.randn(seeds, H, 1, generator=g, dtype=torch.float64)]
+    biases = [torch.zeros(seeds, H, dtype=torch.float64), torch.zeros(seeds, 1, dtype=torch.float64)]
+    return Ensemble(pe, weights, biases, "relu", [shape] * seeds, list(range(seeds)))
+
+
+def test_model_separation_ranks_each_models_own_scores():
+    pe, rect = sf.DyadicAxisPE(K=2), sf.shapes.rectangle()
+    exact = c.model_separation(_orbit_ensemble(pe, sf.dihedral(2), "rectangle"), [rect])
+    assert len(exact) == 3 and (exact["auc"] == 1.0).all() and exact["separated"].all()
+    # D4-invariant models labelled rectangle: the false r90 and m45 score 0 like the true elements
+    tied = c.model_separation(_orbit_ensemble(pe, sf.dihedral(4), "rectangle"), [rect])
+    assert (tied["auc"] == 0.5).all() and not tied["separated"].any()
+    # a shape whose only liftable true symmetry is the identity gives no row
+    assert c.model_separation(_orbit_ensemble(pe, sf.dihedral(2), "blob"), [sf.shapes.polygon(
+        [[0.55, 0.05], [0.1, 0.5], [-0.5, 0.2], [-0.2, -0.45]], name="blob")]).empty
