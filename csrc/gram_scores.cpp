@@ -11,6 +11,7 @@
 // Reference: symfast/ops/gram_scores/reference.py
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "common.h"
@@ -24,50 +25,74 @@
 namespace symfast {
 namespace {
 
-// ---- small dense products in float64: C[rows, 8 NV] = A[rows, K] (lda) @ B[K, 8 NV] ----
-// Register blocking: 4 rows x NV vectors of 8 doubles in accumulators, one broadcast of A
-// per row and k. Fixed summation order over k (deterministic). Compiled per ISA through
-// the target_clones callers (the templates are always inlined into them).
-typedef double v8d __attribute__((vector_size(64), aligned(8)));
-
-template <int NV, int RB>
-SYMFAST_INLINE void mm_rows(const double* A, py::ssize_t lda, py::ssize_t K, const double* B, double* C,
-                            py::ssize_t ldb = 8 * NV, py::ssize_t ldc = 8 * NV) {
-  v8d acc[RB][NV];
+// ---- small dense products in float64: C[rows, D] = A[rows, K] (lda) @ B[K, D], D = 8 nv8 ----
+// Register blocking in the machine's own vector width (`lanes` doubles per register, from
+// resolve_isa): RB rows x NV vectors of accumulators and one broadcast of A per row and k.
+// Vectors wider than the registers are split by the compiler through the stack, which made
+// 8-double vectors on AVX2 about 10x slower than in registers. Each output element sums over k
+// in increasing order in every variant (deterministic; the blocking never changes a sum).
+// Compiled per ISA through the target_clones callers (the templates are always inlined into them).
+// C[RB rows, NV vectors of L doubles] from B's columns at B (row stride ld); C has row stride ld
+// too. The vector type is declared here, not passed in: GCC drops the aligned(8) attribute of a
+// typedef given as a template argument, and then stores to unaligned rows with aligned moves.
+template <int L, int NV, int RB>
+SYMFAST_INLINE void mm_rows(const double* A, py::ssize_t lda, py::ssize_t K, const double* B, py::ssize_t ld,
+                            double* C) {
+  typedef double V __attribute__((vector_size(8 * L), aligned(8)));
+  V acc[RB][NV];
   for (int r = 0; r < RB; ++r)
-    for (int v = 0; v < NV; ++v) acc[r][v] = v8d{0, 0, 0, 0, 0, 0, 0, 0};
+    for (int v = 0; v < NV; ++v) acc[r][v] = V{};
   for (py::ssize_t k = 0; k < K; ++k) {
-    const v8d* b = reinterpret_cast<const v8d*>(B + k * ldb);
+    const V* b = reinterpret_cast<const V*>(B + k * ld);
     for (int r = 0; r < RB; ++r) {
       const double a = A[r * lda + k];
       for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
   }
   for (int r = 0; r < RB; ++r)
-    for (int v = 0; v < NV; ++v) reinterpret_cast<v8d*>(C + r * ldc)[v] = acc[r][v];
+    for (int v = 0; v < NV; ++v) reinterpret_cast<V*>(C + r * ld)[v] = acc[r][v];
 }
 
-template <int NV>
-SYMFAST_INLINE void mm_nv(const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
-                          double* C) {
+template <int L, int NV, int RB>
+SYMFAST_INLINE void mm_block(const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
+                             py::ssize_t ld, double* C) {
   py::ssize_t i = 0;
-  for (; i + 4 <= rows; i += 4) mm_rows<NV, 4>(A + i * lda, lda, K, B, C + i * 8 * NV);
-  for (; i < rows; ++i) mm_rows<NV, 1>(A + i * lda, lda, K, B, C + i * 8 * NV);
+  for (; i + RB <= rows; i += RB) mm_rows<L, NV, RB>(A + i * lda, lda, K, B, ld, C + i * ld);
+  for (; i < rows; ++i) mm_rows<L, NV, 1>(A + i * lda, lda, K, B, ld, C + i * ld);
 }
 
-// Dispatch on the padded width (8 NV >= number of columns); NV <= 8 covers d <= 64.
-SYMFAST_INLINE void mm(int nv, const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
-                       double* C) {
-  switch (nv) {
-    case 1: mm_nv<1>(A, lda, rows, K, B, C); break;
-    case 2: mm_nv<2>(A, lda, rows, K, B, C); break;
-    case 3: mm_nv<3>(A, lda, rows, K, B, C); break;
-    case 4: mm_nv<4>(A, lda, rows, K, B, C); break;
-    case 5: mm_nv<5>(A, lda, rows, K, B, C); break;
-    case 6: mm_nv<6>(A, lda, rows, K, B, C); break;
-    case 7: mm_nv<7>(A, lda, rows, K, B, C); break;
-    default: mm_nv<8>(A, lda, rows, K, B, C); break;
+template <int NV8>
+SYMFAST_INLINE void mm_wide(const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K, const double* B,
+                            double* C) {
+  mm_block<8, NV8, 4>(A, lda, rows, K, B, 8 * NV8, C);  // 4 x NV8 <= 32 zmm accumulators
+}
+
+// Dispatch on the register width (lanes: 8 AVX-512, 4 AVX2, 2 otherwise) and the padded width
+// D = 8 nv8 (nv8 <= 8 covers d <= 64). Narrow registers take 16 or 8 columns at a time, 3 rows:
+// 12 accumulators, which leaves room for the broadcast and the product in 16 registers.
+SYMFAST_INLINE void mm(int lanes, int nv8, const double* A, py::ssize_t lda, py::ssize_t rows, py::ssize_t K,
+                       const double* B, double* C) {
+  const py::ssize_t D = 8 * static_cast<py::ssize_t>(nv8);
+  if (lanes == 8) {
+    switch (nv8) {
+      case 1: mm_wide<1>(A, lda, rows, K, B, C); break;
+      case 2: mm_wide<2>(A, lda, rows, K, B, C); break;
+      case 3: mm_wide<3>(A, lda, rows, K, B, C); break;
+      case 4: mm_wide<4>(A, lda, rows, K, B, C); break;
+      case 5: mm_wide<5>(A, lda, rows, K, B, C); break;
+      case 6: mm_wide<6>(A, lda, rows, K, B, C); break;
+      case 7: mm_wide<7>(A, lda, rows, K, B, C); break;
+      default: mm_wide<8>(A, lda, rows, K, B, C); break;
+    }
+    return;
   }
+  py::ssize_t c = 0;
+  if (lanes == 4) {
+    for (; c + 16 <= D; c += 16) mm_block<4, 4, 3>(A, lda, rows, K, B + c, D, C + c);
+    if (c < D) mm_block<4, 2, 3>(A, lda, rows, K, B + c, D, C + c);
+    return;
+  }
+  for (; c < D; c += 8) mm_block<2, 4, 3>(A, lda, rows, K, B + c, D, C + c);
 }
 
 // Generic fallback for d > 64 (C row stride ldc >= cols, zero-padded B not needed).
@@ -157,7 +182,7 @@ carray<double> blockperm_asym(carray<T> g, carray<int64_t> perm, carray<double> 
 // products G U_u for the last two multipliers (elements sharing them are adjacent).
 SYMFAST_CLONES void dense_model(const double* g, const double* up, py::ssize_t d, py::ssize_t D,
                                 const int64_t* a, const int64_t* b, py::ssize_t E, double* slot0, double* slot1,
-                                double* out) {
+                                double* out, int lanes) {
   int64_t key0 = -1, key1 = -1;  // multipliers whose products slot0 / slot1 hold
   const int nv = static_cast<int>(D / 8);
   for (py::ssize_t e = 0; e < E; ++e) {
@@ -165,13 +190,13 @@ SYMFAST_CLONES void dense_model(const double* g, const double* up, py::ssize_t d
     // so the products are compiled inside this target clone.
     if (a[e] != key0 && a[e] != key1) {
       double* dst = (b[e] == key0) ? slot1 : slot0;
-      if (d <= 64) mm(nv, g, d, d, d, up + a[e] * d * D, dst); else mm_generic(g, d, d, d, up + a[e] * d * D, D, d, dst, D);
+      if (d <= 64) mm(lanes, nv, g, d, d, d, up + a[e] * d * D, dst); else mm_generic(g, d, d, d, up + a[e] * d * D, D, d, dst, D);
       (dst == slot0 ? key0 : key1) = a[e];
     }
     const double* x = (a[e] == key0) ? slot0 : slot1;  // x[i * D + j] = (G rho)[i, j]
     if (b[e] != key0 && b[e] != key1) {
       double* dst = (x == slot0) ? slot1 : slot0;
-      if (d <= 64) mm(nv, g, d, d, d, up + b[e] * d * D, dst); else mm_generic(g, d, d, d, up + b[e] * d * D, D, d, dst, D);
+      if (d <= 64) mm(lanes, nv, g, d, d, d, up + b[e] * d * D, dst); else mm_generic(g, d, d, d, up + b[e] * d * D, D, d, dst, D);
       (dst == slot0 ? key0 : key1) = b[e];
     }
     const double* y = (b[e] == key0) ? slot0 : slot1;  // y[j * D + i] = (G rho^T)[j, i] = (rho G)[i, j]
@@ -186,7 +211,8 @@ SYMFAST_CLONES void dense_model(const double* g, const double* up, py::ssize_t d
 }
 
 template <typename T>
-carray<double> dense_asym(carray<T> g, carray<double> u, carray<int64_t> a, carray<int64_t> b, int num_threads) {
+carray<double> dense_asym(carray<T> g, carray<double> u, carray<int64_t> a, carray<int64_t> b, int num_threads,
+                          const std::string& isa) {
   check_ndim(g, 3, "phi");
   check_ndim(u, 3, "multipliers");
   check_ndim(a, 1, "a");
@@ -204,6 +230,8 @@ carray<double> dense_asym(carray<T> g, carray<double> u, carray<int64_t> a, carr
   double* op = out.mutable_data();
   std::vector<double> up(static_cast<size_t>(U * d * D) + 1, 0.0);  // zero-padded columns
   const double* us = u.data();
+  const Isa chosen = resolve_isa(isa);  // "auto": the widest this CPU runs; others force a width (tests)
+  const int lanes = chosen == Isa::Avx512 ? 8 : chosen == Isa::Avx2 ? 4 : 2;  // doubles per vector register
   for (py::ssize_t n = 0; n < U; ++n)
     for (py::ssize_t i = 0; i < d; ++i)
       for (py::ssize_t j = 0; j < d; ++j) up[(n * d + i) * D + j] = us[(n * d + i) * d + j];
@@ -216,7 +244,7 @@ carray<double> dense_asym(carray<T> g, carray<double> u, carray<int64_t> a, carr
 #pragma omp for schedule(static)
       for (py::ssize_t m = 0; m < M; ++m) {
         for (py::ssize_t i = 0; i < d * d; ++i) gm[i] = static_cast<double>(gp[m * d * d + i]);
-        dense_model(gm.data(), up.data(), d, D, ap, bp, E, s0.data(), s1.data(), op + m * E);
+        dense_model(gm.data(), up.data(), d, D, ap, bp, E, s0.data(), s1.data(), op + m * E, lanes);
       }
     }
   }
@@ -267,7 +295,7 @@ void bind_gram_scores(py::module_& m) {
   def_f32_f64(m, "dense_asym", &dense_asym<float>, &dense_asym<double>,
               "||phi U_a - (phi U_b)^T||_F, fused products, {dtype} phi -> [M, E] f64", py::arg("phi").noconvert(),
               py::arg("multipliers").noconvert(), py::arg("a").noconvert(), py::arg("b").noconvert(),
-              py::arg("num_threads") = 1);
+              py::arg("num_threads") = 1, py::arg("isa") = "auto");
 }
 
 }  // namespace symfast

@@ -121,6 +121,38 @@ def test_planted_invariant_scores_zero():
     assert before[[0, 1, 3, 4]].min() > 1e-3  # not invariant before averaging (power 3 is -I: always 0)
 
 
+def _cpu_isas() -> list[str]:
+    """The register widths the dense kernel can be forced to on this CPU."""
+    from symfast.ops.gram_scores import cpu
+
+    out = []
+    for isa in ("generic", "avx2", "avx512"):
+        try:
+            cpu.dense_asym(torch.zeros(1, 4, 4, dtype=torch.float64), _orth(1, 4, 0), isa=isa)
+            out.append(isa)
+        except ValueError:
+            pass
+    return out
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+@pytest.mark.parametrize("d", [5, 16, 40, 48, 64])  # every column split: 16-wide chunks, an 8-wide rest, odd d
+def test_dense_kernel_every_register_width_matches_reference_and_each_other(dtype, d):
+    from symfast.ops.gram_scores import cpu
+
+    phi = _grams(7, d, dtype, seed=d)
+    rho = _orth(5, d, seed=d + 1)
+    ref = reference.gram_scores(phi.double(), rho, normalize=False)
+    isas = _cpu_isas()
+    assert "generic" in isas
+    outs = {isa: cpu.dense_asym(phi, rho, isa=isa) for isa in isas}
+    for isa, out in outs.items():
+        assert_close(f"asym[{isa}]", ref, out, rtol=1e-12, atol=1e-12)
+    first = outs[isas[0]]
+    for isa, out in outs.items():  # one summation order for every width: bit for bit the same
+        assert torch.equal(first, out), isa
+
+
 def test_cpu_deterministic_across_threads():
     phi = _grams(37, 48, torch.float64)
     rho = torch.cat([_orth(3, 48, seed=5), _exact_lifts(sf.TriAxisPE())])

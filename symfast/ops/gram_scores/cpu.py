@@ -30,8 +30,11 @@ def blockperm_asym(phi: torch.Tensor, lifts: BlockPermLift) -> torch.Tensor:
                                _ext.num_threads()))
 
 
-def dense_asym(phi: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
-    """||rho_e^T phi_m rho_e - phi_m||_F for orthogonal rho: [E, d, d] float64 -> [M, E] float64."""
+def dense_asym(phi: torch.Tensor, rho: torch.Tensor, isa: str = "auto") -> torch.Tensor:
+    """||rho_e^T phi_m rho_e - phi_m||_F for orthogonal rho: [E, d, d] float64 -> [M, E] float64.
+
+    isa: "auto" (the widest vector registers this CPU has) or "generic", "avx2", "avx512" to force
+    the register blocking of that width (tests; every width sums in the same order)."""
     C = _ext.require_cpp()
     M, E = phi.shape[0], rho.shape[0]
     if M == 0 or E == 0:
@@ -39,7 +42,7 @@ def dense_asym(phi: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
     order, U, a, b, _ = transpose_pairs(rho)  # elements sharing products are adjacent in `order`
     fn = getattr(C, f"dense_asym_{_sfx(phi.dtype)}")
     res = torch.from_numpy(fn(phi.contiguous().numpy(), U.contiguous().numpy(), a.numpy(), b.numpy(),
-                              _ext.num_threads()))
+                              _ext.num_threads(), isa))
     out = torch.empty_like(res)
     out[:, order] = res
     return out
