@@ -1,9 +1,9 @@
-"""The learning-rate schedule of TrainConfig: its values, its checks, and exact resume under both engines."""
+"""The learning-rate schedule and curriculum of TrainConfig: values, checks, exact resume under both engines."""
 import pytest
 import torch
 
 from symfast.schur import rnn
-from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at
+from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at, task_at
 
 
 def test_cosine_schedule_at_chosen_steps():
@@ -28,31 +28,42 @@ def test_bad_schedules_are_refused():
 
 @pytest.mark.parametrize("engine", ["fused", "torch"])
 def test_resume_with_a_schedule_is_exact(tmp_path, monkeypatch, engine):
-    """A cosine-schedule run stopped after its first epoch resumes, from its checkpoint, to the weights
-    of an uninterrupted run bit for bit; a checkpoint of another horizon (epochs) is not resumed."""
-    task = rnn.FlipFlop(T=10)
+    """A cosine-schedule run with a curriculum, stopped after its first epoch, resumes from its checkpoint
+    to the weights of an uninterrupted run bit for bit; a checkpoint of another horizon is not resumed."""
+    task = rnn.FlipFlop(T=20)  # with a one-epoch curriculum: T = 10 in the first epoch, 20 in the second
     cfg = TrainConfig(epochs=2, batches_per_epoch=3, batch=8, schedule="cosine", warmup=2, min_lr_ratio=0.1,
-                      clip=1.0, engine=engine)
+                      clip=1.0, curriculum=1, engine=engine)
     full = rnn.train_seeds(task, [0], 8, "orthogonal", cfg, progress=False)
     paths = [str(tmp_path / "s0.pt")]
-    sample = task.sample
+    sample = rnn.FlipFlop.sample  # patched on the class: the curriculum's shortened tasks are FlipFlops too
 
-    def interrupted(batch, seed):
+    def interrupted(self, batch, seed):
         if seed == batch_seed(0, 1, 0):
             raise KeyboardInterrupt
-        return sample(batch, seed)
-    monkeypatch.setattr(task, "sample", interrupted)
+        return sample(self, batch, seed)
+    monkeypatch.setattr(rnn.FlipFlop, "sample", interrupted)
     with pytest.raises(KeyboardInterrupt):
         rnn.train_seeds(task, [0], 8, "orthogonal", cfg, checkpoints=paths, progress=False)
     assert rnn.load_checkpoint(paths[0])[2]["epoch"] == 1
     drawn = []
-    monkeypatch.setattr(task, "sample", lambda batch, seed: drawn.append(seed) or sample(batch, seed))
+    monkeypatch.setattr(rnn.FlipFlop, "sample", lambda self, b, seed: drawn.append(self.T) or sample(self, b, seed))
     resumed = rnn.train_seeds(task, [0], 8, "orthogonal", cfg, checkpoints=paths, progress=False)
-    assert len(drawn) == 3, "only the second epoch is trained again"
+    assert drawn == [20] * 3, "only the second epoch (the full task) is trained again"
     for a, b in zip(full, resumed):
         for (name, p), q in zip(a.state_dict().items(), b.state_dict().values()):
             assert torch.equal(p, q), (engine, name)
     drawn.clear()  # another horizon changes every step's rate: trained from scratch
     rnn.train_seeds(task, [0], 8, "orthogonal", TrainConfig(**{**vars(cfg), "epochs": 3}), checkpoints=paths,
                     progress=False)
-    assert len(drawn) == 9
+    assert drawn == [10] * 3 + [20] * 6
+
+
+def test_curriculum_shortens_the_first_epochs():
+    cfg = TrainConfig(epochs=6, curriculum=3)
+    copy, sine = rnn.Copy(), rnn.SineGeneration()
+    assert [task_at(copy, cfg, ep).replay for ep in range(5)] == [32, 64, 96, 128, 128]
+    assert [task_at(sine, cfg, ep).T for ep in range(5)] == [25, 50, 75, 100, 100]
+    assert task_at(copy, cfg, 0).scored == 32 and task_at(copy, cfg, 4) is copy
+    assert task_at(rnn.ContextIntegration(), cfg, 0) == rnn.ContextIntegration()  # no shorter version
+    with pytest.raises(ValueError, match="curriculum must be in 0..epochs"):
+        TrainConfig(epochs=2, curriculum=3).check()

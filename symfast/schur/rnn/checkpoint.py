@@ -101,7 +101,7 @@ def load_checkpoint(path) -> tuple[TanhRNN, Task, dict]:
 
 
 _NOT_COMPARED = ("epochs", "threads", "engine")  # settings a run may resume under with other values
-_DEFAULTS = {"schedule": "constant", "warmup": 0, "min_lr_ratio": 0.0}  # absent from older checkpoints
+_DEFAULTS = {"schedule": "constant", "warmup": 0, "min_lr_ratio": 0.0, "curriculum": 0}  # absent from older checkpoints
 
 
 def resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg, losses: list) -> int:

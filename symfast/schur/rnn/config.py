@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["TrainConfig", "SCHEDULES", "batch_seed", "lr_at"]
+__all__ = ["TrainConfig", "SCHEDULES", "batch_seed", "lr_at", "task_at"]
 
 SCHEDULES = ("constant", "cosine")
 
@@ -16,6 +16,7 @@ class TrainConfig:
 
     schedule: "constant" (lr at every step) or "cosine": a linear warmup over the first `warmup`
     steps to lr, then a cosine decay to lr * min_lr_ratio at the last step of `epochs` (see `lr_at`).
+    curriculum: a number of first epochs trained on shortened sequences (`task_at`).
     """
 
     epochs: int = 30
@@ -29,6 +30,7 @@ class TrainConfig:
     schedule: str = "constant"
     warmup: int = 0  # steps of linear warmup ("cosine" only)
     min_lr_ratio: float = 0.0  # the cosine schedule's final learning rate, as a fraction of lr
+    curriculum: int = 0  # epochs of shortened sequences before the full task (see `task_at`); 0: none
 
     def check(self) -> None:
         """Raise ValueError on a budget no engine can train with."""
@@ -42,6 +44,8 @@ class TrainConfig:
             raise ValueError(f"unknown schedule {self.schedule!r}; expected one of {list(SCHEDULES)}")
         if self.warmup < 0 or not 0 <= self.min_lr_ratio <= 1:
             raise ValueError(f"warmup must be >= 0 and min_lr_ratio in [0, 1], got {self.warmup}, {self.min_lr_ratio}")
+        if not 0 <= self.curriculum <= self.epochs:
+            raise ValueError(f"curriculum must be in 0..epochs ({self.epochs}), got {self.curriculum}")
         if self.schedule == "constant" and (self.warmup or self.min_lr_ratio):
             raise ValueError("warmup and min_lr_ratio apply to schedule='cosine' only")
 
@@ -62,6 +66,14 @@ def lr_at(cfg: TrainConfig, step: int) -> float:
     span = cfg.epochs * cfg.batches_per_epoch - cfg.warmup - 1
     p = min(1.0, (step - cfg.warmup) / span) if span > 0 else 1.0
     return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def task_at(task, cfg: TrainConfig, ep: int):
+    """The task trained on in epoch `ep`: during the first cfg.curriculum epochs,
+    `task.shortened((ep + 1) / (cfg.curriculum + 1))` (sequences growing linearly towards the full
+    length; see each task's `shortened`), then `task` itself. A pure function of the epoch, so a
+    resumed run sees the same tasks as an uninterrupted one."""
+    return task.shortened((ep + 1) / (cfg.curriculum + 1)) if ep < cfg.curriculum else task
 
 
 def batch_seed(seed: int, ep: int, b: int) -> int:

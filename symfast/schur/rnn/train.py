@@ -16,7 +16,7 @@ import torch
 
 from symfast._progress import Progress, reporter
 from symfast.schur.rnn.checkpoint import load_checkpoint, resume, save_checkpoint
-from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at
+from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at, task_at
 from symfast.schur.rnn.model import TanhRNN
 from symfast.schur.rnn.tasks import EVAL_SEED, Task, fvu
 
@@ -142,7 +142,7 @@ def fit(model, task: Task, seed: int, cfg: TrainConfig, opt=None, losses: list |
     bar = rep.bar(cfg.epochs * cfg.batches_per_epoch, desc=desc, initial=start * cfg.batches_per_epoch)
     for ep in range(start, cfg.epochs):
         for b in range(cfg.batches_per_epoch):
-            x, y, msk = task.sample(cfg.batch, seed=batch_seed(seed, ep, b))
+            x, y, msk = task_at(task, cfg, ep).sample(cfg.batch, seed=batch_seed(seed, ep, b))
             loss = (((model(x) - y) ** 2) * msk).sum() / msk.sum().clamp_min(1)
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -30,7 +30,7 @@ import torch
 from symfast._progress import Progress, reporter
 from symfast.ops.rnn_train import rnn_train_step
 from symfast.schur.rnn.checkpoint import resume, save_checkpoint
-from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at
+from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at, task_at
 from symfast.schur.rnn.model import TanhRNN, cayley
 
 __all__ = ["train_models"]
@@ -117,7 +117,7 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
     bar = rep.bar((cfg.epochs - start) * cfg.batches_per_epoch, desc=f"{task.name} x{len(group)} models (fused)")
     for ep in range(start, cfg.epochs):
         for b in range(cfg.batches_per_epoch):
-            drawn = [task.sample(cfg.batch, seed=batch_seed(s, ep, b)) for s in useeds]
+            drawn = [task_at(task, cfg, ep).sample(cfg.batch, seed=batch_seed(s, ep, b)) for s in useeds]
             if all(torch.equal(m, m[..., :1].expand_as(m)) for _, _, m in drawn):
                 drawn = [(x, y, m[..., 0]) for x, y, m in drawn]  # one mask for all outputs: [S, T]
             if bufs is None or any(buf.shape[1:] != t.shape for buf, t in zip(bufs, drawn[0])):
