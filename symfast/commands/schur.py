@@ -293,8 +293,11 @@ def run(args) -> int:
                          "budget")
     given = {f: v for f, v in (("epochs", args.epochs), ("batches_per_epoch", args.batches), ("batch", args.batch),
                                ("lr", args.lr), ("clip", args.clip)) if v is not None}  # explicit flags win
-    cfg_of = {(t, cn): recipe_config(recipe, t, cn, threads=threads, engine=args.engine, **given)
-              for t in tasks for cn in cons_of[t]}
+    try:
+        cfg_of = {(t, cn): recipe_config(recipe, t, cn, threads=threads, engine=args.engine, **given)
+                  for t in tasks for cn in cons_of[t]}
+    except ValueError as e:  # e.g. --epochs shorter than the recipe's curriculum
+        raise UsageError(f"--recipe {recipe} with the flags given: {e}") from None
     cfg = next(iter(cfg_of.values()))
     if family != "tanh":
         from symfast.commands.schur_families import run_family
