@@ -191,7 +191,8 @@ def _budget(cfg) -> str:
     lr = (f"Adam {cfg.lr:g}" if cfg.schedule == "constant" else
           f"Adam {cfg.lr:g} ({cfg.schedule}, warmup {cfg.warmup} steps, to {cfg.min_lr_ratio:g} x lr)")
     return (f"{cfg.epochs} epochs x {cfg.batches_per_epoch} batches of {cfg.batch}, {lr}, "
-            f"clip {'off' if cfg.clip is None else f'{cfg.clip:g}'}")
+            f"clip {'off' if cfg.clip is None else f'{cfg.clip:g}'}"
+            + (f", curriculum over the first {cfg.curriculum} epochs" if cfg.curriculum else ""))
 
 
 def _print_deviations(recipe, cfg_of, given) -> None:
