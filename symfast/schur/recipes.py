@@ -1,13 +1,15 @@
-"""Training recipes of the Schur study: the paper's budget, and one under which every model of its
-grid reaches the convergence target (`symfast.schur.paper.CONVERGENCE`).
+"""Training recipes of the Schur study: the paper's budget, and one that deviates from it where that
+budget leaves models below the convergence target (`symfast.schur.paper.CONVERGENCE`).
 
 "paper" is the budget of "Task-Restricted Symmetries in Recurrent Weight Space" (arXiv 2606.18457),
 `TrainConfig`'s defaults: Adam 1e-3, batch 64, 30 epochs x 128 batches, constant learning rate, no
 gradient clipping. At that budget dense-init and Cayley copy models, sine models and some flip-flop
 models do not reach the target. "converge" changes, per task and where needed per construction, only
-the settings listed in `RECIPES` (gradient clipping, more epochs, a learning-rate schedule); every such
-change is a deviation from the paper's budget, printed by `symfast schur` and tabulated in
-docs/guide/schur.md by `deviation_table` (a test keeps the two equal).
+the settings listed in `RECIPES` (gradient clipping, more epochs, a learning-rate schedule, a
+curriculum); it does not bring every setting to the target (Cayley copy models stay below it; the
+measured counts are in docs/guide/schur.md). Every such change is a deviation from the paper's
+budget, printed by `symfast schur` and tabulated in docs/guide/schur.md by `deviation_table` (a test
+keeps the two equal).
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ FIELDS = ("epochs", "batches_per_epoch", "batch", "lr", "clip", "schedule", "war
 # recipes"). Twice the paper's epochs, a 3x peak rate reached after a 2-epoch linear warmup and decayed
 # by a cosine to 1 % of it, each model's gradient norm clipped at 1:
 _LONG_COSINE = {"epochs": 60, "lr": 3e-3, "schedule": "cosine", "warmup": 256, "min_lr_ratio": 0.01, "clip": 1.0}
-# Copy from dense or Cayley init: the same, with the replay window growing over the first 20 epochs.
+# Copy from dense or Cayley init: the same, with the replay window growing over the first 20 epochs
+# (dense converges; Cayley does not, and keeps this as the best found).
 _COPY_CURRICULUM = {**_LONG_COSINE, "curriculum": 20}
 RECIPES: dict[str, dict[tuple[str, str], dict]] = {
     "paper": {},
