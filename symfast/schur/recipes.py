@@ -28,13 +28,14 @@ FIELDS = ("epochs", "batches_per_epoch", "batch", "lr", "clip", "schedule", "war
 # recipes"). Twice the paper's epochs, a 3x peak rate reached after a 2-epoch linear warmup and decayed
 # by a cosine to 1 % of it, each model's gradient norm clipped at 1:
 _LONG_COSINE = {"epochs": 60, "lr": 3e-3, "schedule": "cosine", "warmup": 256, "min_lr_ratio": 0.01, "clip": 1.0}
-# Copy from dense or Cayley init: the same, with the replay window growing over the first 20 epochs
-# (dense converges; Cayley does not, and keeps this as the best found).
+# Copy from dense, normal or Cayley init: the same, with the replay window growing over the first 20
+# epochs (dense and normal converge; Cayley does not, and keeps this as the best found).
 _COPY_CURRICULUM = {**_LONG_COSINE, "curriculum": 20}
 RECIPES: dict[str, dict[tuple[str, str], dict]] = {
     "paper": {},
     "converge": {("sine", "*"): _LONG_COSINE, ("flipflop", "*"): _LONG_COSINE,
-                 ("copy", "dense"): _COPY_CURRICULUM, ("copy", "cayley"): _COPY_CURRICULUM},
+                 ("copy", "dense"): _COPY_CURRICULUM, ("copy", "normal"): _COPY_CURRICULUM,
+                 ("copy", "cayley"): _COPY_CURRICULUM},
 }
 RECIPE_NAMES = tuple(RECIPES)
 
