@@ -7,10 +7,12 @@ Example:
     symfast schur --task copy --out runs/schur      # the paper's copy experiment
     symfast schur --task all --out runs/schur       # and flip-flop, sine, context
 
-Defaults are the paper's settings ("Task-Restricted Symmetries in Recurrent Weight Space",
-arXiv 2606.18457): 3 seeds, Adam 1e-3, batch 64, 30 epochs x 128 batches, no gradient
-clipping; copy at H in {56, 64, 72} x the four constructions, the other tasks at H = 64
-with orthogonal init. Only models that reach their task's convergence target
+The grid is the paper's ("Task-Restricted Symmetries in Recurrent Weight Space", arXiv
+2606.18457): 3 seeds, copy at H in {56, 64, 72} x the four constructions, the other tasks at
+H = 64 with orthogonal init. Training follows a recipe (`symfast.schur.recipes`): `--recipe paper`
+is the paper's budget (Adam 1e-3, batch 64, 30 epochs x 128 batches, no gradient clipping);
+`--recipe converge` (the default for tanh RNNs) deviates from it where the paper's budget does not
+reach the convergence target, and the run prints every deviation. Only models that reach their task's convergence target
 (symfast.schur.paper.CONVERGENCE) enter the tables unless --include-unconverged.
 Checkpoints in OUT/ckpt are reused when their configuration matches.
 """
@@ -50,11 +52,17 @@ def add_arguments(p) -> None:
                    help="tanh: dense|orthogonal|normal|cayley ('paper': all for copy, orthogonal for the others); "
                         "ssm: dense|diagonal; gru, lstm: nobias|bias ('paper': all of the family's); "
                         "a comma list or 'all'")
-    p.add_argument("--epochs", type=int, default=30, help="training epochs")
-    p.add_argument("--batches", type=int, default=128, help="batches per epoch")
-    p.add_argument("--batch", type=int, default=64, help="batch size")
-    p.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
-    p.add_argument("--clip", type=float, default=None, help="clip each model's gradient norm (default: off)")
+    p.add_argument("--recipe", default=None,
+                   help="training recipe (symfast.schur.recipes): 'paper' (the paper's budget: 30 epochs x 128 "
+                        "batches of 64, Adam 1e-3, no clipping) or 'converge' (per task and construction: clipping, "
+                        "more epochs, a learning-rate schedule; every deviation is printed). Default: converge for "
+                        "the tanh family, paper for the others (which have no other recipe)")
+    p.add_argument("--epochs", type=int, default=None, help="training epochs (default: the recipe's)")
+    p.add_argument("--batches", type=int, default=None, help="batches per epoch (default: the recipe's)")
+    p.add_argument("--batch", type=int, default=None, help="batch size (default: the recipe's)")
+    p.add_argument("--lr", type=float, default=None, help="Adam (peak) learning rate (default: the recipe's)")
+    p.add_argument("--clip", type=float, default=None,
+                   help="clip each model's gradient norm (default: the recipe's; the paper: off)")
     p.add_argument("--epsilon", type=float, default=None,
                    help="tolerance on the rollout distance d_D for eps-stabilisers (default 0.05)")
     p.add_argument("--include-unconverged", action="store_true",
@@ -87,12 +95,14 @@ def add_arguments(p) -> None:
 def _train_task(task, cells, args, cfg, ckdir) -> dict:
     """Every model of `task` the run needs, {(construction, hidden): ([model per seed], [losses per seed])}.
 
+    `cfg`: one TrainConfig, or {construction: TrainConfig} (a recipe's per-construction settings).
     A model whose checkpoint in `ckdir` is complete and of this run's settings is loaded; all the
-    others, of every construction and width, train together in one `train_many` call (one fused
-    kernel call per step for the whole task, widths padded), each resuming from a partly trained
+    others of the same settings, of every construction and width, train together in one `train_many`
+    call (one fused kernel call per step, widths padded), each resuming from a partly trained
     checkpoint of its own. The result of each model does not depend on which others it trains with.
     """
-    from symfast.schur.rnn import train_many
+    from symfast.schur.recipes import FIELDS
+    from symfast.schur.rnn import TrainConfig, train_many
     from symfast.schur.rnn.checkpoint import load_checkpoint as _load
 
     def load_checkpoint(path):  # a damaged file: one line naming it, never a traceback or NaN model
@@ -100,6 +110,7 @@ def _train_task(task, cells, args, cfg, ckdir) -> dict:
             return _load(path)
         except ValueError as e:
             raise UsageError(str(e)) from None
+    cfg_of = cfg if isinstance(cfg, dict) else {cn: cfg for cn, _ in cells}  # construction -> TrainConfig
     seeds = list(range(args.seeds))
     keys = [(cn, hidden, s) for cn, hidden in cells for s in seeds]
     paths = {key: os.path.join(ckdir, f"{task.name}_{key[0]}_H{key[1]}_s{key[2]}.pt") for key in keys}
@@ -108,22 +119,22 @@ def _train_task(task, cells, args, cfg, ckdir) -> dict:
         cn, hidden, _ = key
         if os.path.exists(paths[key]):
             m, t, info = load_checkpoint(paths[key])
-            tr = info["train"]
-            if (t == task and m.n_hidden == hidden and m.recurrent == cn and info["epoch"] == cfg.epochs
-                    and tr["batches_per_epoch"] == cfg.batches_per_epoch and tr["batch"] == cfg.batch
-                    and tr["lr"] == cfg.lr and tr.get("clip") == cfg.clip):
+            tr, c = {**vars(TrainConfig()), **info["train"]}, cfg_of[cn]  # older files: no schedule fields
+            if (t == task and m.n_hidden == hidden and m.recurrent == cn and info["epoch"] == c.epochs
+                    and all(tr[f] == getattr(c, f) for f in FIELDS)):
                 models[key], losses[key] = m, info["losses"]
     todo = [key for key in keys if key not in models]
-    if todo:
+    for c in {repr(cfg_of[cn]): cfg_of[cn] for cn, _, _ in todo}.values():  # one run per distinct config
+        group = [key for key in todo if cfg_of[key[0]] == c]
         t0 = time.perf_counter()
-        trained = train_many(task, [s for _, _, s in todo], [h for _, h, _ in todo], [cn for cn, _, _ in todo], cfg,
-                             checkpoints=[paths[key] for key in todo], progress=not args.no_progress)
-        print(f"trained {len(todo)} {task.name} models ({len(keys) - len(todo)} loaded) in one "
-              f"{cfg.engine} run: {time.perf_counter() - t0:.1f} s")
-        models.update(zip(todo, trained))
+        trained = train_many(task, [s for _, _, s in group], [h for _, h, _ in group], [cn for cn, _, _ in group], c,
+                             checkpoints=[paths[key] for key in group], progress=not args.no_progress)
+        print(f"trained {len(group)} {task.name} models ({len(keys) - len(todo)} loaded) in one "
+              f"{c.engine} run: {time.perf_counter() - t0:.1f} s")
+        models.update(zip(group, trained))
         # --epochs 0 trains nothing and writes no checkpoint: no losses to show
         losses.update((key, load_checkpoint(paths[key])[2]["losses"] if os.path.exists(paths[key]) else [])
-                      for key in todo)
+                      for key in group)
     return {(cn, hidden): ([models[(cn, hidden, s)] for s in seeds], [losses[(cn, hidden, s)] for s in seeds])
             for cn, hidden in cells}
 
@@ -176,6 +187,28 @@ def _grid_table(g) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _budget(cfg) -> str:
+    lr = (f"Adam {cfg.lr:g}" if cfg.schedule == "constant" else
+          f"Adam {cfg.lr:g} ({cfg.schedule}, warmup {cfg.warmup} steps, to {cfg.min_lr_ratio:g} x lr)")
+    return (f"{cfg.epochs} epochs x {cfg.batches_per_epoch} batches of {cfg.batch}, {lr}, "
+            f"clip {'off' if cfg.clip is None else f'{cfg.clip:g}'}"
+            + (f", curriculum over the first {cfg.curriculum} epochs" if cfg.curriculum else ""))
+
+
+def _print_deviations(recipe, cfg_of, given) -> None:
+    """One line per (task, construction) whose training differs from the paper's budget, naming the
+    differences and whether they come from the recipe or from explicit flags."""
+    from symfast.schur.recipes import deviations, fmt_setting
+    lines = []
+    for (t, cn), c in cfg_of.items():
+        dev = deviations(recipe, t, cn, c)
+        if dev:
+            what = ", ".join(f"{f} {fmt_setting(a)} -> {fmt_setting(b)}" + (" (flag)" if f in given else "")
+                             for f, (a, b) in dev.items())
+            lines.append(f"  {t} / {cn}: {_budget(c)}; deviations from the paper: {what}")
+    print("deviations from the paper's training budget:" + ("\n" + "\n".join(lines) if lines else " none"))
+
+
 def _print_convergence(facts, tasks, include_unconverged) -> None:
     from symfast.schur.paper import CONVERGENCE
     print("\nconvergence (held-out; target " + ", ".join(f"{t}: {m} {'<=' if m == 'fvu' else '>='} {v}"
@@ -192,6 +225,7 @@ def run(args) -> int:
     from symfast.schur import plots, schur_blocks
     from symfast.schur.ablation import EPSILON, schur_ablation, summarize
     from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper, converged
+    from symfast.schur.recipes import RECIPE_NAMES, recipe_config
     from symfast.schur.rnn import TrainConfig, make_task
     from symfast.schur.families import FAMILY_CONSTRUCTIONS, GATES
     from symfast.schur.rnn.model import CONSTRUCTIONS
@@ -227,9 +261,9 @@ def run(args) -> int:
     if any(h < 1 for v in hid_of.values() for h in v) or not all(hid_of.values()):
         raise UsageError(f"--hidden must be >= 1, got {args.hidden}")
     for name in ("seeds", "batches", "batch", "n_eval"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.epochs < 0 or args.n_random < 0 or args.n_orders < 0:
+    if (args.epochs or 0) < 0 or args.n_random < 0 or args.n_orders < 0:
         raise UsageError("--epochs, --n-random and --n-orders must be >= 0")
     if not args.near_cut > 0:
         raise UsageError(f"--near-cut must be > 0, got {args.near_cut}")
@@ -252,16 +286,31 @@ def run(args) -> int:
     except OSError as e:
         raise UsageError(f"cannot create output directory {args.out!r}: {e}") from e
     threads = args.threads or (1 if args.engine == "torch" or family != "tanh" else None)  # None: torch's count
-    cfg = TrainConfig(epochs=args.epochs, batches_per_epoch=args.batches, batch=args.batch, lr=args.lr,
-                      clip=args.clip, threads=threads, engine=args.engine)
+    recipe = args.recipe or ("converge" if family == "tanh" else "paper")
+    if recipe not in RECIPE_NAMES:
+        raise UsageError(f"unknown --recipe {recipe!r}; expected one of {', '.join(RECIPE_NAMES)}")
+    if family != "tanh" and recipe != "paper":
+        raise UsageError(f"--recipe {recipe} applies to the tanh family; --family {family} trains at the paper's "
+                         "budget")
+    given = {f: v for f, v in (("epochs", args.epochs), ("batches_per_epoch", args.batches), ("batch", args.batch),
+                               ("lr", args.lr), ("clip", args.clip)) if v is not None}  # explicit flags win
+    try:
+        cfg_of = {(t, cn): recipe_config(recipe, t, cn, threads=threads, engine=args.engine, **given)
+                  for t in tasks for cn in cons_of[t]}
+    except ValueError as e:  # e.g. --epochs shorter than the recipe's curriculum
+        raise UsageError(f"--recipe {recipe} with the flags given: {e}") from None
+    cfg = next(iter(cfg_of.values()))
     if family != "tanh":
         from symfast.commands.schur_families import run_family
         return run_family(args, tasks, cons, hid_of, sweep, epsilon, cfg)
+    print(f"settings: recipe {recipe}, {args.seeds} seeds, eps = {epsilon:g}, alphas {sweep}; the paper's budget: "
+          f"{_budget(TrainConfig())}")
+    _print_deviations(recipe, cfg_of, given)
     frames, spectra, facts, projs, schur_T, losses, nears, grids = [], {}, [], [], {}, {}, [], []
     for tname in tasks:
         task = make_task(tname)
-        trained = _train_task(task, [(cn, h) for cn in cons_of[tname] for h in hid_of[tname]], args, cfg,
-                              os.path.join(args.out, "ckpt"))
+        trained = _train_task(task, [(cn, h) for cn in cons_of[tname] for h in hid_of[tname]], args,
+                              {cn: cfg_of[(tname, cn)] for cn in cons_of[tname]}, os.path.join(args.out, "ckpt"))
         for cn in cons_of[tname]:
             for hidden in hid_of[tname]:
                 models, losses[f"{tname} / {cn}, H = {hidden}"] = trained[(cn, hidden)]
@@ -320,8 +369,6 @@ def run(args) -> int:
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
     pd.set_option("display.max_colwidth", 80)
-    print(f"settings: {args.seeds} seeds, {cfg.epochs} epochs x {cfg.batches_per_epoch} batches of {cfg.batch}, "
-          f"Adam {cfg.lr:g}, clip {'off' if cfg.clip is None else cfg.clip}, eps = {epsilon:g}, alphas {sweep}")
     if used.empty:
         _print_convergence(facts, tasks, args.include_unconverged)
         print("\nno converged model: nothing to tabulate (lengthen training or pass --include-unconverged)")

@@ -11,7 +11,8 @@ def test_schur_cli_tiny(tmp_path, capsys, monkeypatch):
     out = str(tmp_path / "run")
     argv = ["schur", "--task", "copy", "--construction", "orthogonal,cayley", "--seeds", "2", "--hidden", "8",
             "--epochs", "1", "--batches", "2", "--batch", "4", "--n-eval", "8", "--n-random", "2", "--alphas", "0.95",
-            "--n-orders", "2", "--alpha-grid", "0.85,0.95", "--out", out, "--no-progress", "--include-unconverged"]
+            "--n-orders", "2", "--alpha-grid", "0.85,0.95", "--out", out, "--no-progress", "--include-unconverged",
+            "--recipe", "paper"]
     assert main(argv) == 0
     assert [(c[0], sorted(zip(c[3], c[1]))) for c in calls] == [  # one call for the task's 4 models
         ("copy", [("cayley", 0), ("cayley", 1), ("orthogonal", 0), ("orthogonal", 1)])]
@@ -46,14 +47,17 @@ def test_schur_cli_tiny(tmp_path, capsys, monkeypatch):
 def test_schur_cli_excludes_unconverged_and_paper_defaults(tmp_path, capsys):
     from symfast.cli import build_parser
     args = build_parser().parse_args(["schur"])
-    assert (args.epochs, args.batches, args.batch, args.seeds, args.lr, args.clip) == (30, 128, 64, 3, 1e-3, None)
-    assert (args.hidden, args.construction) == ("paper", "paper")
+    # budget flags unset: the recipe's (default: converge for the tanh family); --recipe paper is the paper's
+    assert (args.recipe, args.epochs, args.batches, args.batch, args.lr, args.clip) == (None,) * 6
+    assert (args.seeds, args.hidden, args.construction) == (3, "paper", "paper")
+    assert build_parser().parse_args(["schur", "--recipe", "paper"]).recipe == "paper"
     out = str(tmp_path / "run")
     assert main(["schur", "--task", "copy", "--construction", "orthogonal", "--seeds", "1", "--hidden", "6",
                  "--epochs", "1", "--batches", "1", "--batch", "4", "--n-eval", "8", "--n-random", "0",
-                 "--alphas", "", "--out", out, "--no-progress"]) == 0
+                 "--alphas", "", "--out", out, "--no-progress", "--recipe", "paper"]) == 0
     text = capsys.readouterr().out
     assert "clip off" in text and "no converged model: nothing to tabulate" in text
+    assert "settings: recipe paper" in text and "epochs 30 -> 1 (flag), batches_per_epoch 128 -> 1 (flag)" in text
     models = pd.read_csv(os.path.join(out, "schur_models.csv"))
     assert not models["converged"].any() and (models["replay_acc"] < 0.99).all()
 
@@ -70,6 +74,27 @@ def test_schur_cli_bad_input(tmp_path, capsys):
     assert main(["schur", "--n-orders", "-1", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--alpha-grid", "0.9:0.8:0.01", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--near-cut", "0", "--out", str(tmp_path)]) == 2
+    assert main(["schur", "--recipe", "fast", "--out", str(tmp_path)]) == 2
+    assert "unknown --recipe 'fast'; expected one of paper, converge" in capsys.readouterr().err
+    assert main(["schur", "--family", "gru", "--recipe", "converge", "--out", str(tmp_path)]) == 2
+    assert main(["schur", "--task", "copy", "--epochs", "2", "--out", str(tmp_path)]) == 2  # below its curriculum
+    assert "curriculum must be in 0..epochs (2)" in capsys.readouterr().err
+
+
+def test_schur_cli_prints_the_recipes_deviations(tmp_path, capsys):
+    """The converge recipe's deviations from the paper's budget are printed per task and construction;
+    an explicit flag wins over the recipe and is marked."""
+    from symfast.schur.recipes import deviations
+    out = str(tmp_path / "run")
+    assert main(["schur", "--task", "flipflop", "--seeds", "1", "--hidden", "4", "--epochs", "1", "--batches", "1",
+                 "--batch", "2", "--n-eval", "4", "--n-random", "0", "--n-orders", "0", "--alphas", "",
+                 "--alpha-grid", "", "--out", out, "--no-progress", "--recipe", "converge"]) == 0
+    text = capsys.readouterr().out
+    assert "settings: recipe converge" in text and "flipflop / orthogonal:" in text
+    assert "epochs 30 -> 1 (flag)" in text
+    for f in deviations("converge", "flipflop", "orthogonal"):
+        if f not in ("epochs", "batches_per_epoch", "batch"):
+            assert f" {f} " in text, f
 
 
 

@@ -101,6 +101,7 @@ def load_checkpoint(path) -> tuple[TanhRNN, Task, dict]:
 
 
 _NOT_COMPARED = ("epochs", "threads", "engine")  # settings a run may resume under with other values
+_DEFAULTS = {"schedule": "constant", "warmup": 0, "min_lr_ratio": 0.0, "curriculum": 0}  # absent from older checkpoints
 
 
 def resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg, losses: list) -> int:
@@ -116,10 +117,12 @@ def resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg, losses: l
         ck = read_checkpoint(path)
     except ValueError:  # unreadable or damaged: retrain from scratch (the file is rewritten at the first epoch)
         return 0
+    # the number of epochs sets a learning-rate schedule's horizon: compared unless the rate is constant
+    skip = _NOT_COMPARED if getattr(cfg, "schedule", "constant") == "constant" else _NOT_COMPARED[1:]
     same = (isinstance(ck, dict) and "optimizer" in ck and ck.get("model") == model.config()
             and ck.get("task") == task.config()
-            and {k: v for k, v in ck.get("train", {}).items() if k not in _NOT_COMPARED}
-            == {k: v for k, v in {**vars(cfg), "seed": seed}.items() if k not in _NOT_COMPARED})
+            and {k: v for k, v in {**_DEFAULTS, **ck.get("train", {})}.items() if k not in skip}
+            == {k: v for k, v in {**_DEFAULTS, **vars(cfg), "seed": seed}.items() if k not in skip})
     epoch = ck.get("epoch") if isinstance(ck, dict) else None
     if not same or not isinstance(epoch, int) or not 0 < epoch <= cfg.epochs:
         return 0

@@ -1,14 +1,23 @@
 """The training settings of the Schur study's RNNs, shared by both engines."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-__all__ = ["TrainConfig", "batch_seed"]
+__all__ = ["TrainConfig", "SCHEDULES", "batch_seed", "lr_at", "task_at"]
+
+SCHEDULES = ("constant", "cosine")
 
 
 @dataclass
 class TrainConfig:
-    """Training budget; the paper used epochs=30, batches_per_epoch=128, batch=64, lr=1e-3."""
+    """Training budget; the paper used epochs=30, batches_per_epoch=128, batch=64, lr=1e-3, a constant
+    learning rate and no clipping.
+
+    schedule: "constant" (lr at every step) or "cosine": a linear warmup over the first `warmup`
+    steps to lr, then a cosine decay to lr * min_lr_ratio at the last step of `epochs` (see `lr_at`).
+    curriculum: a number of first epochs trained on shortened sequences (`task_at`).
+    """
 
     epochs: int = 30
     batches_per_epoch: int = 128
@@ -18,6 +27,53 @@ class TrainConfig:
     seed: int = 0
     threads: int | None = 1  # torch threads while training (small per-step ops: 1 is fastest); None: keep
     engine: str = "fused"  # "fused": all seeds at once (symfast.ops.rnn_train); "torch": torch.nn.RNN, one by one
+    schedule: str = "constant"
+    warmup: int = 0  # steps of linear warmup ("cosine" only)
+    min_lr_ratio: float = 0.0  # the cosine schedule's final learning rate, as a fraction of lr
+    curriculum: int = 0  # epochs of shortened sequences before the full task (see `task_at`); 0: none
+
+    def check(self) -> None:
+        """Raise ValueError on a budget no engine can train with."""
+        if self.epochs < 0 or self.batches_per_epoch < 1 or self.batch < 1:
+            raise ValueError(f"bad training budget {self}")
+        if self.clip is not None and not self.clip > 0:
+            raise ValueError(f"clip must be None or > 0, got {self.clip}")
+        if self.engine not in ("fused", "torch"):
+            raise ValueError(f"engine must be 'fused' or 'torch', got {self.engine!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.schedule!r}; expected one of {list(SCHEDULES)}")
+        if self.warmup < 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"warmup must be >= 0 and min_lr_ratio in [0, 1], got {self.warmup}, {self.min_lr_ratio}")
+        if not 0 <= self.curriculum <= self.epochs:
+            raise ValueError(f"curriculum must be in 0..epochs ({self.epochs}), got {self.curriculum}")
+        if self.schedule == "constant" and (self.warmup or self.min_lr_ratio):
+            raise ValueError("warmup and min_lr_ratio apply to schedule='cosine' only")
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Learning rate of training step `step` (0-based over all epochs: ep * batches_per_epoch + b).
+
+    "constant": cfg.lr. "cosine": cfg.lr * (step + 1) / warmup while step < warmup, then
+    cfg.lr * (r + (1 - r) * (1 + cos(pi * p)) / 2) with r = min_lr_ratio and
+    p = (step - warmup) / (total - warmup - 1) going from 0 to 1 at the last step
+    (total = epochs * batches_per_epoch). A pure function of the step, so a resumed run
+    follows the same schedule as an uninterrupted one.
+    """
+    if cfg.schedule == "constant":
+        return cfg.lr
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    span = cfg.epochs * cfg.batches_per_epoch - cfg.warmup - 1
+    p = min(1.0, (step - cfg.warmup) / span) if span > 0 else 1.0
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * p)))
+
+
+def task_at(task, cfg: TrainConfig, ep: int):
+    """The task trained on in epoch `ep`: during the first cfg.curriculum epochs,
+    `task.shortened((ep + 1) / (cfg.curriculum + 1))` (sequences growing linearly towards the full
+    length; see each task's `shortened`), then `task` itself. A pure function of the epoch, so a
+    resumed run sees the same tasks as an uninterrupted one."""
+    return task.shortened((ep + 1) / (cfg.curriculum + 1)) if ep < cfg.curriculum else task
 
 
 def batch_seed(seed: int, ep: int, b: int) -> int:

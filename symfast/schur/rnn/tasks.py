@@ -8,7 +8,8 @@ FVU and the loss are computed over the masked entries only.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, replace
 
 import torch
 
@@ -33,6 +34,12 @@ class Task:
 
     def config(self) -> dict:
         return {"name": self.name, **asdict(self)}
+
+    def shortened(self, frac: float) -> "Task":
+        """The task with its sequences cut to about `frac` (0 < frac <= 1) of their length, for a
+        training curriculum (`symfast.schur.rnn.config.task_at`); the task itself where it has no
+        shorter version."""
+        return self
 
 
 @dataclass
@@ -70,6 +77,10 @@ class FlipFlop(Task):
         y = torch.cat([torch.zeros(batch, 1, self.n_bits), x], 1).gather(1, last)
         return x, y, torch.ones_like(y)
 
+    def shortened(self, frac: float) -> Task:
+        """The same task over the first max(10, ceil(frac T)) steps."""
+        return replace(self, T=min(self.T, max(10, math.ceil(frac * self.T))))
+
 
 @dataclass
 class SineGeneration(Task):
@@ -94,6 +105,10 @@ class SineGeneration(Task):
         x = (om / self.omega_max).expand(batch, self.T, 1).clone()
         y = torch.sin(om * t)
         return x, y, torch.ones_like(y)
+
+    def shortened(self, frac: float) -> Task:
+        """The same task over the first max(10, ceil(frac T)) steps."""
+        return replace(self, T=min(self.T, max(10, math.ceil(frac * self.T))))
 
 
 @dataclass
@@ -189,6 +204,12 @@ class Copy(Task):
         y[:, L + 1:] = oh.repeat(1, -(-self.replay // L), 1)[:, :self.replay]  # step L + 1 + j: symbol j mod L
         m[:, L + 1:] = 1.0
         return x, y, m
+
+    def shortened(self, frac: float) -> "Copy":
+        """The same task with a replay window of max(length, ceil(frac replay)) steps (scored
+        steps cut to fit)."""
+        r = min(self.replay, max(self.length, math.ceil(frac * self.replay)))
+        return replace(self, replay=r, scored=min(self.scored, r))
 
     def replay_accuracy(self, y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Accuracy on the first `scored` generated symbols: y_hat [..., B, T, K], y [B, T, K] -> [...]."""

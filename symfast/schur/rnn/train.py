@@ -2,7 +2,8 @@
 
 Loss: masked mean squared error. Each batch has its own seed (derived from the run's
 seed, epoch and batch index), so a run is reproducible. No gradient clipping by default
-(the paper has none); `clip=c` clips each model's gradient norm to c.
+(the paper has none); `clip=c` clips each model's gradient norm to c. The learning rate is
+constant (the paper's) unless `TrainConfig.schedule` sets a schedule (`config.lr_at`).
 
 Engines (`TrainConfig.engine`): "fused" (default) trains all seeds at once through the fused
 ensemble kernel `symfast.ops.rnn_train` (train_fused.py); "torch" trains them one after
@@ -15,7 +16,7 @@ import torch
 
 from symfast._progress import Progress, reporter
 from symfast.schur.rnn.checkpoint import load_checkpoint, resume, save_checkpoint
-from symfast.schur.rnn.config import TrainConfig, batch_seed
+from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at, task_at
 from symfast.schur.rnn.model import TanhRNN
 from symfast.schur.rnn.tasks import EVAL_SEED, Task, fvu
 
@@ -80,15 +81,12 @@ def train_many(task: Task, seeds, widths, recurrents, cfg: TrainConfig | None = 
     """
     cfg = cfg or TrainConfig()
     seeds, widths, recurrents = [int(s) for s in seeds], [int(h) for h in widths], list(recurrents)
-    if cfg.epochs < 0 or cfg.batches_per_epoch < 1 or cfg.batch < 1 or not seeds:
-        raise ValueError(f"bad training budget {cfg} or empty seeds {seeds}")
+    cfg.check()
+    if not seeds:
+        raise ValueError("empty seeds")
     if not len(seeds) == len(widths) == len(recurrents):
         raise ValueError(f"need one width and one construction per seed, got {len(seeds)} seeds, "
                          f"{len(widths)} widths, {len(recurrents)} constructions")
-    if cfg.clip is not None and not cfg.clip > 0:
-        raise ValueError(f"clip must be None or > 0, got {cfg.clip}")
-    if cfg.engine not in ("fused", "torch"):
-        raise ValueError(f"engine must be 'fused' or 'torch', got {cfg.engine!r}")
     if checkpoints is not None and len(checkpoints) != len(seeds):
         raise ValueError(f"need one checkpoint path per model, got {len(checkpoints)} for {len(seeds)}")
     prev_threads = torch.get_num_threads()
@@ -122,7 +120,8 @@ def fit(model, task: Task, seed: int, cfg: TrainConfig, opt=None, losses: list |
         on_epoch=None, progress: Progress = False, desc: str = ""):
     """The plain training loop of every model of the study (one model, eager PyTorch).
 
-    Masked MSE of `model(x)` against the targets, Adam (cfg.lr) on all of `model`'s parameters,
+    Masked MSE of `model(x)` against the targets, Adam on all of `model`'s parameters at the
+    learning rate `lr_at(cfg, step)` (cfg.lr unless cfg.schedule says otherwise),
     batch b of epoch ep drawn from `batch_seed(seed, ep, b)` (so any model trained with the same seed
     sees the same batches), each model's gradient norm clipped to cfg.clip when set.
 
@@ -143,12 +142,14 @@ def fit(model, task: Task, seed: int, cfg: TrainConfig, opt=None, losses: list |
     bar = rep.bar(cfg.epochs * cfg.batches_per_epoch, desc=desc, initial=start * cfg.batches_per_epoch)
     for ep in range(start, cfg.epochs):
         for b in range(cfg.batches_per_epoch):
-            x, y, msk = task.sample(cfg.batch, seed=batch_seed(seed, ep, b))
+            x, y, msk = task_at(task, cfg, ep).sample(cfg.batch, seed=batch_seed(seed, ep, b))
             loss = (((model(x) - y) ** 2) * msk).sum() / msk.sum().clamp_min(1)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.clip:
                 torch.nn.utils.clip_grad_norm_(params, cfg.clip)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(cfg, ep * cfg.batches_per_epoch + b)
             opt.step()
             losses.append(loss.item())
             if rep:

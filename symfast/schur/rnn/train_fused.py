@@ -4,7 +4,7 @@ Each model keeps what one-at-a-time training gives it: its own init (TanhRNN fro
 its own batches (seeded by (seed, epoch, batch)), its own loss (masked MSE) and Adam with
 the same hyper-parameters. Adam is elementwise, so one torch.optim.Adam over the models'
 stacked parameters is each model's own Adam (step counts agree: models that start together
-step together). Gradient clipping, when asked, clips each model's norm separately. Models of
+step together), and so is the learning rate of each step (`config.lr_at`). Gradient clipping, when asked, clips each model's norm separately. Models of
 different widths share one call: parameters are zero-padded to the widest, and `widths`
 makes the kernel ignore the padding (which therefore stays exactly zero, Cayley included).
 Per-model checkpoints (model, Adam state and losses) are written in the format of the
@@ -30,7 +30,7 @@ import torch
 from symfast._progress import Progress, reporter
 from symfast.ops.rnn_train import rnn_train_step
 from symfast.schur.rnn.checkpoint import resume, save_checkpoint
-from symfast.schur.rnn.config import TrainConfig, batch_seed
+from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at, task_at
 from symfast.schur.rnn.model import TanhRNN, cayley
 
 __all__ = ["train_models"]
@@ -117,7 +117,7 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
     bar = rep.bar((cfg.epochs - start) * cfg.batches_per_epoch, desc=f"{task.name} x{len(group)} models (fused)")
     for ep in range(start, cfg.epochs):
         for b in range(cfg.batches_per_epoch):
-            drawn = [task.sample(cfg.batch, seed=batch_seed(s, ep, b)) for s in useeds]
+            drawn = [task_at(task, cfg, ep).sample(cfg.batch, seed=batch_seed(s, ep, b)) for s in useeds]
             if all(torch.equal(m, m[..., :1].expand_as(m)) for _, _, m in drawn):
                 drawn = [(x, y, m[..., 0]) for x, y, m in drawn]  # one mask for all outputs: [S, T]
             if bufs is None or any(buf.shape[1:] != t.shape for buf, t in zip(bufs, drawn[0])):
@@ -145,6 +145,8 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
                     coef = (cfg.clip / (norm + 1e-6)).clamp(max=1.0)
                     for p in stacked:
                         p.grad.mul_(coef.view(-1, *([1] * (p.ndim - 1))))
+            for pg in opt.param_groups:
+                pg["lr"] = lr_at(cfg, ep * cfg.batches_per_epoch + b)
             opt.step()
             for k, v in zip(group, st.loss.tolist()):
                 losses[k].append(v)
