@@ -21,6 +21,7 @@ sanitizer job in .ci/run runs this file against an ASan/UBSan build of the exten
 """
 from __future__ import annotations
 
+import math
 import os
 import random
 import subprocess
@@ -605,3 +606,18 @@ if __name__ == "__main__":
         print("RESULT", fam, n, flush=True)
         bad += n
     sys.exit(1 if bad else 0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_finiteness_check_finds_every_non_finite_value(dtype, bad):
+    from symfast.ops import _checks
+
+    for shape, at in (((7,), (6,)), ((3, 4, 5), (2, 3, 4)), ((2, 3), (0, 0))):
+        t = torch.linspace(-3, 3, math.prod(shape), dtype=torch.float64).reshape(shape).to(dtype)
+        assert _checks.all_finite(t) and _checks.all_finite(-t)
+        t[at] = bad
+        assert not _checks.all_finite(t), (shape, at)
+        with pytest.raises(ValueError, match="op: x contains NaN or Inf values"):
+            _checks.finite("op", (("x", t),))
+    _checks.finite("op", (("x", torch.empty(0, dtype=dtype)),))  # nothing to check
