@@ -205,6 +205,8 @@ def test_reproduce_readout_section_shows_the_new_figures_with_captions(tmp_path)
     assert len(phi) == 1 and phi[0].verdict == "not comparable" and phi[0].reason.startswith("no case")
     assert "35 searched cells" in phi[0].measured  # the calibration grid, searched without training
     md = open(write_report(str(tmp_path), "t", {}, claims, [sec])[0]).read()
+    from symfast.readout.readout import MODEL_AGGREGATE_LIMIT
+    assert MODEL_AGGREGATE_LIMIT in md  # the measured single-model rates, beside the ensemble's verdicts
     for name in ("summary_grid.png", "heatmap.png", "sweep.png", "fields.png", "loss.png"):
         assert (sub / name).stat().st_size > 0, name
         assert f"![{FIGURE_CAPTIONS[name]}](readout/{name})" in md, name

@@ -81,6 +81,7 @@ def _readout_section(sub: str, section):
     import pandas as pd
 
     from symfast.readout.claims import phi_dependence_claim, readout_claims
+    from symfast.readout.readout import MODEL_AGGREGATE_LIMIT
 
     table_path, summary_path = os.path.join(sub, "readout.csv"), os.path.join(sub, "summary.csv")
     if not (os.path.exists(table_path) and os.path.exists(summary_path)):
@@ -98,6 +99,8 @@ def _readout_section(sub: str, section):
             section.figures.append((os.path.join(sub, name), FIGURE_CAPTIONS[name]))
     section.text.append("Full per-element table: `readout.csv` (score, p-value, threshold, margin, best-lift score, "
                         "lift residual per observable).")
+    section.text.append("These verdicts use the seed-ensemble readout. Single-model readouts, measured on the "
+                        "calibration grid (docs: readout decisions): " + MODEL_AGGREGATE_LIMIT + ".")
     kinds = list(dict.fromkeys(table["observable"])) if "observable" in table.columns else []
     full, steps = table, _trained_steps(sub)
     if len(kinds) > 1:  # the verdicts are read on the first-layer Gram, the readout's default observable

@@ -124,7 +124,7 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
     if aggregate == "model":
-        warnings.warn(_MODEL_AGGREGATE_WARNING, stacklevel=2)
+        warnings.warn(MODEL_AGGREGATE_LIMIT, stacklevel=2)
     kinds = _observable_kinds(observable, observable_probe)
     for kind in kinds:
         observable_fn(observable_probe.subset([0]), kind)  # fail fast on an unknown observable
@@ -193,7 +193,7 @@ def _warn_small_budget(ens: Ensemble) -> None:
 
 
 # The measured limit of aggregate="model" (benchmarks/calibration_default_budget.py --aggregate model).
-_MODEL_AGGREGATE_WARNING = (
+MODEL_AGGREGATE_LIMIT = (
     "aggregate='model' is not calibrated: with 4 models per (shape, encoding) it reported 79-96% of the false "
     "liftable elements as observed at every per-model budget measured (300-3000 steps x 1024 points, 300 x 4096), "
     "with no true symmetry missed; no per-model budget met alpha = 0.05 for false positives. Use the seed "
