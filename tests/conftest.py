@@ -5,12 +5,20 @@ source tree off sys.path); subprocesses run from a temporary directory for the
 same reason.
 """
 import os
+import signal
 import subprocess
 import sys
 
 import pytest
 
 from symfast import _ext
+
+# A shell that starts pytest in the background (`cmd &`, nohup) leaves SIGINT ignored, and Python
+# then installs no KeyboardInterrupt handler: the Ctrl-C tests could not deliver their signal, nor
+# could the subprocesses they start (an ignored signal stays ignored across exec). Restore the
+# default handler so those tests test the code, not the launcher.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
