@@ -65,10 +65,12 @@ def has_values(t: torch.Tensor | None) -> bool:
 
 
 def all_finite(t: torch.Tensor) -> bool:
-    """True when no value of the (non-empty, floating) tensor is NaN or +-Inf. One min/max pass:
+    """True when no value of the (real) tensor is NaN or +-Inf (an empty tensor: True). One min/max pass:
     NaN propagates through both, so both are finite exactly when every value is. About 10x faster
     than `isfinite(t).all()`, which writes a bool tensor of t's size first (48 ms vs 5 ms for
     4M doubles on one thread)."""
+    if t.numel() == 0:
+        return True
     lo, hi = torch.aminmax(t)
     return bool(torch.isfinite(lo) & torch.isfinite(hi))
 

@@ -107,7 +107,7 @@ def _reference_instead(x, weights, backend: str) -> bool:
 
 def _check_finite(x: torch.Tensor, name: str) -> None:
     # The C++ kernel checks x and targets/gradients as it reads them; the Triton kernels do not.
-    if not bool(torch.isfinite(x).all()):
+    if not _checks.all_finite(x):
         raise ValueError(f"{name} contains NaN or Inf values; the fused kernel needs finite inputs")
 
 
@@ -120,7 +120,7 @@ def check_finite_params(weights, biases, frequencies=None, phases=None) -> None:
                                                                      enumerate(biases)]
     named += [(n, t) for n, t in (("frequencies", frequencies), ("phases", phases)) if t is not None]
     for name, p in named:
-        if _checks.has_values(p) and not bool(torch.isfinite(p).all()):
+        if _checks.has_values(p) and not _checks.all_finite(p):
             raise ValueError(f"{name} contains NaN or Inf values")
 
 

@@ -22,7 +22,7 @@ def validate(weights) -> None:
 
 def _gram_reference(weights, backend):
     validate(weights)
-    if weights.numel() and not bool(torch.isfinite(weights).all()):
+    if not _checks.all_finite(weights):
         raise ValueError("weights contains NaN or Inf")
     return reference.gram(weights)
 

@@ -110,7 +110,7 @@ def match_gram(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: str
     """
     code = cpu.mode_code(mode)
     for name, t in (("inner products", gram), ("row norms", a2), ("row norms", b2)):
-        if not bool(torch.isfinite(t).all()):  # both kernels would otherwise assign on Inf/NaN costs
+        if not _checks.all_finite(t):  # both kernels would otherwise assign on Inf/NaN costs
             raise ValueError(f"the weights' {name} are not finite (NaN/Inf weights, or float32 overflow: "
                              "pass float64 weights)")
     gc = gram.detach().cpu()

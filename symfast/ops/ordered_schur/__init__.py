@@ -84,7 +84,7 @@ def _as_batch(W, name: str) -> tuple[torch.Tensor, tuple, bool]:
         raise ValueError(f"{name} must be [..., n, n] (square), got {list(t.shape)}")
     if t.shape[-1] == 0:
         raise ValueError(f"{name} must have n >= 1, got {list(t.shape)}")
-    if not bool(torch.isfinite(t).all()):
+    if not _checks.all_finite(t):
         raise ValueError(f"{name} contains NaN or Inf")
     lead = tuple(t.shape[:-2])
     return t.reshape(-1, t.shape[-1], t.shape[-1]).contiguous(), lead, is_torch

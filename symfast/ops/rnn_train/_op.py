@@ -18,7 +18,7 @@ from typing import Optional
 
 import torch
 
-from symfast.ops import _dispatch
+from symfast.ops import _checks, _dispatch
 from symfast.ops.rnn_train import cpu, reference
 
 _LIB = "symfast"
@@ -85,7 +85,7 @@ def _triton():
 def _check_finite(*named) -> None:
     # the C++ kernel checks its inputs as it reads them; the Triton kernel does not
     for name, t in named:
-        if t is not None and not bool(torch.isfinite(t).all()):
+        if t is not None and not _checks.all_finite(t):
             raise ValueError(f"{name} contains NaN or Inf values; the fused kernel needs finite inputs")
 
 
