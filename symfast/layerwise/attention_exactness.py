@@ -62,9 +62,11 @@ class AttentionExactnessSettings:
     """What one attention sweep trains.
 
     Attributes:
-        lams: penalty weights (> 0); seeds / heldout_seeds / seed_offset: as `ExactnessSettings`.
-        heads, d, k, tokens: block size (d must be 4: rho is the suite's 4-feature swap).
-        steps (first lam; steps // 2 per further lam), lr (cosine-decayed per stage), batch (sequences).
+        lams: penalty weights (> 0); seeds, heldout_seeds, seed_offset as in `ExactnessSettings`.
+        heads: heads per block; d, k, tokens: features (must be 4: rho is the suite's 4-feature swap),
+            query/key/value width, tokens per sequence.
+        steps: steps for the first lam (steps // 2 for every further one); lr: Adam learning rate
+            (cosine-decayed per stage); batch: sequences per step.
         test: held-out sequences per scale (covering inputs at token scales 0.5, 1, 2; the task at 1).
         random_draws: random head permutations for the baselines; bootstrap: resamples of the seeds.
     """
@@ -389,8 +391,9 @@ def format_attention_exactness(res: AttentionExactnessResult) -> str:
 
 
 def plot_attention_exactness(table: pd.DataFrame, path=None):
-    """Log-log per task: head parameter error (blue; red where the recovered permutation is not the true
-    one) and its random-permutation level against the end-to-end error; fit seeds filled, held-out open.
+    """Log-log per task against the end-to-end error: the head parameter error (blue; red where the
+    recovered permutation is not the true one), the gauge-free head-matching error (orange) and the
+    random-permutation parameter error (grey); fit seeds filled, held-out seeds open.
 
     Returns:
         the figure (the matplotlib backend is left as it is).
@@ -402,7 +405,7 @@ def plot_attention_exactness(table: pd.DataFrame, path=None):
     tasks = list(dict.fromkeys(table["task"]))
     if not tasks:
         raise ValueError("the attention exactness table is empty")
-    fig, axes = plt.subplots(1, len(tasks), figsize=(3.8 * len(tasks), 3.6), layout="constrained", squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.4 * len(tasks), 3.8), layout="constrained", squeeze=False)
     for ax, task in zip(axes[0], tasks):
         t = table[table["task"] == task]
         for part in ("fit", "heldout"):
@@ -410,25 +413,31 @@ def plot_attention_exactness(table: pd.DataFrame, path=None):
             wrong = p["perm_true"] == 0
             lab = "" if part == "fit" else " (held-out)"
             for mask, color, name in ((~wrong, "C0", "head parameter error"),
-                                      (wrong, "C3", "head error, wrong permutation")):
+                                      (wrong, "C3", "head parameter error, wrong permutation")):
                 if mask.any():
                     ax.scatter(p.loc[mask, "end_to_end"], p.loc[mask, "head_error"], s=14,
                                c=color if part == "fit" else "none", edgecolors=color, label=name + lab)
+            ax.scatter(p["end_to_end"], p["match_error"], s=12, marker="^", c="C1" if part == "fit" else "none",
+                       edgecolors="C1", label="head matching error (Wq Wk^T, Wv Wo)" + lab)
             ax.scatter(p["end_to_end"], p["head_random"], s=10, marker="x", c="0.5",
-                       label="random head permutations" if part == "fit" else None)
+                       label="parameter error, random head permutations" if part == "fit" else None)
         f = t[t["split"] == "fit"]
         if f["end_to_end"].nunique() >= 2:
             k = fit_slope(f["end_to_end"], f["head_error"], f["seed"], bootstrap=1)[0]
             lx = np.log(f["end_to_end"])
             xs = np.exp(np.linspace(lx.min(), lx.max(), 2))
             ax.plot(xs, np.exp(np.log(f["head_error"]).mean() + k * (np.log(xs) - lx.mean())), color="C0", lw=1,
-                    label="fit (fit seeds)")
+                    label="parameter error fit (fit seeds)")
             ax.text(0.03, 0.03, f"slope {k:.2f}", transform=ax.transAxes, fontsize=SMALL)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"attention, {task} task", fontsize=FONT)
         ax.set_xlabel("end-to-end error (held-out Gaussian tokens)", fontsize=SMALL)
         ax.tick_params(which="both", labelsize=SMALL)
-    axes[0][0].set_ylabel("parameter error of the head action (relative)", fontsize=SMALL)
-    legend_outside(axes[0][-1], where="right")
+    axes[0][0].set_ylabel("error of the recovered head action (relative)", fontsize=SMALL)
+    handles = {}
+    for ax in axes[0]:  # one legend for all panels: a label drawn only in one panel still shows
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(lab, h)
+    legend_outside(axes[0][-1], where="right", handles=list(handles.values()), labels=list(handles))
     return finish(fig, path)
