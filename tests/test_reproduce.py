@@ -96,8 +96,10 @@ def _fake_layerwise_with_exactness(args) -> int:
     if not args.exactness:
         return _fake_layerwise(args)
     os.makedirs(args.out, exist_ok=True)
+    name = ("attention exactness (teacher): head permutation" if args.model == "attention" else
+            "exactness (tanh): layer-1 error closes")
     write_claims(os.path.join(args.out, "claims.csv"), [
-        Claim("layerwise", "exactness (tanh): layer-1 error closes", "slope > 0.5", "0.21 [0.1, 0.3]", "missed", "")])
+        Claim("layerwise", name, "slope > 0.5", "0.21 [0.1, 0.3]", "missed", "")])
     return 0
 
 
@@ -109,10 +111,14 @@ def test_exactness_verdicts_join_the_layerwise_section_and_quick_says_it_skipped
     assert main(["reproduce", "--quick", "--only", "layerwise", "--out", str(out)]) == 0
     md = (out / "report.md").read_text()
     assert "Skipped at --quick: the exactness sweep" in md and "layer-1 error closes" not in md
+    assert "Skipped at --quick: the attention exactness sweep" in md and "head permutation |" not in md
     assert not (out / "layerwise" / "exactness").exists()
+    assert not (out / "layerwise" / "exactness_attention").exists()
     out = tmp_path / "full"  # the full run's argv, stood in for by the fake command
     assert main(["reproduce", "--only", "layerwise", "--out", str(out)]) == 0
     md = (out / "report.md").read_text()
     assert "| layerwise | exactness (tanh): layer-1 error closes |" in md and "Skipped at --quick" not in md
     assert "symfast layerwise --exactness --out" in md
-    assert [f[0] for f in rep.FOLLOW_UPS["layerwise"]] == ["exactness"]
+    assert "symfast layerwise --exactness --model attention --out" in md
+    assert "| layerwise | attention exactness (teacher): head permutation |" in md
+    assert [f[0] for f in rep.FOLLOW_UPS["layerwise"]] == ["exactness", "exactness_attention"]

@@ -5,6 +5,7 @@ Examples:
     symfast layerwise --model cnn --activation relu --out runs/cnn
     symfast layerwise --suite --out runs/suite      # architectures x activations + autoencoder regimes
     symfast layerwise --exactness --out runs/exact  # layer error vs end-to-end error along a penalty sweep
+    symfast layerwise --exactness --model attention --out runs/exact_att  # the same for attention heads
     symfast layerwise --patches --quick --out runs/patches  # flip-equivariant autoencoder on natural-image patches
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ def add_arguments(p):
                    help="mlp (= classifier): invariant MLP classifier; autoencoder: equivariant MLP autoencoder; "
                         "cnn: invariant CNN classifier (valid 3x3 convs, average pooling); attention: a 4-head "
                         "block on a synthetic token-smoothing task, equivariant to swapping feature pairs "
-                        "(--data, --activation ignored)")
+                        "(--data, --activation ignored); with --exactness, mlp (default) or attention")
     p.add_argument("--activation", choices=sorted(ACTIVATION_TABLE), default="tanh",
                    help="hidden activation; its latent group decides the matching (see the user guide)")
     p.add_argument("--suite", action="store_true",
@@ -47,7 +48,9 @@ def add_arguments(p):
     p.add_argument("--exactness", action="store_true",
                    help="run the exactness sweep instead: invariant MLPs per activation along a sweep of the penalty "
                         "weight (penalty on data and off-data samples), layer-1 error vs end-to-end error, the fitted "
-                        "log-log slope and a verdict on held-out seeds; writes exactness.csv/.md/.png, claims.csv")
+                        "log-log slope and a verdict on held-out seeds; writes exactness.csv/.md/.png, claims.csv. With "
+                        "--model attention: 4-head attention blocks per task (--tasks), head parameter error vs "
+                        "end-to-end error; writes exactness_attention.csv/.md/.png, claims.csv")
     p.add_argument("--patches", action="store_true",
                    help="run the natural-image patch study instead: patches of scikit-image's bundled photographs "
                         "(needs scikit-image), the flip-equivariant tanh autoencoder and a control, layer-1 filters "
@@ -64,9 +67,13 @@ def add_arguments(p):
                    help="with --patches: add the mirror of every patch (the set is closed under the flip)")
     p.add_argument("--activations", default=None,
                    help="with --exactness: comma-separated activations (default tanh,sigmoid,odd_poly,relu)")
+    p.add_argument("--tasks", default=None,
+                   help="with --exactness --model attention: comma-separated tasks, 'teacher' (fit a planted "
+                        "equivariant block: the true head permutation is known) and/or 'smoothing' (the suite's "
+                        "token-smoothing task) (default teacher,smoothing)")
     p.add_argument("--quick", action="store_true",
                    help="with --suite: fewer steps and smaller CNNs; with --exactness: 4 penalty weights, 2 fit and 3 "
-                        "held-out seeds, smaller nets and fewer steps; with --patches: 4000 patches, 300 steps, "
+                        "held-out seeds, smaller nets (MLP) and fewer steps; with --patches: 4000 patches, 300 steps, "
                         "one seed")
     p.add_argument("--seed-offset", type=int, default=None,
                    help="default: 0 with --suite (the training seed of every model, the one the claims' bars were "
@@ -151,6 +158,43 @@ def _run_exactness(args, data) -> int:
     atomic_write(os.path.join(args.out, "exactness.png"), lambda p: plot_exactness(res.table, p))
     print(f"wrote {args.out}/exactness.md, exactness.csv, exactness_summary.csv, exactness_fits.csv, claims.csv, "
           f"exactness.png ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _run_attention_exactness(args) -> int:
+    from symfast.layerwise.attention_exactness import (TASKS, AttentionExactnessSettings, attention_exactness_sweep,
+                                                       attention_summary, format_attention_exactness,
+                                                       plot_attention_exactness)
+    from symfast.layerwise.claims import REPLICATE_SEED
+    from symfast.report.claim import not_comparable, write_claims
+
+    if args.activations is not None:
+        raise UsageError("--activations is for the MLP sweep; with --model attention pick --tasks")
+    tasks = TASKS if args.tasks is None else tuple(t.strip() for t in args.tasks.split(",") if t.strip())
+    bad = [t for t in tasks if t not in TASKS]
+    if bad or not tasks:
+        raise UsageError(f"--tasks: choose from {', '.join(TASKS)}, got {args.tasks!r}")
+    offset = REPLICATE_SEED if args.seed_offset is None else args.seed_offset
+    with input_errors("--exactness settings"):
+        s = (AttentionExactnessSettings(lams=(1e-3, 1e-1, 1e1, 1e3), seeds=2, heldout_seeds=3, steps=300,
+                                        seed_offset=offset, bootstrap=400) if args.quick else
+             AttentionExactnessSettings(seed_offset=offset))
+    t0 = time.perf_counter()
+    res = attention_exactness_sweep(tasks, s, progress=not args.quiet)
+    if args.quick:  # as for the MLP sweep: a smoke run's rows are not evidence
+        res.claims = not_comparable(res.claims, "not converged", "--quick: fewer penalty weights, steps and seeds "
+                                    "than the documented run")
+    text = format_attention_exactness(res)
+    print(text)
+    _write_text(os.path.join(args.out, "exactness_attention.md"), text + "\n")
+    atomic_write(os.path.join(args.out, "exactness_attention.csv"), lambda p: res.table.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "exactness_attention_summary.csv"),
+                 lambda p: attention_summary(res.table).to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "exactness_attention_fits.csv"), lambda p: res.fits.to_csv(p, index=False))
+    atomic_write(os.path.join(args.out, "claims.csv"), lambda p: write_claims(p, res.claims))
+    atomic_write(os.path.join(args.out, "exactness_attention.png"), lambda p: plot_attention_exactness(res.table, p))
+    print(f"wrote {args.out}/exactness_attention.md, exactness_attention.csv, exactness_attention_summary.csv, "
+          f"exactness_attention_fits.csv, claims.csv, exactness_attention.png ({time.perf_counter() - t0:.1f} s)")
     return 0
 
 
@@ -267,6 +311,12 @@ def run(args) -> int:
         raise UsageError("--exactness, --suite and --patches are separate runs; pick one")
     if args.patches:
         return _run_patches(args)
+    if args.tasks is not None and not (args.exactness and args.model == "attention"):
+        raise UsageError("--tasks is for --exactness --model attention")
+    if args.exactness and args.model == "attention":
+        return _run_attention_exactness(args)
+    if args.exactness and args.model not in ("mlp", "classifier"):
+        raise UsageError(f"--exactness runs with --model mlp or attention, got --model {args.model}")
     if args.model == "attention" and not args.suite and not args.exactness:
         return _run_attention(args)
     with input_errors(f"--data {args.data}", loading=True):

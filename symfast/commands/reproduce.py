@@ -2,7 +2,7 @@
 
 Runs `symfast readout`, `symfast schur` and `symfast layerwise` into subfolders of --out (and,
 after a study, its `FOLLOW_UPS` into subfolders of the study's folder: the full run adds the
-layerwise exactness sweep) and writes report.md and report.html: run details, one verdict table (each checked claim
+layerwise exactness sweeps, MLP and attention) and writes report.md and report.html: run details, one verdict table (each checked claim
 of the papers: expected, measured, held / missed / not comparable), then per study a short
 explanation, its summary tables with a column glossary, and its figures. Full tables stay
 as CSV beside it. Rows from models that did not converge (or from budgets below a study's
@@ -61,12 +61,17 @@ STUDIES = [
 # study -> [(subfolder, argv for --quick or None, argv for the full run, why --quick skips it)].
 # The exactness sweep's verdicts are read on held-out seeds (1000, 1001, ...). `layerwise --exactness
 # --quick` took 82 s (51 s CPU) on 2 busy cores, more than the quick reproduce should grow by, and its
-# rows could only say "not comparable: not converged"; so --quick skips it and the report says so.
+# rows could only say "not comparable: not converged"; so --quick skips it and the report says so. The same
+# holds for the attention sweep (`layerwise --exactness --model attention --quick`: 202 s, 41 s CPU, on 2 busy cores).
 FOLLOW_UPS = {
     "layerwise": [("exactness", None, ["layerwise", "--exactness"],
                    "the exactness sweep (layer-1 error against end-to-end error along a penalty sweep, verdicts on "
                    "held-out seeds) runs only in the full reproduce; its --quick form would add about a minute and "
-                   "its rows could only be 'not comparable: not converged'")],
+                   "its rows could only be 'not comparable: not converged'"),
+                  ("exactness_attention", None, ["layerwise", "--exactness", "--model", "attention"],
+                   "the attention exactness sweep (head parameter error against end-to-end error, verdicts on "
+                   "held-out seeds) runs only in the full reproduce; its --quick form's rows could only be 'not "
+                   "comparable: not converged'")],
 }
 
 

@@ -25,7 +25,7 @@ from symfast.ops.matching import assign
 
 __all__ = ["Attention", "attention_forward", "AttentionAction", "recover_attention_action",
            "recover_attention_action_reference", "planted_attention", "train_attention", "attention_experiment",
-           "format_attention"]
+           "format_attention", "permutation_param_error"]
 
 
 def _t(x, name):
@@ -128,6 +128,17 @@ def _gauges(att: Attention, rho: torch.Tensor, index: np.ndarray):
     tot = sum(w.pow(2).sum() for w in (att.Wq, att.Wk, att.Wv, att.Wo))
     return A.numpy(), B.numpy(), float(torch.sqrt(res / tot))
 
+
+
+def permutation_param_error(att: Attention, rho, index) -> float:
+    """Relative parameter residual of Wq, Wk, Wv, Wo under the head permutation `index` and its
+    least-squares gauges (as `AttentionAction.param_error`): the level a given, e.g. random, permutation
+    reaches."""
+    rho = _check_rho(rho, att.Wq.shape[1])
+    index = np.asarray(index)
+    if sorted(index.tolist()) != list(range(att.heads)):
+        raise ValueError(f"index must be a permutation of 0..{att.heads - 1}, got {index.tolist()}")
+    return _gauges(att, rho, index)[2]
 
 def _check_rho(rho, d):
     r = _t(rho, "rho")

@@ -34,7 +34,8 @@ from symfast.report.claim import Claim, Verdict, ranking_verdict
 
 __all__ = ["ExactnessSettings", "ExactnessResult", "exactness_sweep", "train_sweep", "covering_inputs", "measure",
            "fit_slope", "exactness_claims", "plot_exactness", "format_exactness", "ACTIVATIONS", "SLOPE_BAR",
-           "EXACT_RATIO_BAR", "MIN_DECADES", "COLUMNS", "LAYER_COLUMNS", "summary_table"]
+           "EXACT_RATIO_BAR", "MIN_DECADES", "COLUMNS", "LAYER_COLUMNS", "summary_table", "slope_and_ratio",
+           "combine_verdicts"]
 
 # Fixed before the first sweep was run, not after: the relation "layer error -> 0 as end-to-end error
 # -> 0" holds when the fitted log-log slope lies above SLOPE_BAR (the layer error falls at least as
@@ -272,6 +273,39 @@ def _mean_interval(v, bootstrap: int, seed: int = 0):
     return float(v.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
 
 
+def slope_and_ratio(t: pd.DataFrame, error_col: str, ratio_col: str, bootstrap: int) -> dict:
+    """The two tests of one sweep's held-out rows `t` (columns lam, seed, end_to_end, error_col, ratio_col).
+
+    Returns:
+        slope, lo, hi (log-log slope of error_col against end_to_end, interval over seeds); ratio,
+        ratio_lo, ratio_hi (mean of ratio_col at the largest lam and its interval); decades spanned by
+        the end-to-end errors; seeds, n; top (the rows at the largest lam); v_slope, v_ratio (the
+        `ranking_verdict`s against `SLOPE_BAR` and `EXACT_RATIO_BAR`, the bar a point interval).
+    """
+    seeds = sorted(t["seed"].unique())
+    n = len(seeds)
+    s, lo, hi = fit_slope(t["end_to_end"], t[error_col], t["seed"], bootstrap)
+    top = t[t["lam"] == t["lam"].max()]
+    r, rlo, rhi = _mean_interval(top[ratio_col], bootstrap)
+    return {"slope": s, "lo": lo, "hi": hi, "ratio": r, "ratio_lo": rlo, "ratio_hi": rhi,
+            "decades": float(np.log10(t["end_to_end"].max() / t["end_to_end"].min())), "seeds": seeds, "n": n,
+            "top": top, "v_slope": ranking_verdict({"slope": (lo, hi), "bar": (SLOPE_BAR, SLOPE_BAR)}, "slope", n),
+            "v_ratio": ranking_verdict({"bar": (EXACT_RATIO_BAR, EXACT_RATIO_BAR), "ratio": (rlo, rhi)}, "bar", n)}
+
+
+def combine_verdicts(parts: list, decades: float) -> Verdict:
+    """One verdict from several tests: not comparable when the end-to-end errors span fewer than
+    `MIN_DECADES` decades; missed when any test missed; held when all held; else not comparable."""
+    if decades < MIN_DECADES:
+        return Verdict("not comparable", f"interval too wide: end-to-end errors span {decades:.2f} decades "
+                                         f"(< {MIN_DECADES:g}), no slope to read")
+    if any(x.verdict == "missed" for x in parts):
+        return Verdict("missed", "; ".join(x.reason for x in parts if x.verdict == "missed"))
+    if all(x.verdict == "held" for x in parts):
+        return Verdict("held", "; ".join(x.reason for x in parts))
+    return Verdict("not comparable", "; ".join(x.reason for x in parts if x.verdict != "held"))
+
+
 def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
     """One verdict row per activation, read on the held-out seeds (split == "heldout") only.
 
@@ -302,24 +336,11 @@ def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
             claims.append(Claim("layerwise", claim, expected, "no held-out seeds", "not comparable",
                                 reason="too few seeds (n = 0)"))
             continue
-        seeds = sorted(t["seed"].unique())
-        n = len(seeds)
-        s, lo, hi = fit_slope(t["end_to_end"], t["layer1_error"], t["seed"], bootstrap)
-        top = t[t["lam"] == t["lam"].max()]
-        r, rlo, rhi = _mean_interval(top["layer1_ratio"], bootstrap)
-        decades = float(np.log10(t["end_to_end"].max() / t["end_to_end"].min()))
-        v_slope = ranking_verdict({"slope": (lo, hi), "bar": (SLOPE_BAR, SLOPE_BAR)}, "slope", n)
-        v_ratio = ranking_verdict({"bar": (EXACT_RATIO_BAR, EXACT_RATIO_BAR), "ratio": (rlo, rhi)}, "bar", n)
-        if decades < MIN_DECADES:
-            v = Verdict("not comparable", f"interval too wide: end-to-end errors span {decades:.2f} decades "
-                                          f"(< {MIN_DECADES:g}), no slope to read")
-        elif "missed" in (v_slope.verdict, v_ratio.verdict):
-            v = Verdict("missed", "; ".join(x.reason for x in (v_slope, v_ratio) if x.verdict == "missed"))
-        elif v_slope.verdict == v_ratio.verdict == "held":
-            v = Verdict("held", f"{v_slope.reason}; {v_ratio.reason}")
-        else:
-            v = Verdict("not comparable", "; ".join(x.reason for x in (v_slope, v_ratio) if x.verdict != "held"))
-        measured = (f"slope {s:.2f} [{lo:.2f}, {hi:.2f}]; ratio {r:.2f} [{rlo:.2f}, {rhi:.2f}] at lam "
+        r = slope_and_ratio(t, "layer1_error", "layer1_ratio", bootstrap)
+        s, lo, hi, rr, rlo, rhi, decades, seeds, n, top = (r[k] for k in (
+            "slope", "lo", "hi", "ratio", "ratio_lo", "ratio_hi", "decades", "seeds", "n", "top"))
+        v = combine_verdicts([r["v_slope"], r["v_ratio"]], decades)
+        measured = (f"slope {s:.2f} [{lo:.2f}, {hi:.2f}]; ratio {rr:.2f} [{rlo:.2f}, {rhi:.2f}] at lam "
                     f"{top['lam'].iloc[0]:g}; end-to-end {t['end_to_end'].min():.1e}..{t['end_to_end'].max():.1e} "
                     f"({decades:.1f} decades); seeds {seeds[0]}..{seeds[-1]} (n = {n})")
         note = ("identifiability is conjectured, not proven, for this activation: a miss does not contradict the "
