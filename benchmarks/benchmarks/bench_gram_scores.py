@@ -6,6 +6,8 @@ M = 4096 models, d = 48, H = 64 (float64, as the readout uses), lift sets:
 - d4d6_<pe>: the readout's 16 candidates D4 ∪ D6 (exact lifts where liftable, Procrustes otherwise);
 - exact_<pe>: only the exact (block-permutation) lifts among them (gather path).
 Lifts are cached in the temp directory (fitting 360 Procrustes lifts takes a minute).
+Under asv the sweeps keep every SWEEP_STRIDE-th rotation (45 of 360) and GramScoresRatio runs at
+RATIO_M = 256 models, unless SYMFAST_BENCH_FULL=1 (all 360 rotations, RATIO_M = 1024; `_grid.py`).
 Run as a script for a table: `PYTHONPATH=. python benchmarks/benchmarks/bench_gram_scores.py [--quick]`
 (--quick: every 10th sweep element, M = 1024); `--gram`: only `gram`, at the shapes in GRAM_SHAPES,
 float64 and float32, with torch's thread count and with one thread.
@@ -25,8 +27,14 @@ from symfast.ops.gram import reference as gram_reference
 from symfast.ops.gram_scores import gram_scores, reference
 from symfast.readout.observables import sweep_lifts
 
+try:
+    from ._grid import pick
+except ImportError:  # run as a script
+    from _grid import pick
+
 M, D, H, NUM = 4096, 48, 64, 360
-RATIO_M = 1024  # models in GramScoresRatio
+RATIO_M = pick(256, 1024)  # models in GramScoresRatio
+SWEEP_STRIDE = pick(8, 1)  # every k-th rotation of a sweep in the asv benchmarks
 GRAM_SHAPES = [(4096, 48, 64), (256, 64, 64), (32, 64, 64)]  # (M, d, H): the readout's, two small batches
 LIFT_SETS = ["sweep_paired", "sweep_independent", "d4d6_triaxis", "d4d6_dyadic", "exact_triaxis", "exact_dyadic"]
 
@@ -92,10 +100,10 @@ class GramScores:
 
     def setup(self, impl, name):
         if impl == "reference" and name.startswith("sweep"):
-            # minutes per call; its time is in GramScoresRatio, measured once beside symfast's
+            # a minute or more per call; its time is in GramScoresRatio, measured beside symfast's
             raise NotImplementedError("the reference on a 360-rotation sweep is timed by GramScoresRatio")
         _, self.phi = observables()
-        self.rho = lifts(name)
+        self.rho = lifts(name, SWEEP_STRIDE)
         self.time_scores(impl, name)  # warm-up
 
     def time_scores(self, impl, name):
@@ -107,15 +115,16 @@ class GramScores:
 
 class GramScoresRatio:
     """reference / symfast time, measured side by side in one run. Both sides are linear in the
-    number of models, so the ratio is taken at M = RATIO_M: at M = 4096 the reference takes over ten
-    minutes per 360-rotation sweep on 2 cores (the script's table runs M = 4096)."""
+    number of models and of lifts, so the ratio is taken at M = RATIO_M on every SWEEP_STRIDE-th
+    rotation: at M = 4096 the reference takes over ten minutes per 360-rotation sweep on 2 cores
+    (the script's table runs M = 4096 and all 360)."""
     params = LIFT_SETS
     param_names = ["lifts"]
     timeout = 1800
 
     def setup(self, name):
         _, self.phi = observables(RATIO_M)
-        self.rho = lifts(name)
+        self.rho = lifts(name, SWEEP_STRIDE)
 
     def track_speedup(self, name):
         tr, tf = timed_ratio(lambda: reference.gram_scores(self.phi, self.rho),
