@@ -12,8 +12,10 @@ from symfast.readout import calibration
 
 try:
     from ._grid import FULL
+    from ._skip import raise_if_skipped, skip
 except ImportError:  # run as a script
     from _grid import FULL
+    from _skip import raise_if_skipped, skip
 
 
 class CalibrationSmallBudget:
@@ -49,7 +51,7 @@ class AdaptiveVsFixedSmallBudget:
 
     def setup_cache(self):
         if not FULL:
-            return None
+            return skip("runs under SYMFAST_BENCH_FULL=1 only (trains 2 x 7 x 16 models)")
         import pandas as pd
 
         from symfast.readout import budget
@@ -72,8 +74,7 @@ class AdaptiveVsFixedSmallBudget:
         return out
 
     def setup(self, r, which):
-        if r is None:
-            raise NotImplementedError("runs under SYMFAST_BENCH_FULL=1 only (several minutes of training)")
+        raise_if_skipped(r)
 
     def track_false_positive_rate(self, r, which):
         return r[which]["FPR"]

@@ -37,9 +37,11 @@ from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step, referen
 
 try:
     from ._grid import pick
+    from ._skip import raise_if_skipped, skip
 except ImportError:  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from _grid import pick
+    from _skip import raise_if_skipped, skip
 
 
 def matmul_peak_gflops(n: int = 2048, repeat: int = 5) -> float:
@@ -152,8 +154,7 @@ class _Measured:
     per track), so the tracks agree with each other and `--quick` pays for compilation once."""
 
     def setup(self, run):
-        if run is None:
-            raise NotImplementedError("symfast._C not built")
+        raise_if_skipped(run)
         self.t, self.cpu, self.peak = run["t"], run["cpu"], run.get("peak")
 
 
@@ -163,7 +164,7 @@ class TrainStepW(_Measured):
 
     def setup_cache(self):
         if not sf.cpp_available():
-            return None
+            return skip("symfast._C not built")
         args = make(**W)
         t = side_by_side({k: make_step(k, *args) for k in ("reference", "compile", "symfast")})
         return {"t": t, "cpu": dict(CPU_TIMES), "peak": matmul_peak_gflops()}
@@ -193,7 +194,7 @@ class TrainStepW3D(_Measured):
 
     def setup_cache(self):
         if not sf.cpp_available():
-            return None
+            return skip("symfast._C not built")
         a3, a2 = make(**W, dim=3), make(**W, dim=2)
         fns = {k: make_step(k, *a3) for k in ("reference", "compile", "symfast")}
         fns["symfast 2D"] = make_step("symfast", *a2)

@@ -24,9 +24,11 @@ import numpy as np
 import torch
 
 try:
+    from ._skip import raise_if_skipped, skip
     from .bench_fourier_mlp import CPU_TIMES, W, make, make_step, side_by_side
 except ImportError:  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _skip import raise_if_skipped, skip
     from bench_fourier_mlp import CPU_TIMES, W, make, make_step, side_by_side
 
 try:
@@ -110,11 +112,10 @@ class JaxPeerW:
     timeout = 900
 
     def setup_cache(self):  # once per class: both tracks read the same interleaved run
-        return None if jax is None else compare()
+        return skip("jax/optax not installed (pip install 'symfast[bench]')") if jax is None else compare()
 
     def setup(self, r):
-        if r is None:
-            raise NotImplementedError("jax/optax not installed (pip install 'symfast[bench]')")
+        raise_if_skipped(r)
 
     def track_speedup_vs_jax(self, r):
         return r["wall"]["jax"] / r["wall"]["symfast"]

@@ -48,9 +48,11 @@ import numpy as np
 import torch
 
 try:
+    from ._skip import raise_if_skipped, skip
     from .bench_rnn_train import F, THREADS, make, step_flops
 except ImportError:  # run as a script
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _skip import raise_if_skipped, skip
     from bench_rnn_train import F, THREADS, make, step_flops
 
 from symfast.ops.rnn_train import rnn_train_step
@@ -190,7 +192,7 @@ class RnnTrainJaxPeerF:
 
     def setup_cache(self):  # once per class: both tracks read the same interleaved run
         if jax is None:
-            return None
+            return skip("jax/optax not installed (pip install 'symfast[bench]')")
         prev = torch.get_num_threads()
         torch.set_num_threads(THREADS)
         try:
@@ -199,8 +201,7 @@ class RnnTrainJaxPeerF:
             torch.set_num_threads(prev)
 
     def setup(self, r):
-        if r is None:
-            raise NotImplementedError("jax/optax not installed (pip install 'symfast[bench]')")
+        raise_if_skipped(r)
 
     def track_speedup_vs_jax(self, r):
         return r["wall"]["jax"] / r["wall"]["symfast"]
