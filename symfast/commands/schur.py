@@ -63,6 +63,9 @@ def add_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=None, help="Adam (peak) learning rate (default: the recipe's)")
     p.add_argument("--clip", type=float, default=None,
                    help="clip each model's gradient norm (default: the recipe's; the paper: off)")
+    p.add_argument("--cayley-neg", type=int, default=None,
+                   help="cayley models: the number of -1 entries of the fixed diagonal D of the scaled Cayley map "
+                        "W = (I + A)^{-1} (I - A) D (arXiv 1707.09520); 0 is the plain map (default: the recipe's)")
     p.add_argument("--epsilon", type=float, default=None,
                    help="tolerance on the rollout distance d_D for eps-stabilisers (default 0.05)")
     p.add_argument("--include-unconverged", action="store_true",
@@ -293,9 +296,20 @@ def run(args) -> int:
         raise UsageError(f"--recipe {recipe} applies to the tanh family; --family {family} trains at the paper's "
                          "budget")
     given = {f: v for f, v in (("epochs", args.epochs), ("batches_per_epoch", args.batches), ("batch", args.batch),
-                               ("lr", args.lr), ("clip", args.clip)) if v is not None}  # explicit flags win
+                               ("lr", args.lr), ("clip", args.clip), ("cayley_neg", args.cayley_neg))
+             if v is not None}  # explicit flags win
+
+    def flags(cn):  # cayley_neg is a setting of Cayley models only
+        return {f: v for f, v in given.items() if f != "cayley_neg" or cn == "cayley"}
+    if args.cayley_neg is not None:
+        if family != "tanh" or args.cayley_neg < 0:
+            raise UsageError(f"--cayley-neg takes an integer >= 0 and applies to the tanh family's cayley models, "
+                             f"got {args.cayley_neg} with --family {family}")
+        widths = [w for t in tasks if "cayley" in cons_of[t] for w in hid_of[t]]
+        if widths and args.cayley_neg > min(widths):
+            raise UsageError(f"--cayley-neg {args.cayley_neg} exceeds the narrowest Cayley model's width {min(widths)}")
     try:
-        cfg_of = {(t, cn): recipe_config(recipe, t, cn, threads=threads, engine=args.engine, **given)
+        cfg_of = {(t, cn): recipe_config(recipe, t, cn, threads=threads, engine=args.engine, **flags(cn))
                   for t in tasks for cn in cons_of[t]}
     except ValueError as e:  # e.g. --epochs shorter than the recipe's curriculum
         raise UsageError(f"--recipe {recipe} with the flags given: {e}") from None

@@ -21,6 +21,7 @@ from symfast.schur.rnn.tasks import Task, make_task
 __all__ = ["read_checkpoint", "load_checkpoint", "save_checkpoint", "resume", "MAX_HIDDEN"]
 
 MAX_HIDDEN = 1 << 14  # largest width a checkpoint may declare (an [H, H] matrix is built from it)
+D_NAME = "rnn.parametrizations.weight_hh_l0.0.d"  # state-dict name of the scaled Cayley map's diagonal
 
 
 def _is_int(v) -> bool:
@@ -31,7 +32,8 @@ def _expected_state(cfg: dict) -> dict:
     """State-dict names and shapes of TanhRNN(**cfg), computed without building it."""
     I, H, O = cfg["n_in"], cfg["n_hidden"], cfg["n_out"]
     w_hh = "rnn.parametrizations.weight_hh_l0.original" if cfg["recurrent"] == "cayley" else "rnn.weight_hh_l0"
-    return {"rnn.weight_ih_l0": (H, I), w_hh: (H, H), "readout": (O, H)}
+    d = {D_NAME: (H,)} if cfg.get("cayley_neg", 0) else {}  # the scaled Cayley map's fixed D
+    return {"rnn.weight_ih_l0": (H, I), w_hh: (H, H), "readout": (O, H), **d}
 
 
 def read_checkpoint(path) -> dict:
@@ -49,13 +51,17 @@ def read_checkpoint(path) -> dict:
     if not isinstance(ck, dict) or not {"model", "state", "task", "train", "epoch"} <= set(ck):
         raise bad("missing model, state, task, train or epoch")
     cfg = ck["model"]
-    if not isinstance(cfg, dict) or set(cfg) != {"n_in", "n_hidden", "n_out", "recurrent"}:
+    keys = {"n_in", "n_hidden", "n_out", "recurrent"}
+    if not isinstance(cfg, dict) or not keys <= set(cfg) <= keys | {"cayley_neg"}:
         raise bad(f"model config {cfg!r}")
     for k in ("n_in", "n_hidden", "n_out"):
         if not _is_int(cfg[k]) or not 1 <= cfg[k] <= MAX_HIDDEN:
             raise bad(f"model {k} = {cfg[k]!r}, expected an integer in 1..{MAX_HIDDEN}")
     if cfg["recurrent"] not in CONSTRUCTIONS:
         raise bad(f"recurrent = {cfg['recurrent']!r}")
+    if "cayley_neg" in cfg and (cfg["recurrent"] != "cayley" or not _is_int(cfg["cayley_neg"])
+                                or not 1 <= cfg["cayley_neg"] <= cfg["n_hidden"]):
+        raise bad(f"cayley_neg = {cfg['cayley_neg']!r} for a {cfg['recurrent']!r} model of width {cfg['n_hidden']}")
     state = ck["state"]
     expected = _expected_state(cfg)
     if not isinstance(state, dict) or set(state) != set(expected):
@@ -67,6 +73,10 @@ def read_checkpoint(path) -> dict:
             raise bad(f"{name} is {getattr(t, 'shape', type(t).__name__)}, expected a float tensor {list(shape)}")
         if not torch.isfinite(t).all():
             raise bad(f"{name} contains NaN or Inf")
+    if D_NAME in expected:  # D is +-1 with exactly cayley_neg entries -1
+        d = state[D_NAME]
+        if not bool(((d == 1) | (d == -1)).all()) or int((d == -1).sum()) != cfg["cayley_neg"]:
+            raise bad(f"the scaled Cayley map's D is not +-1 with {cfg['cayley_neg']} entries -1")
     task = ck["task"]
     if not isinstance(task, dict) or not isinstance(task.get("name"), str):
         raise bad(f"task config {task!r}")
@@ -101,7 +111,8 @@ def load_checkpoint(path) -> tuple[TanhRNN, Task, dict]:
 
 
 _NOT_COMPARED = ("epochs", "threads", "engine")  # settings a run may resume under with other values
-_DEFAULTS = {"schedule": "constant", "warmup": 0, "min_lr_ratio": 0.0, "curriculum": 0}  # absent from older checkpoints
+_DEFAULTS = {"schedule": "constant", "warmup": 0, "min_lr_ratio": 0.0, "curriculum": 0,
+             "cayley_neg": 0}  # absent from older checkpoints
 
 
 def resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg, losses: list) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["TrainConfig", "SCHEDULES", "batch_seed", "lr_at", "task_at"]
+__all__ = ["TrainConfig", "SCHEDULES", "batch_seed", "lr_at", "task_at", "cayley_neg"]
 
 SCHEDULES = ("constant", "cosine")
 
@@ -17,6 +17,8 @@ class TrainConfig:
     schedule: "constant" (lr at every step) or "cosine": a linear warmup over the first `warmup`
     steps to lr, then a cosine decay to lr * min_lr_ratio at the last step of `epochs` (see `lr_at`).
     curriculum: a number of first epochs trained on shortened sequences (`task_at`).
+    cayley_neg: the number of -1 entries of D in the scaled Cayley map W = cayley(P) D of "cayley"
+    models (see `TanhRNN`); 0 is the paper's plain map. Other constructions ignore it.
     """
 
     epochs: int = 30
@@ -31,6 +33,7 @@ class TrainConfig:
     warmup: int = 0  # steps of linear warmup ("cosine" only)
     min_lr_ratio: float = 0.0  # the cosine schedule's final learning rate, as a fraction of lr
     curriculum: int = 0  # epochs of shortened sequences before the full task (see `task_at`); 0: none
+    cayley_neg: int = 0  # -1 entries of the scaled Cayley map's D (cayley models only); 0: the plain map
 
     def check(self) -> None:
         """Raise ValueError on a budget no engine can train with."""
@@ -46,6 +49,8 @@ class TrainConfig:
             raise ValueError(f"warmup must be >= 0 and min_lr_ratio in [0, 1], got {self.warmup}, {self.min_lr_ratio}")
         if not 0 <= self.curriculum <= self.epochs:
             raise ValueError(f"curriculum must be in 0..epochs ({self.epochs}), got {self.curriculum}")
+        if isinstance(self.cayley_neg, bool) or int(self.cayley_neg) != self.cayley_neg or self.cayley_neg < 0:
+            raise ValueError(f"cayley_neg must be an integer >= 0, got {self.cayley_neg!r}")
         if self.schedule == "constant" and (self.warmup or self.min_lr_ratio):
             raise ValueError("warmup and min_lr_ratio apply to schedule='cosine' only")
 
@@ -79,3 +84,8 @@ def task_at(task, cfg: TrainConfig, ep: int):
 def batch_seed(seed: int, ep: int, b: int) -> int:
     """The seed of batch b of epoch ep of the run seeded by `seed` (the same under either engine)."""
     return (seed * 1_000_003 + ep * 10_007 + b) % (2**62)
+
+
+def cayley_neg(cfg: TrainConfig, recurrent: str) -> int:
+    """The -1 entries of D that a model of construction `recurrent` gets under `cfg` (cayley models only)."""
+    return cfg.cayley_neg if recurrent == "cayley" else 0

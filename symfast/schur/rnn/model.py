@@ -7,12 +7,20 @@ Python loop per step); the readout V is a separate parameter. Constructions of W
     "dense"       free matrix, PyTorch's nn.RNN default init U(-1/sqrt(H), 1/sqrt(H));
     "orthogonal"  free matrix, orthogonal init (the default for the neuroscience tasks);
     "normal"      free matrix, Gaussian init N(0, 1/H);
-    "cayley"      W = (I + A)^{-1} (I - A) with A = P - P^T skew-symmetric, registered on
+    "cayley"      W = (I + A)^{-1} (I - A) D with A = P - P^T skew-symmetric, registered on
                   the RNN's `weight_hh_l0` through `torch.nn.utils.parametrize` (P is the
                   trained parameter). Orthogonal by construction, so normal: N = 0 in Schur
                   coordinates. For analysis the map is formed in float64
                   (`recurrent_weight(torch.float64)`): float32 leaves ||N||/||T|| ~ 4e-6,
                   enough to drive noise swaps in the ordered Schur form.
+                  D = I (`cayley_neg=0`, the default) is the paper's plain Cayley map, which
+                  never has the eigenvalue -1 (it would need an infinite A). `cayley_neg=k`
+                  is the scaled Cayley transform of "Orthogonal Recurrent Neural Networks with
+                  Scaled Cayley Transform" (arXiv 1707.09520): D a fixed diagonal of +-1 with k
+                  entries -1, at positions drawn from the model's generator after every other
+                  init draw (so k = 0 draws exactly what it drew before), kept as the buffer
+                  `d` of the parametrization and never trained. det W = (-1)^k, so an odd k
+                  keeps an eigenvalue exactly -1 throughout training; at P = 0, W = D has k.
 (`torch.nn.utils.parametrizations.orthogonal(orthogonal_map="cayley")` uses a different
 generator layout and evaluates in the weight's dtype, hence the small module here.)
 """
@@ -29,19 +37,25 @@ __all__ = ["TanhRNN", "CONSTRUCTIONS", "cayley"]
 CONSTRUCTIONS = ("dense", "orthogonal", "normal", "cayley")
 
 
-def cayley(P: torch.Tensor) -> torch.Tensor:
-    """Orthogonal W = (I + A)^{-1} (I - A), A = P - P^T; P: [H, H] or a batch [..., H, H], in the
-    dtype it is given."""
+def cayley(P: torch.Tensor, d: torch.Tensor | None = None) -> torch.Tensor:
+    """Orthogonal W = (I + A)^{-1} (I - A) D, A = P - P^T, D = diag(d) (default: I); P: [H, H] or a
+    batch [..., H, H], d: [H] of +-1 (the scaled Cayley transform), in P's dtype."""
     A = P - P.transpose(-1, -2)
     eye = torch.eye(P.shape[-1], dtype=P.dtype, device=P.device)
-    return torch.linalg.solve(eye + A, eye - A)
+    W = torch.linalg.solve(eye + A, eye - A)
+    return W if d is None else W * d.to(P.dtype)  # right-multiplying by D scales column j by d_j
 
 
 class _Cayley(nn.Module):
-    """Parametrization P -> cayley(P) for `torch.nn.utils.parametrize`."""
+    """Parametrization P -> cayley(P, d) for `torch.nn.utils.parametrize`; d (the diagonal of the
+    scaled Cayley transform's D) is a buffer, absent for the plain map."""
+
+    def __init__(self, d: torch.Tensor | None = None):
+        super().__init__()
+        self.register_buffer("d", d)  # None: no entry in the state dict (plain-map checkpoints unchanged)
 
     def forward(self, P: torch.Tensor) -> torch.Tensor:
-        return cayley(P)
+        return cayley(P, self.d)
 
 
 class TanhRNN(nn.Module):
@@ -51,22 +65,29 @@ class TanhRNN(nn.Module):
         n_in, n_hidden, n_out: sizes I, H, O.
         recurrent: one of "dense", "orthogonal", "normal", "cayley".
         generator: optional torch.Generator for a reproducible init.
+        cayley_neg: number k of -1 entries of the scaled Cayley map's D, 0..H ("cayley" only;
+            0: the plain map).
 
     Shapes: forward(x [B, T, I]) -> y [B, T, O] (and h [B, T, H] with return_hidden).
     Parameters: `rnn` (torch.nn.RNN: U = weight_ih_l0 [H, I], W = weight_hh_l0 [H, H], or for
     Cayley its parametrization's original P [H, H]) and `readout` V [O, H].
-    Views: `input_weight` (U), `W`, `P` (Cayley only).
+    Views: `input_weight` (U), `W`, `P` and `cayley_d` (Cayley only).
     """
 
     def __init__(self, n_in: int, n_hidden: int, n_out: int, recurrent: str = "orthogonal",
-                 generator: torch.Generator | None = None):
+                 generator: torch.Generator | None = None, cayley_neg: int = 0):
         super().__init__()
         if recurrent not in CONSTRUCTIONS:
             raise ValueError(f"recurrent must be one of {CONSTRUCTIONS}, got {recurrent!r}")
         for name, v in (("n_in", n_in), ("n_hidden", n_hidden), ("n_out", n_out)):
             if int(v) < 1:
                 raise ValueError(f"{name} must be >= 1, got {v}")
+        if isinstance(cayley_neg, bool) or int(cayley_neg) != cayley_neg or not 0 <= cayley_neg <= n_hidden:
+            raise ValueError(f"cayley_neg must be an integer in 0..n_hidden ({n_hidden}), got {cayley_neg!r}")
+        if cayley_neg and recurrent != "cayley":
+            raise ValueError(f"cayley_neg applies to the cayley construction only, not {recurrent!r}")
         self.n_in, self.n_hidden, self.n_out, self.recurrent = int(n_in), int(n_hidden), int(n_out), recurrent
+        self.cayley_neg = int(cayley_neg)
         H = self.n_hidden
         k = 1.0 / math.sqrt(H)
         g = generator
@@ -86,7 +107,11 @@ class TanhRNN(nn.Module):
             self.rnn.weight_ih_l0.copy_(U)
             self.rnn.weight_hh_l0.copy_(W)
         if recurrent == "cayley":
-            parametrize.register_parametrization(self.rnn, "weight_hh_l0", _Cayley())  # original = P
+            d = None
+            if self.cayley_neg:  # drawn last, so the plain map's init is unchanged
+                d = torch.ones(H)
+                d[torch.randperm(H, generator=g)[:self.cayley_neg]] = -1.0
+            parametrize.register_parametrization(self.rnn, "weight_hh_l0", _Cayley(d))  # original = P
         self.readout = nn.Parameter(V)
 
     @property
@@ -106,14 +131,22 @@ class TanhRNN(nn.Module):
             raise ValueError(f"P exists only for the cayley construction, not {self.recurrent!r}")
         return self.rnn.parametrizations.weight_hh_l0.original
 
+    @property
+    def cayley_d(self) -> torch.Tensor | None:
+        """The diagonal of the scaled Cayley map's D: [H] of +-1; None for the plain map and the other
+        constructions."""
+        return self.rnn.parametrizations.weight_hh_l0[0].d if self.recurrent == "cayley" else None
+
     def config(self) -> dict:
-        return {"n_in": self.n_in, "n_hidden": self.n_hidden, "n_out": self.n_out, "recurrent": self.recurrent}
+        """The constructor's arguments (cayley_neg only when nonzero, so plain-map configs are unchanged)."""
+        return {"n_in": self.n_in, "n_hidden": self.n_hidden, "n_out": self.n_out, "recurrent": self.recurrent,
+                **({"cayley_neg": self.cayley_neg} if self.cayley_neg else {})}
 
     def recurrent_weight(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         """W: [H, H]; the Cayley map is evaluated in `dtype` (float64 for analysis)."""
         if self.recurrent != "cayley":
             return self.W if dtype is None else self.W.to(dtype)
-        return cayley(self.P if dtype is None else self.P.to(dtype))
+        return cayley(self.P if dtype is None else self.P.to(dtype), self.cayley_d)
 
     def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """One step tanh(W h + U x): h [..., H], x [..., I] -> [..., H], in h's dtype (W formed in it)."""

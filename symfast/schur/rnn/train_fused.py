@@ -30,7 +30,7 @@ import torch
 from symfast._progress import Progress, reporter
 from symfast.ops.rnn_train import rnn_train_step
 from symfast.schur.rnn.checkpoint import resume, save_checkpoint
-from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at, task_at
+from symfast.schur.rnn.config import TrainConfig, batch_seed, cayley_neg, lr_at, task_at
 from symfast.schur.rnn.model import TanhRNN, cayley
 
 __all__ = ["train_models"]
@@ -78,7 +78,8 @@ def train_models(task, seeds, widths, recurrents, cfg, checkpoints=None, progres
 
 def _train_models(task, seeds, widths, recurrents, cfg, checkpoints, progress, backend, kernel_threads):
     n = len(seeds)
-    models = [TanhRNN(task.n_in, int(h), task.n_out, recurrent=r, generator=torch.Generator().manual_seed(int(s)))
+    models = [TanhRNN(task.n_in, int(h), task.n_out, recurrent=r, generator=torch.Generator().manual_seed(int(s)),
+                      cayley_neg=cayley_neg(cfg, r))
               for s, h, r in zip(seeds, widths, recurrents)]
     opts = [torch.optim.Adam(m.parameters(), lr=cfg.lr) for m in models]
     losses = [[] for _ in range(n)]
@@ -113,6 +114,7 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
     inv = [useeds.index(int(seeds[k])) for k in group]
     bufs = None  # [B, S, T, .] inputs, targets, mask: filled in place every step
     cay_idx = [j for j, k in enumerate(group) if models[k].recurrent == "cayley"]
+    ds = [models[k].cayley_d for k in group]  # the scaled Cayley map's fixed D (None: the plain map)
     rep = reporter(progress, "symfast.schur")
     bar = rep.bar((cfg.epochs - start) * cfg.batches_per_epoch, desc=f"{task.name} x{len(group)} models (fused)")
     for ep in range(start, cfg.epochs):
@@ -126,10 +128,10 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
                 torch.stack([ts[u] for u in inv], out=buf)
             x, y, m = bufs
             Wc = stacked[iW].detach()
-            if cay_idx:  # W = cayley(P) on each model's own width (the padding of Wc stays zero)
+            if cay_idx:  # W = cayley(P, d) on each model's own width (the padding of Wc stays zero)
                 Wc = Wc.clone()
                 for j in cay_idx:
-                    Wc[j, :Hs[j], :Hs[j]] = cayley(Wc[j, :Hs[j], :Hs[j]])
+                    Wc[j, :Hs[j], :Hs[j]] = cayley(Wc[j, :Hs[j], :Hs[j]], ds[j])
             torch.set_num_threads(kernel_threads)  # the kernel runs its models on kernel_threads threads
             try:
                 st = rnn_train_step(Wc, stacked[iU].detach(), stacked[iV].detach(), x, y, m, widths=widths,
@@ -137,7 +139,7 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
             finally:
                 torch.set_num_threads(1)
             for j in cay_idx:  # dL/dP from dL/dW, on each model's own width (zero beyond it)
-                st.dW[j, :Hs[j], :Hs[j]] = _cayley_grad(Wc[j, :Hs[j], :Hs[j]], st.dW[j, :Hs[j], :Hs[j]])
+                st.dW[j, :Hs[j], :Hs[j]] = _cayley_grad(Wc[j, :Hs[j], :Hs[j]], st.dW[j, :Hs[j], :Hs[j]], ds[j])
             stacked[iW].grad, stacked[iU].grad, stacked[iV].grad = st.dW, st.dU, st.dV
             if cfg.clip:
                 with torch.no_grad():  # each model's own norm, as clip_grad_norm_ on its parameters
@@ -162,13 +164,17 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
     bar.close()
 
 
-def _cayley_grad(W: torch.Tensor, G: torch.Tensor) -> torch.Tensor:
-    """Gradient in the Cayley generator P of a loss with gradient G in W = cayley(P); W, G: [H, H].
+def _cayley_grad(W: torch.Tensor, G: torch.Tensor, d: torch.Tensor | None = None) -> torch.Tensor:
+    """Gradient in the Cayley generator P of a loss with gradient G in W = cayley(P, d); W, G: [H, H],
+    d: [H] of +-1 or None.
 
-    With A = P - P^T and M = I + A, W = M^{-1} (I - A) = 2 M^{-1} - I, so M^{-1} = (W + I) / 2 and
-    dL/dA = -2 M^{-T} G M^{-T} = -(W + I)^T G (W + I)^T / 2; dL/dP = dL/dA - (dL/dA)^T: two
-    products, no second solve and no autograd graph.
+    With A = P - P^T and M = I + A, C = M^{-1} (I - A) = 2 M^{-1} - I, so M^{-1} = (C + I) / 2 and
+    dL/dA = -2 M^{-T} G_C M^{-T} = -(C + I)^T G_C (C + I)^T / 2; dL/dP = dL/dA - (dL/dA)^T: two
+    products, no second solve and no autograd graph. Scaled map W = C D: D^2 = I gives C = W D
+    and G_C = dL/dC = G D.
     """
+    if d is not None:
+        W, G = W * d, G * d
     Wt = W.T + torch.eye(W.shape[-1], dtype=W.dtype)
     gA = -0.5 * (Wt @ G @ Wt)
     return gA - gA.T
