@@ -169,16 +169,21 @@ def _mv(Wm: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def _cell(kind: str, w: dict, state: torch.Tensor, x: torch.Tensor, H: int) -> torch.Tensor:
     """torch.nn.GRU / LSTM's step equations (gate order r, z, n / i, f, g, o)."""
     h = state[..., :H]
-    gi = _mv(w["w_ih"], x) + w["b_ih"]
-    gh = _mv(w["w_hh"], h) + w["b_hh"]
+    gi, gh = _mv(w["w_ih"], x) + w["b_ih"], _mv(w["w_hh"], h) + w["b_hh"]
     if kind == "gru":
-        r = torch.sigmoid(gi[..., :H] + gh[..., :H])
-        z = torch.sigmoid(gi[..., H:2 * H] + gh[..., H:2 * H])
-        n = torch.tanh(gi[..., 2 * H:] + r * gh[..., 2 * H:])
-        return (1 - z) * n + z * h
-    c = state[..., H:]
-    a = gi + gh
-    i, f = torch.sigmoid(a[..., :H]), torch.sigmoid(a[..., H:2 * H])
-    g, o = torch.tanh(a[..., 2 * H:3 * H]), torch.sigmoid(a[..., 3 * H:])
-    c = f * c + i * g
-    return torch.cat([o * torch.tanh(c), c], -1)
+        return cell_from_gates(kind, gi, gh, h)[0]
+    return torch.cat(cell_from_gates(kind, gi, gh, h, state[..., H:]), -1)
+
+
+def cell_from_gates(kind: str, gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor, c: torch.Tensor | None = None):
+    """One step from the gates' input part gi = W_i x + b_i and recurrent part gh = W_h h + b_h, [..., G H]:
+    (h,) for the GRU, (h, c) for the LSTM. The gates are split with `chunk` (one op, and one in backward)."""
+    if kind == "gru":
+        ir, iz, i_n = gi.chunk(3, -1)
+        hr, hz, hn = gh.chunk(3, -1)
+        r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+        n = torch.tanh(i_n + r * hn)
+        return ((1 - z) * n + z * h,)
+    i, f, g, o = (gi + gh).chunk(4, -1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
