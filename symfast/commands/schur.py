@@ -27,6 +27,7 @@ import torch
 from symfast._io import atomic_write
 from symfast.commands import UsageError
 from symfast.commands.schur_common import SINGLE, ci_column
+from symfast.commands.schur_common import budget as _budget
 from symfast.commands.schur_common import fmt_ci as _fmt_ci
 from symfast.commands.schur_common import parse_list as _list
 from symfast.commands.schur_common import stabiliser_table as _stabiliser_table
@@ -63,6 +64,11 @@ def add_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=None, help="Adam (peak) learning rate (default: the recipe's)")
     p.add_argument("--clip", type=float, default=None,
                    help="clip each model's gradient norm (default: the recipe's; the paper: off)")
+    p.add_argument("--schedule", choices=("constant", "cosine"), default=None,
+                   help="learning-rate schedule (default: the recipe's): cosine = linear warmup, then a cosine decay")
+    p.add_argument("--warmup", type=int, default=None, help="warmup steps of the cosine schedule (default: the recipe's)")
+    p.add_argument("--min-lr-ratio", type=float, default=None,
+                   help="the cosine schedule's final learning rate as a fraction of --lr (default: the recipe's)")
     p.add_argument("--epsilon", type=float, default=None,
                    help="tolerance on the rollout distance d_D for eps-stabilisers (default 0.05)")
     p.add_argument("--include-unconverged", action="store_true",
@@ -187,14 +193,6 @@ def _grid_table(g) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _budget(cfg) -> str:
-    lr = (f"Adam {cfg.lr:g}" if cfg.schedule == "constant" else
-          f"Adam {cfg.lr:g} ({cfg.schedule}, warmup {cfg.warmup} steps, to {cfg.min_lr_ratio:g} x lr)")
-    return (f"{cfg.epochs} epochs x {cfg.batches_per_epoch} batches of {cfg.batch}, {lr}, "
-            f"clip {'off' if cfg.clip is None else f'{cfg.clip:g}'}"
-            + (f", curriculum over the first {cfg.curriculum} epochs" if cfg.curriculum else ""))
-
-
 def _print_deviations(recipe, cfg_of, given) -> None:
     """One line per (task, construction) whose training differs from the paper's budget, naming the
     differences and whether they come from the recipe or from explicit flags."""
@@ -293,7 +291,10 @@ def run(args) -> int:
         raise UsageError(f"--recipe {recipe} applies to the tanh family; --family {family} trains at the paper's "
                          "budget")
     given = {f: v for f, v in (("epochs", args.epochs), ("batches_per_epoch", args.batches), ("batch", args.batch),
-                               ("lr", args.lr), ("clip", args.clip)) if v is not None}  # explicit flags win
+                               ("lr", args.lr), ("clip", args.clip), ("schedule", args.schedule),
+                               ("warmup", args.warmup), ("min_lr_ratio", args.min_lr_ratio)) if v is not None}
+    if given.get("schedule") == "constant":  # a constant rate has no warmup or floor (unless given: an error)
+        given = {"warmup": 0, "min_lr_ratio": 0.0, **given}
     try:
         cfg_of = {(t, cn): recipe_config(recipe, t, cn, threads=threads, engine=args.engine, **given)
                   for t in tasks for cn in cons_of[t]}

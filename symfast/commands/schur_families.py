@@ -20,7 +20,7 @@ import torch
 
 from symfast._io import atomic_write
 from symfast.commands import UsageError
-from symfast.commands.schur_common import ci_column, parse_list, stabiliser_table
+from symfast.commands.schur_common import budget, ci_column, parse_list, stabiliser_table
 
 __all__ = ["run_family"]
 
@@ -102,8 +102,7 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
 
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
-    print(f"settings: family {family}, {args.seeds} seeds, {cfg.epochs} epochs x {cfg.batches_per_epoch} batches of "
-          f"{cfg.batch}, Adam {cfg.lr:g}, clip {'off' if cfg.clip is None else cfg.clip}, eps = {epsilon:g}, "
+    print(f"settings: family {family}, {args.seeds} seeds, {budget(cfg)}, eps = {epsilon:g}, "
           f"alphas {sweep}; rollouts in float64")
     _print_tables(summ, facts, used, args, epsilon)
     print("\nconvergence (held-out FVU of the full model; replay accuracy on copy)")
