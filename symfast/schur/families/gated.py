@@ -131,12 +131,14 @@ class GatedRNN(nn.Module):
             w_hh = w["w_hh"].expand(W.shape[0], -1, -1).clone()
             w_hh[:, g * H:(g + 1) * H] = W.double()
             w["w_hh"] = w_hh  # [S, G H, H]: one matrix per variant, the batch rides along
-            xd = x.double()
-            state = xd.new_zeros(W.shape[0], x.shape[0], self.state_size)
+            gi = (x.double() @ w["w_ih"].T + w["b_ih"]).unbind(1)  # the input part of every step, shared by all S
+            w_hhT = w_hh.transpose(1, 2)
+            h = gi[0].new_zeros(W.shape[0], x.shape[0], H)
+            state = (h,) if self.kind == "gru" else (h, torch.zeros_like(h))
             hs = []
-            for t in range(x.shape[1]):
-                state = _cell(self.kind, w, state, xd[:, t], H)
-                hs.append(state[..., :H])
+            for gi_t in gi:
+                state = cell_from_gates(self.kind, gi_t, torch.baddbmm(w["b_hh"], state[0], w_hhT), *state)
+                hs.append(state[0])
             hs = torch.stack(hs, -2)  # [S, B, T, H]
             y = hs @ w["V"].T
         return (y, hs) if return_hidden else y
