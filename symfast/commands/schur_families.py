@@ -1,7 +1,8 @@
 """`symfast schur --family ssm|gru|lstm`: the Schur block ablations on the other recurrent families.
 
-Per task, construction and width: train `--seeds` models (`symfast.schur.families.train_family`,
-the plain loop, one model after another; no checkpoints), ablate the family's matrix in ordered
+Per task, construction and width: train `--seeds` models (`symfast.schur.families.train_family`:
+`--engine fused`, the GRU's and SSM's seeds as one batched ensemble; `torch`, one model after another;
+no checkpoints), ablate the family's matrix in ordered
 Schur coordinates (`symfast.schur.schur_ablation`: the linear SSM's A; for the GRU and LSTM each
 gate of `--gate`, e.g. the GRU candidate W_hn), print the tables and write
 OUT/schur_<family>_ablation_raw.csv, _summary.csv, _models.csv (and _fixed_points.csv with
