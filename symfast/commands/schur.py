@@ -27,6 +27,7 @@ import torch
 from symfast._io import atomic_write
 from symfast.commands import UsageError
 from symfast.commands.schur_common import SINGLE, ci_column
+from symfast.commands.schur_common import budget as _budget
 from symfast.commands.schur_common import fmt_ci as _fmt_ci
 from symfast.commands.schur_common import parse_list as _list
 from symfast.commands.schur_common import stabiliser_table as _stabiliser_table
@@ -66,6 +67,11 @@ def add_arguments(p) -> None:
     p.add_argument("--cayley-neg", type=int, default=None,
                    help="cayley models: the number of -1 entries of the fixed diagonal D of the scaled Cayley map "
                         "W = (I + A)^{-1} (I - A) D (arXiv 1707.09520); 0 is the plain map (default: the recipe's)")
+    p.add_argument("--schedule", choices=("constant", "cosine"), default=None,
+                   help="learning-rate schedule (default: the recipe's): cosine = linear warmup, then a cosine decay")
+    p.add_argument("--warmup", type=int, default=None, help="warmup steps of the cosine schedule (default: the recipe's)")
+    p.add_argument("--min-lr-ratio", type=float, default=None,
+                   help="the cosine schedule's final learning rate as a fraction of --lr (default: the recipe's)")
     p.add_argument("--epsilon", type=float, default=None,
                    help="tolerance on the rollout distance d_D for eps-stabilisers (default 0.05)")
     p.add_argument("--include-unconverged", action="store_true",
@@ -90,7 +96,8 @@ def add_arguments(p) -> None:
                    help="threads for training (default: torch's thread count for the fused engine, 1 for torch)")
     p.add_argument("--engine", choices=("fused", "torch"), default="fused",
                    help="tanh training: all models of a task (every seed, width and construction) at once through the "
-                        "fused kernel, or torch.nn.RNN one model at a time (other families: a plain loop)")
+                        "fused kernel, or torch.nn.RNN one model at a time; GRU and SSM: all seeds of a construction as one "
+                        "batched ensemble, or one model at a time (the LSTM: one at a time under either)")
     p.add_argument("--out", default="schur_out", help="output directory")
     p.add_argument("--no-progress", action="store_true")
 
@@ -188,14 +195,6 @@ def _grid_table(g) -> pd.DataFrame:
                         dfvu_median=f"{per_seed.med.median():.3g}", dfvu_range=f"{per_seed.rng.median():.3g}",
                         dfvu_inv_range=f"{per_seed.rng_inv.median():.3g}"))
     return pd.DataFrame(out)
-
-
-def _budget(cfg) -> str:
-    lr = (f"Adam {cfg.lr:g}" if cfg.schedule == "constant" else
-          f"Adam {cfg.lr:g} ({cfg.schedule}, warmup {cfg.warmup} steps, to {cfg.min_lr_ratio:g} x lr)")
-    return (f"{cfg.epochs} epochs x {cfg.batches_per_epoch} batches of {cfg.batch}, {lr}, "
-            f"clip {'off' if cfg.clip is None else f'{cfg.clip:g}'}"
-            + (f", curriculum over the first {cfg.curriculum} epochs" if cfg.curriculum else ""))
 
 
 def _print_deviations(recipe, cfg_of, given) -> None:
@@ -296,8 +295,11 @@ def run(args) -> int:
         raise UsageError(f"--recipe {recipe} applies to the tanh family; --family {family} trains at the paper's "
                          "budget")
     given = {f: v for f, v in (("epochs", args.epochs), ("batches_per_epoch", args.batches), ("batch", args.batch),
-                               ("lr", args.lr), ("clip", args.clip), ("cayley_neg", args.cayley_neg))
-             if v is not None}  # explicit flags win
+                               ("lr", args.lr), ("clip", args.clip), ("schedule", args.schedule),
+                               ("warmup", args.warmup), ("min_lr_ratio", args.min_lr_ratio),
+                               ("cayley_neg", args.cayley_neg)) if v is not None}  # explicit flags win
+    if given.get("schedule") == "constant":  # a constant rate has no warmup or floor (unless given: an error)
+        given = {"warmup": 0, "min_lr_ratio": 0.0, **given}
 
     def flags(cn):  # cayley_neg is a setting of Cayley models only
         return {f: v for f, v in given.items() if f != "cayley_neg" or cn == "cayley"}

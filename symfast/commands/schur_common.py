@@ -6,7 +6,7 @@ import pandas as pd
 
 from symfast.commands import UsageError
 
-__all__ = ["SINGLE", "parse_list", "fmt_ci", "stabiliser_table"]
+__all__ = ["SINGLE", "parse_list", "fmt_ci", "stabiliser_table", "budget"]
 
 SINGLE = ("-T_RR", "-T_C->R", "-T_CC")
 
@@ -52,3 +52,12 @@ def stabiliser_table(raw, keys=("task", "construction", "hidden")) -> pd.DataFra
                                    f"S {c.get('eps-stabiliser', 0)}/{n}" + (f" d_D {ga['d_D'].median():.2g}"))
         out.append(row)
     return pd.DataFrame(out)
+
+
+def budget(cfg) -> str:
+    """One line: the training budget of a TrainConfig (epochs, batches, Adam and its schedule, clipping)."""
+    lr = (f"Adam {cfg.lr:g}" if cfg.schedule == "constant" else
+          f"Adam {cfg.lr:g} ({cfg.schedule}, warmup {cfg.warmup} steps, to {cfg.min_lr_ratio:g} x lr)")
+    return (f"{cfg.epochs} epochs x {cfg.batches_per_epoch} batches of {cfg.batch}, {lr}, "
+            f"clip {'off' if cfg.clip is None else f'{cfg.clip:g}'}"
+            + (f", curriculum over the first {cfg.curriculum} epochs" if cfg.curriculum else ""))

@@ -1,7 +1,8 @@
 """`symfast schur --family ssm|gru|lstm`: the Schur block ablations on the other recurrent families.
 
-Per task, construction and width: train `--seeds` models (`symfast.schur.families.train_family`,
-the plain loop, one model after another; no checkpoints), ablate the family's matrix in ordered
+Per task, construction and width: train `--seeds` models (`symfast.schur.families.train_family`:
+`--engine fused`, the GRU's and SSM's seeds as one batched ensemble; `torch`, one model after another;
+no checkpoints), ablate the family's matrix in ordered
 Schur coordinates (`symfast.schur.schur_ablation`: the linear SSM's A; for the GRU and LSTM each
 gate of `--gate`, e.g. the GRU candidate W_hn), print the tables and write
 OUT/schur_<family>_ablation_raw.csv, _summary.csv, _models.csv (and _fixed_points.csv with
@@ -20,7 +21,7 @@ import torch
 
 from symfast._io import atomic_write
 from symfast.commands import UsageError
-from symfast.commands.schur_common import ci_column, parse_list, stabiliser_table
+from symfast.commands.schur_common import budget, ci_column, parse_list, stabiliser_table
 
 __all__ = ["run_family"]
 
@@ -102,8 +103,7 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
 
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
-    print(f"settings: family {family}, {args.seeds} seeds, {cfg.epochs} epochs x {cfg.batches_per_epoch} batches of "
-          f"{cfg.batch}, Adam {cfg.lr:g}, clip {'off' if cfg.clip is None else cfg.clip}, eps = {epsilon:g}, "
+    print(f"settings: family {family}, {args.seeds} seeds, {budget(cfg)}, eps = {epsilon:g}, "
           f"alphas {sweep}; rollouts in float64")
     _print_tables(summ, facts, used, args, epsilon)
     print("\nconvergence (held-out FVU of the full model; replay accuracy on copy)")

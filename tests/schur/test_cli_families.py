@@ -38,8 +38,11 @@ def test_ssm_family_tables_and_the_no_op_control(tmp_path, capsys):
 def test_gated_family_per_gate(tmp_path, capsys, family, gates):
     out = str(tmp_path / family)
     gate_arg = ",".join(g[-1] for g in reversed(gates))
-    assert main(["schur", "--family", family, "--construction", "bias", "--gate", gate_arg, "--out", out] + TINY) == 0
+    sched = ["--lr", "3e-3", "--schedule", "cosine", "--warmup", "1", "--min-lr-ratio", "0.1"]
+    assert main(["schur", "--family", family, "--construction", "bias", "--gate", gate_arg, "--out", out]
+                + TINY + sched) == 0
     text = capsys.readouterr().out
+    assert "Adam 0.003 (cosine, warmup 1 steps, to 0.1 x lr)" in text  # the schedule flags reach the families
     raw = pd.read_csv(os.path.join(out, f"schur_{family}_ablation_raw.csv"))
     assert list(dict.fromkeys(raw["gate"])) == gates  # the default gate first
     assert set(raw["construction"]) == {"bias"} and len(raw) == len(gates) * 2 * 2 * 8
@@ -67,3 +70,4 @@ def test_family_bad_input(tmp_path, capsys):
     fails(["--family", "ssm", "--construction", "diagonal", "--hidden", "5"], "--hidden must be even")
     fails(["--family", "lstm", "--fixed-points", "-1"], "--fixed-points must be >= 0")
     fails(["--fixed-points", "4"], "--fixed-points applies to --family ssm, gru or lstm")
+    fails(["--family", "gru", "--warmup", "3"], "warmup and min_lr_ratio apply to schedule='cosine' only")

@@ -131,12 +131,14 @@ class GatedRNN(nn.Module):
             w_hh = w["w_hh"].expand(W.shape[0], -1, -1).clone()
             w_hh[:, g * H:(g + 1) * H] = W.double()
             w["w_hh"] = w_hh  # [S, G H, H]: one matrix per variant, the batch rides along
-            xd = x.double()
-            state = xd.new_zeros(W.shape[0], x.shape[0], self.state_size)
+            gi = (x.double() @ w["w_ih"].T + w["b_ih"]).unbind(1)  # the input part of every step, shared by all S
+            w_hhT = w_hh.transpose(1, 2)
+            h = gi[0].new_zeros(W.shape[0], x.shape[0], H)
+            state = (h,) if self.kind == "gru" else (h, torch.zeros_like(h))
             hs = []
-            for t in range(x.shape[1]):
-                state = _cell(self.kind, w, state, xd[:, t], H)
-                hs.append(state[..., :H])
+            for gi_t in gi:
+                state = cell_from_gates(self.kind, gi_t, torch.baddbmm(w["b_hh"], state[0], w_hhT), *state)
+                hs.append(state[0])
             hs = torch.stack(hs, -2)  # [S, B, T, H]
             y = hs @ w["V"].T
         return (y, hs) if return_hidden else y
@@ -169,16 +171,21 @@ def _mv(Wm: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def _cell(kind: str, w: dict, state: torch.Tensor, x: torch.Tensor, H: int) -> torch.Tensor:
     """torch.nn.GRU / LSTM's step equations (gate order r, z, n / i, f, g, o)."""
     h = state[..., :H]
-    gi = _mv(w["w_ih"], x) + w["b_ih"]
-    gh = _mv(w["w_hh"], h) + w["b_hh"]
+    gi, gh = _mv(w["w_ih"], x) + w["b_ih"], _mv(w["w_hh"], h) + w["b_hh"]
     if kind == "gru":
-        r = torch.sigmoid(gi[..., :H] + gh[..., :H])
-        z = torch.sigmoid(gi[..., H:2 * H] + gh[..., H:2 * H])
-        n = torch.tanh(gi[..., 2 * H:] + r * gh[..., 2 * H:])
-        return (1 - z) * n + z * h
-    c = state[..., H:]
-    a = gi + gh
-    i, f = torch.sigmoid(a[..., :H]), torch.sigmoid(a[..., H:2 * H])
-    g, o = torch.tanh(a[..., 2 * H:3 * H]), torch.sigmoid(a[..., 3 * H:])
-    c = f * c + i * g
-    return torch.cat([o * torch.tanh(c), c], -1)
+        return cell_from_gates(kind, gi, gh, h)[0]
+    return torch.cat(cell_from_gates(kind, gi, gh, h, state[..., H:]), -1)
+
+
+def cell_from_gates(kind: str, gi: torch.Tensor, gh: torch.Tensor, h: torch.Tensor, c: torch.Tensor | None = None):
+    """One step from the gates' input part gi = W_i x + b_i and recurrent part gh = W_h h + b_h, [..., G H]:
+    (h,) for the GRU, (h, c) for the LSTM. The gates are split with `chunk` (one op, and one in backward)."""
+    if kind == "gru":
+        ir, iz, i_n = gi.chunk(3, -1)
+        hr, hz, hn = gh.chunk(3, -1)
+        r, z = torch.sigmoid(ir + hr), torch.sigmoid(iz + hz)
+        n = torch.tanh(i_n + r * hn)
+        return ((1 - z) * n + z * h,)
+    i, f, g, o = (gi + gh).chunk(4, -1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c

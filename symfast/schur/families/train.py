@@ -5,14 +5,19 @@ Families and their constructions (the matrix each ablates: `symfast.schur.famili
             `symfast.schur.rnn.train_seeds` (its fused ensemble engine by default);
     "ssm"   linear state space, "dense" or "diagonal" A (`LinearSSM`);
     "gru", "lstm"  torch.nn.GRU / LSTM, "nobias" or "bias" (`GatedRNN`).
-The non-tanh families train one model after another in the plain loop `symfast.schur.rnn.train.fit`
-(same batches per seed, masked MSE, Adam, optional clipping as the tanh RNN).
+The other families train with the same batches per seed, masked MSE, Adam, optional clipping and
+learning-rate schedule as the tanh RNN. cfg.engine "torch" trains one model after another in the plain
+loop `symfast.schur.rnn.train.fit` (the reference); "fused" (the default) trains the GRU's and the
+SSM's seeds together as one batched ensemble (`symfast.schur.families.ensemble`), equal to the
+reference to float32 rounding. The LSTM keeps the plain loop under either engine: torch.nn.LSTM's own
+C++ time loop measured faster than the batched Python loop (docs/guide/schur.md).
 """
 from __future__ import annotations
 
 import torch
 
 from symfast._progress import Progress
+from symfast.schur.families.ensemble import fit_ensemble
 from symfast.schur.families.gated import GatedRNN
 from symfast.schur.families.ssm import STRUCTURES, LinearSSM
 from symfast.schur.rnn.config import TrainConfig
@@ -21,11 +26,12 @@ from symfast.schur.rnn.model import TanhRNN
 from symfast.schur.rnn.tasks import Task
 from symfast.schur.rnn.train import fit, train_seeds
 
-__all__ = ["FAMILIES", "FAMILY_CONSTRUCTIONS", "make_model", "train_family"]
+__all__ = ["FAMILIES", "FAMILY_CONSTRUCTIONS", "ENSEMBLE_FAMILIES", "make_model", "train_family"]
 
 FAMILIES = ("tanh", "ssm", "gru", "lstm")
 FAMILY_CONSTRUCTIONS = {"tanh": TANH_CONSTRUCTIONS, "ssm": STRUCTURES, "gru": ("nobias", "bias"),
                         "lstm": ("nobias", "bias")}
+ENSEMBLE_FAMILIES = ("gru", "ssm")  # trained as one batched ensemble under engine "fused"
 
 
 def _check(family: str, construction: str) -> None:
@@ -53,7 +59,7 @@ def train_family(task: Task, family: str, construction: str, seeds, n_hidden: in
 
     Args:
         task: a Task. family, construction: see the module docstring. seeds: list of ints.
-        n_hidden: H. cfg: TrainConfig (budget, lr, clip, threads; engine applies to "tanh" only).
+        n_hidden: H. cfg: TrainConfig (budget, lr, schedule, clip, threads, engine: see the module docstring).
         progress: False (default), True (a tqdm bar per model) or a callable given progress lines.
 
     Returns:
@@ -72,8 +78,11 @@ def train_family(task: Task, family: str, construction: str, seeds, n_hidden: in
     if cfg.threads:
         torch.set_num_threads(int(cfg.threads))
     try:
-        return [fit(make_model(family, construction, task.n_in, n_hidden, task.n_out,
-                               generator=torch.Generator().manual_seed(s)), task, s, cfg, progress=progress,
-                    desc=f"{task.name} {family} {construction} H={n_hidden} seed={s}") for s in seeds]
+        models = [make_model(family, construction, task.n_in, n_hidden, task.n_out,
+                             generator=torch.Generator().manual_seed(s)) for s in seeds]
+        desc = f"{task.name} {family} {construction} H={n_hidden}"
+        if cfg.engine == "fused" and family in ENSEMBLE_FAMILIES:
+            return fit_ensemble(models, task, seeds, cfg, progress=progress, desc=f"{desc} seeds={seeds}")
+        return [fit(m, task, s, cfg, progress=progress, desc=f"{desc} seed={s}") for m, s in zip(models, seeds)]
     finally:
         torch.set_num_threads(prev)

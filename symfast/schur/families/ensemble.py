@@ -1,0 +1,124 @@
+"""Training all seeds of one family construction at once, as one batched ensemble.
+
+The seeds' models are stacked along a leading model dim M: every parameter becomes [M, ...], one
+forward pass runs the M models through the same time loop with batched matmuls (torch.bmm), and
+each model still gets what `symfast.schur.rnn.train.fit` gives it alone: its own init (built by the
+family's own constructor), its own batches (`batch_seed` of its seed), its own masked MSE, its own
+gradient-norm clipping and its own Adam state (Adam is elementwise, so one Adam over stacked
+tensors is M independent Adams). Results equal the one-at-a-time path to float32 rounding (tested);
+that path (`fit` on torch.nn.GRU / LSTM or the model's own forward) stays the reference.
+
+Why: the per-step cost of these small models (H = 64, batch 64) is mostly per-op overhead of the
+time loop, which M models share.
+"""
+from __future__ import annotations
+
+import torch
+
+from symfast._progress import Progress, reporter
+from symfast.schur.families.gated import GatedRNN, cell_from_gates
+from symfast.schur.families.ssm import LinearSSM, rotation_blocks
+from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at, task_at
+from symfast.schur.rnn.tasks import Task
+
+__all__ = ["fit_ensemble", "ensemble_forward"]
+
+
+def ensemble_forward(model, P: dict, x: torch.Tensor) -> torch.Tensor:
+    """Outputs of M models of `model`'s kind and config with stacked parameters P {name: [M, ...]}:
+    x [M, B, T, I] -> y [M, B, T, O] (float32 autograd, the same equations as the model's forward)."""
+    xt = x.permute(2, 0, 1, 3)  # time first: each step's slice is contiguous
+    if isinstance(model, GatedRNN):
+        gi = xt @ P["rnn.weight_ih_l0"].transpose(1, 2)  # [T, M, B, G H]: the input part of every step at once
+        if model.bias:
+            gi = gi + P["rnn.bias_ih_l0"][:, None]
+        w_hhT = P["rnn.weight_hh_l0"].transpose(1, 2)
+        h = x.new_zeros(x.shape[0], x.shape[1], model.n_hidden)
+        state = (h,) if model.kind == "gru" else (h, torch.zeros_like(h))
+        hs = []
+        for gi_t in gi.unbind(0):  # unbind, not gi[t]: a slice's backward would fill a full-size zero tensor
+            gh = torch.baddbmm(P["rnn.bias_hh_l0"][:, None], state[0], w_hhT) if model.bias else state[0] @ w_hhT
+            state = cell_from_gates(model.kind, gi_t, gh, *state)
+            hs.append(state[0])
+        V = P["readout"]
+    elif isinstance(model, LinearSSM):
+        if model.structure == "dense":
+            A = P["A"]
+        else:  # M small: each model's rotation blocks, as its own recurrent_weight builds them
+            A = torch.stack([rotation_blocks(torch.exp(-torch.exp(nu)), torch.exp(th))
+                             for nu, th in zip(P["nu_log"], P["theta_log"])])
+        u = xt @ P["B"].transpose(1, 2)  # [T, M, B, H]
+        At = A.transpose(1, 2)
+        h = x.new_zeros(x.shape[0], x.shape[1], model.n_hidden)
+        hs = []
+        for u_t in u.unbind(0):
+            h = torch.baddbmm(u_t, h, At)
+            hs.append(h)
+        V = P["C"]
+    else:
+        raise ValueError(f"no batched ensemble for {type(model).__name__}; expected a GatedRNN or LinearSSM")
+    return torch.stack(hs, 2) @ V.transpose(1, 2).unsqueeze(1)
+
+
+def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list | None = None,
+                 progress: Progress = False, desc: str = "") -> list:
+    """Train `models` (same class and config, one per seed) together; each as `fit(models[k], task, seeds[k], cfg)`.
+
+    Args:
+        models: GatedRNN or LinearSSM models of one config, freshly built (each with its own init).
+        task, seeds, cfg: the task, one seed per model (its batches), the budget (cfg.seed ignored).
+        losses: optional list that receives one list of per-batch losses per model.
+        progress, desc: False, True (a tqdm bar) or a callable given progress lines; the bar's label.
+
+    Returns:
+        the models, trained in place.
+    """
+    seeds = [int(s) for s in seeds]
+    if not models or len(models) != len(seeds):
+        raise ValueError(f"need one seed per model, got {len(models)} models and {len(seeds)} seeds")
+    conf = models[0].config()
+    if any(type(m) is not type(models[0]) or m.config() != conf for m in models):
+        raise ValueError("an ensemble needs models of one class and config")
+    names = [n for n, _ in models[0].named_parameters()]
+    P = {n: torch.stack([dict(m.named_parameters())[n].detach() for m in models]).clone().requires_grad_()
+         for n in names}
+    params = list(P.values())
+    opt = torch.optim.Adam(params, lr=cfg.lr)
+    per = [[] for _ in models]
+    rep = reporter(progress, "symfast.schur")
+    bar = rep.bar(cfg.epochs * cfg.batches_per_epoch, desc=desc)
+    for ep in range(cfg.epochs):
+        tk = task_at(task, cfg, ep)
+        for b in range(cfg.batches_per_epoch):
+            x, y, msk = (torch.stack(v) for v in zip(*(tk.sample(cfg.batch, seed=batch_seed(s, ep, b)) for s in seeds)))
+            dims = tuple(range(1, y.ndim))
+            loss = (((ensemble_forward(models[0], P, x) - y) ** 2) * msk).sum(dims) / msk.sum(dims).clamp_min(1)
+            opt.zero_grad(set_to_none=True)
+            loss.sum().backward()  # the models are independent: each gets its own loss's gradient
+            if cfg.clip:
+                _clip_per_model(params, cfg.clip)
+            for group in opt.param_groups:
+                group["lr"] = lr_at(cfg, ep * cfg.batches_per_epoch + b)
+            opt.step()
+            for k, v in enumerate(loss.tolist()):
+                per[k].append(v)
+            if rep:
+                bar.set_postfix(loss=f"{max(p[-1] for p in per):.4f}", refresh=False)
+            bar.update(1)
+    bar.close()
+    with torch.no_grad():
+        for k, m in enumerate(models):
+            for n, p in m.named_parameters():
+                p.copy_(P[n][k])
+    if losses is not None:
+        losses.extend(per)
+    return models
+
+
+def _clip_per_model(params, max_norm: float) -> None:
+    """torch.nn.utils.clip_grad_norm_ applied to each model's slice of the stacked gradients."""
+    grads = [p.grad for p in params if p.grad is not None]
+    norm = torch.stack([g.flatten(1).pow(2).sum(1) for g in grads]).sum(0).sqrt()  # [M]
+    coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.ndim - 1))))
