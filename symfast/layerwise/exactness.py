@@ -44,6 +44,9 @@ __all__ = ["ExactnessSettings", "ExactnessResult", "exactness_sweep", "train_swe
 SLOPE_BAR = 0.5
 EXACT_RATIO_BAR = 0.1
 MIN_DECADES = 1.0  # the held-out end-to-end errors must span at least this many decades for a slope to be read
+# A net that lost its task gives no verdict: the held-out nets' median test accuracy at the largest
+# penalty weight must reach this (chance is 0.1 on the 10 digit classes).
+TRAINED_ACCURACY = 0.5
 
 # tanh, sigmoid and the odd polynomial z + z^3/3: identifiability proven; relu: conjectural.
 ACTIVATIONS = ("tanh", "sigmoid", "odd_poly", "relu")
@@ -413,6 +416,10 @@ def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
         s, lo, hi, rr, rlo, rhi, decades, seeds, n, top = (r[k] for k in (
             "slope", "lo", "hi", "ratio", "ratio_lo", "ratio_hi", "decades", "seeds", "n", "top"))
         v = combine_verdicts([r["v_slope"], r["v_ratio"]], decades)
+        acc = float(top["accuracy"].median()) if "accuracy" in top.columns else float("nan")
+        if acc < TRAINED_ACCURACY:  # NaN (no accuracy column) passes: nothing to gate on
+            v = Verdict("not comparable", f"not trained: median test accuracy {acc:.2f} at lam "
+                                          f"{top['lam'].iloc[0]:g} (< {TRAINED_ACCURACY:g})")
         measured = (f"slope {s:.2f} [{lo:.2f}, {hi:.2f}]; ratio {rr:.2f} [{rlo:.2f}, {rhi:.2f}] at lam "
                     f"{top['lam'].iloc[0]:g}; end-to-end {t['end_to_end'].min():.1e}..{t['end_to_end'].max():.1e} "
                     f"({decades:.1f} decades); seeds {seeds[0]}..{seeds[-1]} (n = {n})")

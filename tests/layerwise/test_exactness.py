@@ -111,6 +111,15 @@ def test_verdict_bars_and_not_comparable_cases():
         exactness_claims(t.drop(columns=["layer1_ratio"]))
 
 
+def test_a_net_that_lost_its_task_gives_no_verdict():
+    t = _synthetic({"fit": 1.0, "heldout": 1.0}, {"fit": 0.01, "heldout": 0.01})
+    t["accuracy"] = 0.9
+    assert exactness_claims(t)[0].verdict == "held"
+    t.loc[t["lam"] == t["lam"].max(), "accuracy"] = 0.19  # accurate on the way, lost at the most exact point
+    (c,) = exactness_claims(t)
+    assert c.verdict == "not comparable" and "not trained" in c.reason and "0.19" in c.reason
+
+
 # ---- settings, covering law, training ---------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, match", [
