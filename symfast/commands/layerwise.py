@@ -67,6 +67,12 @@ def add_arguments(p):
                    help="with --patches: add the mirror of every patch (the set is closed under the flip)")
     p.add_argument("--activations", default=None,
                    help="with --exactness: comma-separated activations (default tanh,sigmoid,odd_poly,relu)")
+    p.add_argument("--polish", default=None,
+                   help="with --exactness (MLP): comma-separated penalty weights above the Adam sweep's largest "
+                        "(e.g. 1e5,1e6,1e7), each a full-batch L-BFGS polish stage continuing the path (default: "
+                        "none, the Adam-only sweep)")
+    p.add_argument("--polish-iters", type=int, default=300,
+                   help="with --exactness --polish: L-BFGS iterations per polish weight")
     p.add_argument("--tasks", default=None,
                    help="with --exactness --model attention: comma-separated tasks, 'teacher' (fit a planted "
                         "equivariant block: the true head permutation is known) and/or 'smoothing' (the suite's "
@@ -140,9 +146,14 @@ def _run_exactness(args, data) -> int:
         for a in acts:
             activation(a)
     offset = REPLICATE_SEED if args.seed_offset is None else args.seed_offset
+    with input_errors("--polish"):
+        polish = () if args.polish is None else tuple(float(w) for w in args.polish.split(",") if w.strip())
+        if args.polish is not None and not polish:
+            raise ValueError("no polish penalty weight given")
     with input_errors("--exactness settings"):
+        extra = dict(seed_offset=offset, polish_lams=polish, polish_iters=args.polish_iters)
         s = (ExactnessSettings(lams=(1e-3, 1e-1, 1e1, 1e3), seeds=2, heldout_seeds=3, sizes=(32, 16), steps=300,
-                               seed_offset=offset, bootstrap=400) if args.quick else ExactnessSettings(seed_offset=offset))
+                               bootstrap=400, **extra) if args.quick else ExactnessSettings(**extra))
     t0 = time.perf_counter()
     res = exactness_sweep(data, acts, s, progress=not args.quiet)
     if args.quick:  # as for the suite: a smoke run's rows are not evidence
@@ -309,6 +320,8 @@ def run(args) -> int:
 
     if sum(map(bool, (args.exactness, args.suite, args.patches))) > 1:
         raise UsageError("--exactness, --suite and --patches are separate runs; pick one")
+    if args.polish is not None and not (args.exactness and args.model in ("mlp", "classifier")):
+        raise UsageError("--polish is for --exactness with the MLP (--model mlp)")
     if args.patches:
         return _run_patches(args)
     if args.tasks is not None and not (args.exactness and args.model == "attention"):

@@ -8,7 +8,7 @@ from symfast.cli import main
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation, load_digits
 from symfast.layerwise.exactness import (COLUMNS, EXACT_RATIO_BAR, LAYER_COLUMNS, SLOPE_BAR, ExactnessSettings,
                                          covering_inputs, exactness_claims, exactness_sweep, fit_slope, measure,
-                                         summary_table, train_sweep)
+                                         polish_net, summary_table, train_sweep)
 from symfast.layerwise.planted import planted_mlp
 from symfast.report.claim import VERDICTS
 
@@ -111,6 +111,15 @@ def test_verdict_bars_and_not_comparable_cases():
         exactness_claims(t.drop(columns=["layer1_ratio"]))
 
 
+def test_a_net_that_lost_its_task_gives_no_verdict():
+    t = _synthetic({"fit": 1.0, "heldout": 1.0}, {"fit": 0.01, "heldout": 0.01})
+    t["accuracy"] = 0.9
+    assert exactness_claims(t)[0].verdict == "held"
+    t.loc[t["lam"] == t["lam"].max(), "accuracy"] = 0.19  # accurate on the way, lost at the most exact point
+    (c,) = exactness_claims(t)
+    assert c.verdict == "not comparable" and "not trained" in c.reason and "0.19" in c.reason
+
+
 # ---- settings, covering law, training ---------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, match", [
@@ -118,7 +127,11 @@ def test_verdict_bars_and_not_comparable_cases():
     (dict(lams=(1.0, 0.0)), "penalty weights"),
     (dict(covering="ball"), "covering"),
     (dict(steps=0), "steps"),
-], ids=["overlap", "zero-lam", "covering", "steps"])
+    (dict(lams=(1.0, 10.0), polish_lams=(5.0,)), "polish penalty weights"),
+    (dict(polish_lams=(np.inf,)), "polish penalty weights"),
+    (dict(polish_iters=0), "polish_iters"),
+    (dict(polish_samples=0), "polish_samples"),
+], ids=["overlap", "zero-lam", "covering", "steps", "polish-below", "polish-inf", "polish-iters", "polish-samples"])
 def test_settings_refuse_bad_values(kw, match):
     with pytest.raises(ValueError, match=match):
         ExactnessSettings(**kw)
@@ -195,9 +208,46 @@ def test_sweep_table_and_verdict(tiny_sweep):
     assert np.isfinite(f["slope_fit"]) and f["slope_heldout_lo"] <= f["slope_heldout"] <= f["slope_heldout_hi"]
 
 
+def test_polish_stage_closes_the_end_to_end_error_further():
+    """The L-BFGS polish continues the path: at larger lam the end-to-end error falls well below the
+    Adam path's last point, and the default (no polish) trains exactly the Adam-only sweep."""
+    d = _digits(300)
+    train, test = d.split(0.25, seed=0)
+    cover = np.concatenate([test.x, covering_inputs(train.x, flip_permutation(d.shape), "uniform")(
+        len(test.x), torch.Generator().manual_seed(5)).numpy()])
+    base = dict(lams=(1e-2, 1.0), seeds=1, heldout_seeds=1, seed_offset=7, sizes=(12, 8), steps=150, batch=64)
+    plain = train_sweep(train, "tanh", base["lams"], [0], ExactnessSettings(**base))
+    s = ExactnessSettings(**base, polish_lams=(1e2, 1e4), polish_iters=150, polish_samples=512)
+    nets = train_sweep(train, "tanh", s.lams, [0], s)
+    assert set(nets) == {(lam, 0) for lam in (1e-2, 1.0, 1e2, 1e4)}
+    for lam in base["lams"]:  # the Adam path is untouched by the polish
+        for (W, b), (Wp, bp) in zip(plain[(lam, 0)].layers, nets[(lam, 0)].layers):
+            np.testing.assert_array_equal(W, Wp)
+            np.testing.assert_array_equal(b, bp)
+    e = [measure(nets[(lam, 0)], test, cover)["end_to_end"] for lam in (1.0, 1e2, 1e4)]
+    assert e[1] < e[0] and e[2] < e[1] / 3 and e[2] < e[0] / 30, e
+    assert (nets[(1e4, 0)](test.x).argmax(1) == test.y).mean() > 0.5  # still a classifier
+
+
+def test_polish_net_refuses_bad_input():
+    d = _digits(100)
+    net = train_sweep(d, "tanh", (1.0,), [0], ExactnessSettings(lams=(1.0,), seeds=1, heldout_seeds=1,
+                                                                  seed_offset=7, sizes=(4,), steps=2))[(1.0, 0)]
+    with pytest.raises(ValueError, match="lam > 0"):
+        polish_net(net, d, d.x, 0.0)
+    with pytest.raises(ValueError, match=r"\[N, 64\]"):
+        polish_net(net, d, d.x[:, :10], 1.0)
+
+
 def test_cli_exactness_bad_input(tmp_path, capsys):
     assert main(["layerwise", "--exactness", "--activations", "tanh,bogus", "--out", str(tmp_path)]) == 2
     assert "bogus" in capsys.readouterr().err
+    assert main(["layerwise", "--exactness", "--quick", "--polish", "1e2", "--out", str(tmp_path)]) == 2
+    assert "max(lams)" in capsys.readouterr().err  # the quick sweep ends at 1e3
+    assert main(["layerwise", "--exactness", "--polish", "x", "--out", str(tmp_path)]) == 2
+    assert "--polish" in capsys.readouterr().err
+    assert main(["layerwise", "--suite", "--polish", "1e5", "--out", str(tmp_path)]) == 2
+    assert "--polish is for --exactness" in capsys.readouterr().err
     assert main(["layerwise", "--exactness", "--suite", "--out", str(tmp_path)]) == 2
     assert "pick one" in capsys.readouterr().err
     assert main(["layerwise", "--exactness", "--quick", "--seed-offset", "1", "--out", str(tmp_path)]) == 2
