@@ -137,7 +137,7 @@ def _run_exactness(args, data) -> int:
     from symfast.layerwise.claims import REPLICATE_SEED
     from symfast.layerwise.exactness import (ACTIVATIONS, ExactnessSettings, exactness_sweep, format_exactness,
                                              plot_exactness, summary_table)
-    from symfast.report.claim import not_comparable, write_claims
+    from symfast.report.claim import not_comparable
 
     acts = ACTIVATIONS if args.activations is None else tuple(a.strip() for a in args.activations.split(",") if a.strip())
     with input_errors("--activations"):
@@ -159,16 +159,7 @@ def _run_exactness(args, data) -> int:
     if args.quick:  # as for the suite: a smoke run's rows are not evidence
         res.claims = not_comparable(res.claims, "not converged", "--quick: smaller nets, fewer steps and seeds "
                                     "than the documented run")
-    text = format_exactness(res)
-    print(text)
-    _write_text(os.path.join(args.out, "exactness.md"), text + "\n")
-    atomic_write(os.path.join(args.out, "exactness.csv"), lambda p: res.table.to_csv(p, index=False))
-    atomic_write(os.path.join(args.out, "exactness_summary.csv"), lambda p: summary_table(res.table).to_csv(p, index=False))
-    atomic_write(os.path.join(args.out, "exactness_fits.csv"), lambda p: res.fits.to_csv(p, index=False))
-    atomic_write(os.path.join(args.out, "claims.csv"), lambda p: write_claims(p, res.claims))
-    atomic_write(os.path.join(args.out, "exactness.png"), lambda p: plot_exactness(res.table, p))
-    print(f"wrote {args.out}/exactness.md, exactness.csv, exactness_summary.csv, exactness_fits.csv, claims.csv, "
-          f"exactness.png ({time.perf_counter() - t0:.1f} s)")
+    _write_sweep(args.out, "exactness", res, format_exactness(res), summary_table, plot_exactness, t0)
     return 0
 
 
@@ -177,7 +168,7 @@ def _run_attention_exactness(args) -> int:
                                                        attention_summary, format_attention_exactness,
                                                        plot_attention_exactness)
     from symfast.layerwise.claims import REPLICATE_SEED
-    from symfast.report.claim import not_comparable, write_claims
+    from symfast.report.claim import not_comparable
 
     if args.activations is not None:
         raise UsageError("--activations is for the MLP sweep; with --model attention pick --tasks")
@@ -195,18 +186,25 @@ def _run_attention_exactness(args) -> int:
     if args.quick:  # as for the MLP sweep: a smoke run's rows are not evidence
         res.claims = not_comparable(res.claims, "not converged", "--quick: fewer penalty weights, steps and seeds "
                                     "than the documented run")
-    text = format_attention_exactness(res)
-    print(text)
-    _write_text(os.path.join(args.out, "exactness_attention.md"), text + "\n")
-    atomic_write(os.path.join(args.out, "exactness_attention.csv"), lambda p: res.table.to_csv(p, index=False))
-    atomic_write(os.path.join(args.out, "exactness_attention_summary.csv"),
-                 lambda p: attention_summary(res.table).to_csv(p, index=False))
-    atomic_write(os.path.join(args.out, "exactness_attention_fits.csv"), lambda p: res.fits.to_csv(p, index=False))
-    atomic_write(os.path.join(args.out, "claims.csv"), lambda p: write_claims(p, res.claims))
-    atomic_write(os.path.join(args.out, "exactness_attention.png"), lambda p: plot_attention_exactness(res.table, p))
-    print(f"wrote {args.out}/exactness_attention.md, exactness_attention.csv, exactness_attention_summary.csv, "
-          f"exactness_attention_fits.csv, claims.csv, exactness_attention.png ({time.perf_counter() - t0:.1f} s)")
+    _write_sweep(args.out, "exactness_attention", res, format_attention_exactness(res), attention_summary,
+                 plot_attention_exactness, t0)
     return 0
+
+
+def _write_sweep(out: str, stem: str, res, text: str, summary, plot, t0: float) -> None:
+    """Print an exactness sweep's report and write STEM.md, STEM.csv, STEM_summary.csv, STEM_fits.csv,
+    claims.csv and STEM.png (the MLP and the attention sweeps write the same set)."""
+    from symfast.report.claim import write_claims
+
+    print(text)
+    _write_text(os.path.join(out, f"{stem}.md"), text + "\n")
+    atomic_write(os.path.join(out, f"{stem}.csv"), lambda p: res.table.to_csv(p, index=False))
+    atomic_write(os.path.join(out, f"{stem}_summary.csv"), lambda p: summary(res.table).to_csv(p, index=False))
+    atomic_write(os.path.join(out, f"{stem}_fits.csv"), lambda p: res.fits.to_csv(p, index=False))
+    atomic_write(os.path.join(out, "claims.csv"), lambda p: write_claims(p, res.claims))
+    atomic_write(os.path.join(out, f"{stem}.png"), lambda p: plot(res.table, p))
+    print(f"wrote {out}/{stem}.md, {stem}.csv, {stem}_summary.csv, {stem}_fits.csv, claims.csv, {stem}.png "
+          f"({time.perf_counter() - t0:.1f} s)")
 
 
 def _run_patches(args) -> int:
