@@ -20,6 +20,7 @@ from symfast.schur.families.gated import GatedRNN, cell_from_gates
 from symfast.schur.families.ssm import LinearSSM, rotation_blocks
 from symfast.schur.rnn.config import TrainConfig, batch_seed, lr_at, task_at
 from symfast.schur.rnn.tasks import Task
+from symfast.schur.rnn.train_fused import clip_per_model
 
 __all__ = ["fit_ensemble", "ensemble_forward"]
 
@@ -96,7 +97,7 @@ def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list
             opt.zero_grad(set_to_none=True)
             loss.sum().backward()  # the models are independent: each gets its own loss's gradient
             if cfg.clip:
-                _clip_per_model(params, cfg.clip)
+                clip_per_model(params, cfg.clip)
             for group in opt.param_groups:
                 group["lr"] = lr_at(cfg, ep * cfg.batches_per_epoch + b)
             opt.step()
@@ -114,11 +115,3 @@ def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list
         losses.extend(per)
     return models
 
-
-def _clip_per_model(params, max_norm: float) -> None:
-    """torch.nn.utils.clip_grad_norm_ applied to each model's slice of the stacked gradients."""
-    grads = [p.grad for p in params if p.grad is not None]
-    norm = torch.stack([g.flatten(1).pow(2).sum(1) for g in grads]).sum(0).sqrt()  # [M]
-    coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
-    for g in grads:
-        g.mul_(coef.view(-1, *([1] * (g.ndim - 1))))

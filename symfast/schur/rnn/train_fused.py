@@ -142,11 +142,7 @@ def _train_group(task, group, start, models, opts, losses, seeds, cfg, checkpoin
                 st.dW[j, :Hs[j], :Hs[j]] = _cayley_grad(Wc[j, :Hs[j], :Hs[j]], st.dW[j, :Hs[j], :Hs[j]], ds[j])
             stacked[iW].grad, stacked[iU].grad, stacked[iV].grad = st.dW, st.dU, st.dV
             if cfg.clip:
-                with torch.no_grad():  # each model's own norm, as clip_grad_norm_ on its parameters
-                    norm = torch.sqrt(sum(p.grad.pow(2).sum(dim=tuple(range(1, p.ndim))) for p in stacked))
-                    coef = (cfg.clip / (norm + 1e-6)).clamp(max=1.0)
-                    for p in stacked:
-                        p.grad.mul_(coef.view(-1, *([1] * (p.ndim - 1))))
+                clip_per_model(stacked, cfg.clip)
             for pg in opt.param_groups:
                 pg["lr"] = lr_at(cfg, ep * cfg.batches_per_epoch + b)
             opt.step()
@@ -193,3 +189,15 @@ def _write_back(group, models, opts, stacked, opt, names, Hm):
                                   for key in ("exp_avg", "exp_avg_sq")}}
                            for i, (nm, p) in enumerate(zip(names, stacked)) if p in opt.state}
             opts[k].load_state_dict(sd)
+
+
+@torch.no_grad()
+def clip_per_model(stacked, max_norm: float) -> None:
+    """torch.nn.utils.clip_grad_norm_ applied to each model's own slice of stacked gradients
+    (leading dim = model): every model's gradient norm is clipped at max_norm on its own.
+    Parameters without a gradient are left out, as clip_grad_norm_ does."""
+    grads = [p.grad for p in stacked if p.grad is not None]
+    norm = torch.sqrt(sum(g.pow(2).sum(dim=tuple(range(1, g.ndim))) for g in grads))
+    coef = (max_norm / (norm + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.view(-1, *([1] * (g.ndim - 1))))
