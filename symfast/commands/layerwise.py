@@ -6,6 +6,7 @@ Examples:
     symfast layerwise --suite --out runs/suite      # architectures x activations + autoencoder regimes
     symfast layerwise --exactness --out runs/exact  # layer error vs end-to-end error along a penalty sweep
     symfast layerwise --exactness --model attention --out runs/exact_att  # the same for attention heads
+    symfast layerwise --identifiability --out runs/ident  # layer error / random vs near-linear fraction, regime grid
     symfast layerwise --patches --quick --out runs/patches  # flip-equivariant autoencoder on natural-image patches
 """
 from __future__ import annotations
@@ -51,6 +52,11 @@ def add_arguments(p):
                         "log-log slope and a verdict on held-out seeds; writes exactness.csv/.md/.png, claims.csv. With "
                         "--model attention: 4-head attention blocks per task (--tasks), head parameter error vs "
                         "end-to-end error; writes exactness_attention.csv/.md/.png, claims.csv")
+    p.add_argument("--identifiability", action="store_true",
+                   help="run the identifiability sweep instead: invariant MLPs per activation (default tanh, sigmoid) "
+                        "trained as in --exactness up to a fixed penalty weight, over input scales x weight decays "
+                        "(near-linear to saturated units); layer-1 error / random against the near-linear fraction and "
+                        "a verdict on held-out seeds; writes identifiability.csv/.md/.png, claims.csv")
     p.add_argument("--patches", action="store_true",
                    help="run the natural-image patch study instead: patches of scikit-image's bundled photographs "
                         "(needs scikit-image), the flip-equivariant tanh autoencoder and a control, layer-1 filters "
@@ -66,7 +72,8 @@ def add_arguments(p):
     p.add_argument("--flip-closed", action="store_true",
                    help="with --patches: add the mirror of every patch (the set is closed under the flip)")
     p.add_argument("--activations", default=None,
-                   help="with --exactness: comma-separated activations (default tanh,sigmoid,odd_poly,relu)")
+                   help="with --exactness: comma-separated activations (default tanh,sigmoid,odd_poly,relu); with "
+                        "--identifiability (default tanh,sigmoid)")
     p.add_argument("--polish", default=None,
                    help="with --exactness (MLP): comma-separated penalty weights above the Adam sweep's largest "
                         "(e.g. 1e5,1e6,1e7), each a full-batch L-BFGS polish stage continuing the path (default: "
@@ -79,12 +86,14 @@ def add_arguments(p):
                         "token-smoothing task) (default teacher,smoothing)")
     p.add_argument("--quick", action="store_true",
                    help="with --suite: fewer steps and smaller CNNs; with --exactness: 4 penalty weights, 2 fit and 3 "
-                        "held-out seeds, smaller nets (MLP) and fewer steps; with --patches: 4000 patches, 300 steps, "
-                        "one seed")
+                        "held-out seeds, smaller nets (MLP) and fewer steps; with --identifiability: scales 0.1 and "
+                        "10 without weight decay, 1 fit and 3 held-out seeds, smaller nets, fewer steps; with "
+                        "--patches: 4000 patches, 300 steps, one seed")
     p.add_argument("--seed-offset", type=int, default=None,
                    help="default: 0 with --suite (the training seed of every model, the one the claims' bars were "
                         "set after; a fresh value gives a held-out replicate, symfast reproduce uses 1000), 1000 with "
-                        "--exactness (the first held-out seed; the fit seeds are 0, 1, ...)")
+                        "--exactness (the first held-out seed; the fit seeds are 0, 1, ...), 3 with --identifiability "
+                        "(held-out seeds 3, 4, 5; fit seeds 0, 1, 2)")
     p.add_argument("--equivariance-weight", type=float, default=1.0, help="weight of the equivariance loss term")
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (e.g. 0.5)")
     p.add_argument("--steps", type=int, default=1500, help="training steps per model (--suite --quick uses smaller fixed budgets)")
@@ -133,18 +142,12 @@ def _run_suite(args, data) -> int:
 
 
 def _run_exactness(args, data) -> int:
-    from symfast.layerwise.activations import activation
     from symfast.layerwise.claims import REPLICATE_SEED
     from symfast.layerwise.exactness import (ACTIVATIONS, ExactnessSettings, exactness_sweep, format_exactness,
                                              plot_exactness, summary_table)
     from symfast.report.claim import not_comparable
 
-    acts = ACTIVATIONS if args.activations is None else tuple(a.strip() for a in args.activations.split(",") if a.strip())
-    with input_errors("--activations"):
-        if not acts:
-            raise ValueError("no activation given")
-        for a in acts:
-            activation(a)
+    acts = _activation_list(args, ACTIVATIONS)
     offset = REPLICATE_SEED if args.seed_offset is None else args.seed_offset
     with input_errors("--polish"):
         polish = () if args.polish is None else tuple(float(w) for w in args.polish.split(",") if w.strip())
@@ -160,6 +163,39 @@ def _run_exactness(args, data) -> int:
         res.claims = not_comparable(res.claims, "not converged", "--quick: smaller nets, fewer steps and seeds "
                                     "than the documented run")
     _write_sweep(args.out, "exactness", res, format_exactness(res), summary_table, plot_exactness, t0)
+    return 0
+
+
+def _activation_list(args, default: tuple) -> tuple:
+    from symfast.layerwise.activations import activation
+
+    acts = default if args.activations is None else tuple(a.strip() for a in args.activations.split(",") if a.strip())
+    with input_errors("--activations"):
+        if not acts:
+            raise ValueError("no activation given")
+        for a in acts:
+            activation(a)
+    return acts
+
+
+def _run_identifiability(args, data) -> int:
+    from symfast.layerwise.identifiability import (ACTIVATIONS, IdentifiabilitySettings, format_identifiability,
+                                                   identifiability_sweep, plot_identifiability, regime_summary)
+    from symfast.report.claim import not_comparable
+
+    acts = _activation_list(args, ACTIVATIONS)
+    with input_errors("--identifiability settings"):
+        extra = {} if args.seed_offset is None else dict(seed_offset=args.seed_offset)
+        s = (IdentifiabilitySettings(scales=(0.1, 10.0), weight_decays=(0.0,), seeds=1, heldout_seeds=3,
+                                     sizes=(16, 8), steps=150, bootstrap=400, **extra) if args.quick
+             else IdentifiabilitySettings(**extra))
+    t0 = time.perf_counter()
+    res = identifiability_sweep(data, acts, s, progress=not args.quiet)
+    if args.quick:  # as for the exactness sweep: a smoke run's rows are not evidence
+        res.claims = not_comparable(res.claims, "not converged", "--quick: smaller nets, fewer steps, scales and "
+                                    "seeds than the documented run")
+    _write_sweep(args.out, "identifiability", res, format_identifiability(res), regime_summary, plot_identifiability,
+                 t0)
     return 0
 
 
@@ -316,8 +352,10 @@ def run(args) -> int:
     from symfast.layerwise.network import as_mlp
     from symfast.layerwise.plots import lit_pixels, orbit_groups, plot_filters_by_orbit
 
-    if sum(map(bool, (args.exactness, args.suite, args.patches))) > 1:
-        raise UsageError("--exactness, --suite and --patches are separate runs; pick one")
+    if sum(map(bool, (args.exactness, args.suite, args.patches, args.identifiability))) > 1:
+        raise UsageError("--exactness, --suite, --identifiability and --patches are separate runs; pick one")
+    if args.identifiability and args.model not in ("mlp", "classifier"):
+        raise UsageError(f"--identifiability runs with --model mlp, got --model {args.model}")
     if args.polish is not None and not (args.exactness and args.model in ("mlp", "classifier")):
         raise UsageError("--polish is for --exactness with the MLP (--model mlp)")
     if args.patches:
@@ -334,6 +372,8 @@ def run(args) -> int:
         data = load_image_data(args.data, args.root, args.limit)
     if args.exactness:
         return _run_exactness(args, data)
+    if args.identifiability:
+        return _run_identifiability(args, data)
     if args.suite:
         return _run_suite(args, data)
     if args.model == "cnn":

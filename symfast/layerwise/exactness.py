@@ -73,6 +73,8 @@ class ExactnessSettings:
             the Adam-only sweep.
         polish_iters: L-BFGS iterations per polish weight; polish_samples: off-data samples in the
             fixed covering set of the polish (with all training digits).
+        weight_decay: decoupled (AdamW) weight decay of the Adam stages; 0 (the default) trains with
+            plain Adam.
     """
 
     lams: tuple = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4)
@@ -88,6 +90,7 @@ class ExactnessSettings:
     polish_lams: tuple = ()
     polish_iters: int = 300
     polish_samples: int = 1024
+    weight_decay: float = 0.0
 
     def __post_init__(self):
         if not self.lams or any(not np.isfinite(w) or w <= 0 for w in self.lams):
@@ -103,6 +106,8 @@ class ExactnessSettings:
                              f"0..{self.seeds - 1}: pick seed_offset >= {self.seeds}")
         if self.covering not in ("uniform", "gaussian"):
             raise ValueError(f"covering must be 'uniform' or 'gaussian', got {self.covering!r}")
+        if not (np.isfinite(self.weight_decay) and self.weight_decay >= 0):
+            raise ValueError(f"weight_decay must be finite and >= 0, got {self.weight_decay}")
         if not self.lr > 0 or not self.sizes or min(self.sizes) < 1:
             raise ValueError(f"lr must be > 0 and sizes positive, got lr={self.lr}, sizes={list(self.sizes)}")
 
@@ -148,7 +153,7 @@ def train_sweep(train: ImageData, activation: str, lams, seeds, s: ExactnessSett
     as many off-data samples (`covering_inputs`). The sweep is a penalty continuation: the first
     point trains `steps` steps from the seed's initialisation, every next (larger) lam continues
     from the previous point's weights for `steps // 2` more, each stage with a fresh Adam and a
-    cosine-decayed learning rate. (Training each large lam from scratch does not converge: the
+    cosine-decayed learning rate (AdamW with `s.weight_decay` when it is > 0). (Training each large lam from scratch does not converge: the
     penalty swamps the task gradient and the nets collapse to chance.) Adam is elementwise, so the
     stacked nets train exactly as they would alone, and a net's init and batches depend on its seed
     only.
@@ -194,7 +199,9 @@ def _train_path(train: ImageData, activation: str, lams, seeds, s: ExactnessSett
     out_nets = {}
     for k, lam in enumerate(lams):
         steps = s.steps if k == 0 else max(1, s.steps // 2)
-        opt = torch.optim.Adam(params, lr=s.lr)
+        # AdamW only with decay: plain Adam keeps the sweep without decay exactly as it was
+        opt = (torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay) if s.weight_decay > 0
+               else torch.optim.Adam(params, lr=s.lr))
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
         for _ in range(steps):
             idx = torch.stack([torch.randint(0, len(x), (B,), generator=g) for g in gens])
@@ -275,12 +282,15 @@ def _layer_names(n: int) -> list:
     return [f"layer{l + 1}" for l in range(n - 1)] + ["output"]
 
 
-def measure(net: MLP, test: ImageData, cover: np.ndarray) -> dict:
+def measure(net: MLP, test: ImageData, cover: np.ndarray, reduced: bool = False) -> dict:
     """One trained invariant classifier read against the flip: a table row (without its keys).
 
     Args:
         net: the trained MLP; test: held-out data; cover: [N, D] held-out covering inputs (test
             data and off-data samples), where the end-to-end error is measured.
+        reduced: also read the identifiable sub-model (`identifiable_submodel` on `cover`): per layer
+            its recovered action's error, random error and ratio (columns <layer>_<c>_reduced), and
+            the near-linear fraction of every hidden layer (layer<l>_near_linear).
 
     Returns:
         end_to_end (on `cover`), end_to_end_data (on the test data), accuracy; per layer (layer1,
@@ -290,17 +300,28 @@ def measure(net: MLP, test: ImageData, cover: np.ndarray) -> dict:
     """
     from symfast.layerwise.projection import equivariance_error
 
+    if np.ndim(cover) != 2 or np.shape(cover)[1] != net.sizes[0] or test.x.shape[1] != net.sizes[0]:
+        raise ValueError(f"cover and test.x must be [N, {net.sizes[0]}], got {list(np.shape(cover))}, "
+                         f"{list(test.x.shape)}")
+
     R = flip_matrix(test.shape)
     acts = recover_latent_actions(net, R)
     row = {"end_to_end": equivariance_error(net, cover, R), "end_to_end_data": equivariance_error(net, test.x, R),
            "accuracy": float((net(test.x).argmax(1) == test.y).mean())}
     for name, e, be, r in zip(_layer_names(net.num_layers), acts.errors, acts.bias_errors, acts.baseline):
         row.update({f"{name}_{c}": float(v) for c, v in zip(LAYER_COLUMNS, (e, be, r, e / r))})
-    row["layer1_near_linear"] = float(near_linear_fraction(net, cover)[0])
+    near = near_linear_fraction(net, cover)
+    row["layer1_near_linear"] = float(near[0])
     red = identifiable_submodel(net, data=cover)
     whys = [why for layer in red.removed for _, why in layer]
     row["dead_units"] = sum(w in ("zero-out", "constant", "dead-on-data") for w in whys)
     row["duplicate_units"] = sum(w.startswith("duplicate") for w in whys)
+    if reduced:
+        row.update({f"layer{l + 1}_near_linear": float(v) for l, v in enumerate(near)})
+        racts = recover_latent_actions(red.model, R)
+        for name, e, r in zip(_layer_names(red.model.num_layers), racts.errors, racts.baseline):
+            row.update({f"{name}_error_reduced": float(e), f"{name}_random_reduced": float(r),
+                        f"{name}_ratio_reduced": float(e / r)})
     return row
 
 
