@@ -93,10 +93,11 @@ def test_a_figure_that_needs_a_missing_extra_is_left_out_with_a_line(tmp_path, m
 
 
 def _fake_layerwise_with_exactness(args) -> int:
-    if not args.exactness:
+    if not (args.exactness or args.identifiability):
         return _fake_layerwise(args)
     os.makedirs(args.out, exist_ok=True)
-    name = ("attention exactness (teacher): head permutation" if args.model == "attention" else
+    name = ("identifiability effect (tanh): saturated units fit better" if args.identifiability else
+            "attention exactness (teacher): head permutation" if args.model == "attention" else
             "exactness (tanh): layer-1 error closes")
     write_claims(os.path.join(args.out, "claims.csv"), [
         Claim("layerwise", name, "slope > 0.5", "0.21 [0.1, 0.3]", "missed", "")])
@@ -112,8 +113,10 @@ def test_exactness_verdicts_join_the_layerwise_section_and_quick_says_it_skipped
     md = (out / "report.md").read_text()
     assert "Skipped at --quick: the exactness sweep" in md and "layer-1 error closes" not in md
     assert "Skipped at --quick: the attention exactness sweep" in md and "head permutation |" not in md
+    assert "Skipped at --quick: the identifiability sweep" in md and "saturated units fit better" not in md
     assert not (out / "layerwise" / "exactness").exists()
     assert not (out / "layerwise" / "exactness_attention").exists()
+    assert not (out / "layerwise" / "identifiability").exists()
     out = tmp_path / "full"  # the full run's argv, stood in for by the fake command
     assert main(["reproduce", "--only", "layerwise", "--out", str(out)]) == 0
     md = (out / "report.md").read_text()
@@ -121,4 +124,6 @@ def test_exactness_verdicts_join_the_layerwise_section_and_quick_says_it_skipped
     assert "symfast layerwise --exactness --out" in md
     assert "symfast layerwise --exactness --model attention --out" in md
     assert "| layerwise | attention exactness (teacher): head permutation |" in md
-    assert [f[0] for f in rep.FOLLOW_UPS["layerwise"]] == ["exactness", "exactness_attention"]
+    assert [f[0] for f in rep.FOLLOW_UPS["layerwise"]] == ["exactness", "exactness_attention", "identifiability"]
+    assert "symfast layerwise --identifiability --out" in md
+    assert "| layerwise | identifiability effect (tanh): saturated units fit better |" in md

@@ -2,7 +2,7 @@
 
 Runs `symfast readout`, `symfast schur` and `symfast layerwise` into subfolders of --out (and,
 after a study, its `FOLLOW_UPS` into subfolders of the study's folder: the full run adds the
-layerwise exactness sweeps, MLP and attention) and writes report.md and report.html: run details, one verdict table (each checked claim
+layerwise exactness sweeps, MLP and attention, and the identifiability sweep) and writes report.md and report.html: run details, one verdict table (each checked claim
 of the papers: expected, measured, held / missed / not comparable), then per study a short
 explanation, its summary tables with a column glossary, and its figures. Full tables stay
 as CSV beside it. Rows from models that did not converge (or from budgets below a study's
@@ -62,7 +62,8 @@ STUDIES = [
 # The exactness sweep's verdicts are read on held-out seeds (1000, 1001, ...). `layerwise --exactness
 # --quick` took 82 s (51 s CPU) on 2 busy cores, more than the quick reproduce should grow by, and its
 # rows could only say "not comparable: not converged"; so --quick skips it and the report says so. The same
-# holds for the attention sweep (`layerwise --exactness --model attention --quick`: 202 s, 41 s CPU, on 2 busy cores).
+# holds for the attention sweep (`layerwise --exactness --model attention --quick`: 202 s, 41 s CPU, on 2 busy cores)
+# and for the identifiability sweep (`layerwise --identifiability --quick`: 47 s, 18 s CPU, on 2 busy cores).
 FOLLOW_UPS = {
     "layerwise": [("exactness", None, ["layerwise", "--exactness"],
                    "the exactness sweep (layer-1 error against end-to-end error along a penalty sweep, verdicts on "
@@ -71,7 +72,11 @@ FOLLOW_UPS = {
                   ("exactness_attention", None, ["layerwise", "--exactness", "--model", "attention"],
                    "the attention exactness sweep (head parameter error against end-to-end error, verdicts on "
                    "held-out seeds) runs only in the full reproduce; its --quick form's rows could only be 'not "
-                   "comparable: not converged'")],
+                   "comparable: not converged'"),
+                  ("identifiability", None, ["layerwise", "--identifiability"],
+                   "the identifiability sweep (layer-1 error / random of invariant MLPs against their near-linear "
+                   "fraction over input scales x weight decays, verdicts on held-out seeds) runs only in the full "
+                   "reproduce; its --quick form's rows could only be 'not comparable: not converged'")],
 }
 
 

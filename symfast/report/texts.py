@@ -222,6 +222,12 @@ FIGURE_CAPTIONS = {
                      "weight error of the recovered action and the random baseline against the end-to-end error on "
                      "held-out covering inputs, log-log, one panel per activation; filled: fit seeds, open: the "
                      "held-out seeds the verdict rows are read on.",
+    "identifiability.png": "Identifiability sweep (invariant MLPs over input scales s x weight decays wd, read at "
+                           "a fixed penalty weight): layer-1 weight error / random baseline of the identifiable "
+                           "sub-model against the fraction of layer-1 pre-activations in the near-linear range, one "
+                           "panel per activation; shaded: the two groups the verdict compares (below 0.2: "
+                           "identifiable, above 0.8: near-linear); filled: fit seeds, open: held-out seeds, grey "
+                           "crosses: nets that did not train.",
     "exactness_attention.png": "Exactness sweep for attention (4-head blocks along a sweep of the penalty weight): "
                                "parameter error of the recovered head action (red: not the true head permutation), "
                                "its gauge-free head-matching error (orange) and the parameter error of random head "
