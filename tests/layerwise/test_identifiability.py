@@ -108,7 +108,7 @@ def test_scaled_multiplies_the_images_only():
 
 def test_weight_decay_shrinks_weights_and_keeps_stacked_training_exact():
     train = _digits(200)
-    base = dict(lams=(1.0,), seeds=1, heldout_seeds=1, seed_offset=7, sizes=(8,), steps=40, batch=32)
+    base = dict(lams=(1.0,), seeds=1, heldout_seeds=1, seed_offset=7, sizes=(8,), steps=20, batch=32)
     plain = train_sweep(train, "tanh", (1.0,), [0], ExactnessSettings(**base))[(1.0, 0)]
     s = ExactnessSettings(**base, weight_decay=2.0)
     both = train_sweep(train, "tanh", (1.0,), [0, 7], s)
@@ -142,8 +142,8 @@ def test_measure_reads_the_identifiable_submodel():
 
 def test_tiny_sweep_spans_the_regimes_and_writes_its_table_and_figure(tmp_path):
     s = IdentifiabilitySettings(scales=(0.03, 30.0), weight_decays=(0.0,), lams=(1.0, 10.0), seeds=1,
-                                heldout_seeds=3, sizes=(8,), steps=60, batch=32, bootstrap=100)
-    res = identifiability_sweep(_digits(), ("tanh",), s)
+                                heldout_seeds=3, sizes=(8,), steps=40, batch=32, bootstrap=100)
+    res = identifiability_sweep(_digits(200), ("tanh",), s)
     t = res.table
     assert len(t) == 2 * 4 and set(t.loc[t["split"] == "heldout", "seed"]) == {3, 4, 5}
     assert (t["lam"] == 10.0).all()
