@@ -67,6 +67,11 @@ def add_arguments(p) -> None:
     p.add_argument("--cayley-neg", type=int, default=None,
                    help="cayley models: the number of -1 entries of the fixed diagonal D of the scaled Cayley map "
                         "W = (I + A)^{-1} (I - A) D (arXiv 1707.09520); 0 is the plain map (default: the recipe's)")
+    from symfast.schur.rnn.model import CAYLEY_INITS, SPREAD
+    p.add_argument("--cayley-init", choices=CAYLEY_INITS, default=None,
+                   help="cayley models: the init of the generator; identity = W near I (the paper's construction), "
+                        f"spread = W's eigenvalue angles drawn uniformly over (-{SPREAD:g} pi, {SPREAD:g} pi) in a "
+                        "random basis (default: the recipe's)")
     p.add_argument("--schedule", choices=("constant", "cosine"), default=None,
                    help="learning-rate schedule (default: the recipe's): cosine = linear warmup, then a cosine decay")
     p.add_argument("--warmup", type=int, default=None, help="warmup steps of the cosine schedule (default: the recipe's)")
@@ -297,12 +302,15 @@ def run(args) -> int:
     given = {f: v for f, v in (("epochs", args.epochs), ("batches_per_epoch", args.batches), ("batch", args.batch),
                                ("lr", args.lr), ("clip", args.clip), ("schedule", args.schedule),
                                ("warmup", args.warmup), ("min_lr_ratio", args.min_lr_ratio),
-                               ("cayley_neg", args.cayley_neg)) if v is not None}  # explicit flags win
+                               ("cayley_neg", args.cayley_neg), ("cayley_init", args.cayley_init))
+             if v is not None}  # explicit flags win
     if given.get("schedule") == "constant":  # a constant rate has no warmup or floor (unless given: an error)
         given = {"warmup": 0, "min_lr_ratio": 0.0, **given}
 
-    def flags(cn):  # cayley_neg is a setting of Cayley models only
-        return {f: v for f, v in given.items() if f != "cayley_neg" or cn == "cayley"}
+    def flags(cn):  # cayley_neg and cayley_init are settings of Cayley models only
+        return {f: v for f, v in given.items() if f not in ("cayley_neg", "cayley_init") or cn == "cayley"}
+    if args.cayley_init is not None and family != "tanh":
+        raise UsageError(f"--cayley-init applies to the tanh family's cayley models, not --family {family}")
     if args.cayley_neg is not None:
         if family != "tanh" or args.cayley_neg < 0:
             raise UsageError(f"--cayley-neg takes an integer >= 0 and applies to the tanh family's cayley models, "

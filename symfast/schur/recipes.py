@@ -22,7 +22,7 @@ __all__ = ["RECIPES", "RECIPE_NAMES", "FIELDS", "recipe_config", "deviations", "
 
 # the settings a recipe may change (the others, e.g. threads and engine, do not change what is trained)
 FIELDS = ("epochs", "batches_per_epoch", "batch", "lr", "clip", "schedule", "warmup", "min_lr_ratio", "curriculum",
-          "cayley_neg")
+          "cayley_neg", "cayley_init")
 
 # recipe -> {(task, construction or "*"): {field: value}}; a construction's own entry replaces the
 # task's "*" entry. Settings not listed are the paper's.
