@@ -98,23 +98,27 @@ def test_schur_cli_prints_the_recipes_deviations(tmp_path, capsys):
 
 
 
-def test_schur_cli_cayley_neg_sets_the_scaled_cayley_map_of_cayley_models_only(tmp_path, capsys):
+def test_schur_cli_cayley_neg_and_cayley_init_set_cayley_models_only(tmp_path, capsys):
     from symfast.schur.rnn import load_checkpoint
     out = str(tmp_path / "run")
     assert main(["schur", "--task", "flipflop", "--construction", "orthogonal,cayley", "--seeds", "1", "--hidden", "4",
                  "--epochs", "1", "--batches", "1", "--batch", "2", "--n-eval", "4", "--n-random", "0",
                  "--n-orders", "0", "--alphas", "", "--alpha-grid", "", "--out", out, "--no-progress",
-                 "--recipe", "paper", "--cayley-neg", "3", "--include-unconverged"]) == 0
+                 "--recipe", "paper", "--cayley-neg", "3", "--cayley-init", "spread", "--include-unconverged"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any("flipflop / cayley:" in ln and "cayley_neg 0 -> 3 (flag)" in ln for ln in lines)
-    assert not any("flipflop / orthogonal:" in ln and "cayley_neg" in ln for ln in lines)
+    assert any("flipflop / cayley:" in ln and "cayley_neg 0 -> 3 (flag)" in ln
+               and "cayley_init identity -> spread (flag)" in ln for ln in lines)
+    assert not any("flipflop / orthogonal:" in ln and "cayley" in ln for ln in lines)
     m, _, _ = load_checkpoint(os.path.join(out, "ckpt", "flipflop_cayley_H4_s0.pt"))
-    assert m.cayley_neg == 3 and int((m.cayley_d == -1).sum()) == 3
-    assert load_checkpoint(os.path.join(out, "ckpt", "flipflop_orthogonal_H4_s0.pt"))[0].cayley_neg == 0
-    for bad in (["--cayley-neg", "-1"], ["--cayley-neg", "5", "--hidden", "4", "--construction", "cayley"],
-                ["--family", "gru", "--cayley-neg", "1"]):
+    assert m.cayley_neg == 3 and int((m.cayley_d == -1).sum()) == 3 and m.cayley_init == "spread"
+    o = load_checkpoint(os.path.join(out, "ckpt", "flipflop_orthogonal_H4_s0.pt"))[0]
+    assert o.cayley_neg == 0 and o.cayley_init == "identity"
+    for bad, flag in ((["--cayley-neg", "-1"], "--cayley-neg"),
+                      (["--cayley-neg", "5", "--hidden", "4", "--construction", "cayley"], "--cayley-neg"),
+                      (["--family", "gru", "--cayley-neg", "1"], "--cayley-neg"),
+                      (["--family", "gru", "--cayley-init", "spread"], "--cayley-init")):
         assert main(["schur", *bad, "--out", str(tmp_path / "bad")]) == 2
-        assert "--cayley-neg" in capsys.readouterr().err
+        assert flag in capsys.readouterr().err
 
 
 def _spy_train_many(monkeypatch):
