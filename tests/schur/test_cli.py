@@ -171,3 +171,32 @@ def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tm
     for cell, (models, _) in first.items():
         for a, b in zip(models, via_torch[cell][0]):
             assert all(torch.allclose(p, q, atol=2e-5, rtol=1e-4) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_schur_cli_copy_variant_flags_build_the_task(tmp_path, capsys, monkeypatch):
+    """--copy-* flags reach the task that is trained (stopped before any training) and are checked."""
+    import pytest
+
+    from symfast.commands import schur
+    from symfast.schur.rnn import Copy
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def stop(task, *a, **kw):
+        seen.append(task)
+        raise Stop
+    monkeypatch.setattr(schur, "_train_task", stop)
+    with pytest.raises(Stop):
+        main(["schur", "--task", "copy", "--copy-length", "5", "--copy-symbols", "3", "--copy-delay", "2",
+              "--copy-replay", "once", "--out", str(tmp_path / "run"), "--no-progress"])
+    assert seen == [Copy(n_symbols=3, length=5, delay=2, cyclic=False)]
+    assert "copy task (a variant, not the paper's)" in capsys.readouterr().out
+    with pytest.raises(Stop):
+        main(["schur", "--task", "copy", "--out", str(tmp_path / "run"), "--no-progress"])
+    assert seen[-1] == Copy() and "variant" not in capsys.readouterr().out
+    for bad in (["--task", "flipflop", "--copy-delay", "3"], ["--task", "copy", "--copy-delay", "-1"],
+                ["--task", "copy", "--family", "gru", "--copy-replay", "once"]):
+        assert main(["schur", *bad, "--out", str(tmp_path / "bad")]) == 2
+        assert "copy" in capsys.readouterr().err
