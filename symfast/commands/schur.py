@@ -46,6 +46,13 @@ def add_arguments(p) -> None:
                    help="gru: r,z,n (n = the candidate W_hn); lstm: i,f,g,o (g = the cell input W_hg); a comma "
                         "list or 'all' (gru and lstm only)")
     p.add_argument("--task", default="flipflop", help="flipflop|sine|context|copy, a comma list, or 'all'")
+    p.add_argument("--copy-length", type=int, default=None, help="copy task: sequence length L (default 8)")
+    p.add_argument("--copy-symbols", type=int, default=None, help="copy task: alphabet size K (default 4)")
+    p.add_argument("--copy-delay", type=int, default=None,
+                   help="copy task: blank steps between the go cue and the replay (default 0)")
+    p.add_argument("--copy-replay", choices=("cyclic", "once"), default=None,
+                   help="copy task: replay the sequence again and again over 128 steps (cyclic, the default) or "
+                        "once (L steps); the task variants are ours, not the paper's (tanh family only)")
     p.add_argument("--seeds", type=int, default=3, help="number of seeds (0..seeds-1)")
     p.add_argument("--hidden", default="paper",
                    help="hidden units H, a comma list; 'paper': 56,64,72 for the tanh family on copy, 64 otherwise")
@@ -67,6 +74,11 @@ def add_arguments(p) -> None:
     p.add_argument("--cayley-neg", type=int, default=None,
                    help="cayley models: the number of -1 entries of the fixed diagonal D of the scaled Cayley map "
                         "W = (I + A)^{-1} (I - A) D (arXiv 1707.09520); 0 is the plain map (default: the recipe's)")
+    from symfast.schur.rnn.model import CAYLEY_INITS, SPREAD
+    p.add_argument("--cayley-init", choices=CAYLEY_INITS, default=None,
+                   help="cayley models: the init of the generator; identity = W near I (the paper's construction), "
+                        f"spread = W's eigenvalue angles drawn uniformly over (-{SPREAD:g} pi, {SPREAD:g} pi) in a "
+                        "random basis (default: the recipe's)")
     p.add_argument("--schedule", choices=("constant", "cosine"), default=None,
                    help="learning-rate schedule (default: the recipe's): cosine = linear warmup, then a cosine decay")
     p.add_argument("--warmup", type=int, default=None, help="warmup steps of the cosine schedule (default: the recipe's)")
@@ -247,6 +259,18 @@ def run(args) -> int:
         cons = list(allowed) if args.construction == "paper" else _list(args.construction, allowed,
                                                                           f"{family} construction")
         cons_of = {t: cons for t in tasks}
+    copy_kw = {k: v for k, v in (("length", args.copy_length), ("n_symbols", args.copy_symbols),
+                                 ("delay", args.copy_delay),
+                                 ("cyclic", None if args.copy_replay is None else args.copy_replay == "cyclic"))
+               if v is not None}
+    if copy_kw and (family != "tanh" or "copy" not in tasks):
+        raise UsageError("--copy-length, --copy-symbols, --copy-delay and --copy-replay set the copy task of the "
+                         "tanh family: pass --task copy")
+    try:
+        copy_task = make_task("copy", **copy_kw)
+    except ValueError as e:
+        raise UsageError(f"bad copy task settings: {e}") from None
+    paper_copy = copy_task == make_task("copy")
     if family not in GATES and args.gate != "all":
         raise UsageError(f"--gate applies to --family gru or lstm, not {family}")
     if family == "tanh" and args.fixed_points:
@@ -297,12 +321,15 @@ def run(args) -> int:
     given = {f: v for f, v in (("epochs", args.epochs), ("batches_per_epoch", args.batches), ("batch", args.batch),
                                ("lr", args.lr), ("clip", args.clip), ("schedule", args.schedule),
                                ("warmup", args.warmup), ("min_lr_ratio", args.min_lr_ratio),
-                               ("cayley_neg", args.cayley_neg)) if v is not None}  # explicit flags win
+                               ("cayley_neg", args.cayley_neg), ("cayley_init", args.cayley_init))
+             if v is not None}  # explicit flags win
     if given.get("schedule") == "constant":  # a constant rate has no warmup or floor (unless given: an error)
         given = {"warmup": 0, "min_lr_ratio": 0.0, **given}
 
-    def flags(cn):  # cayley_neg is a setting of Cayley models only
-        return {f: v for f, v in given.items() if f != "cayley_neg" or cn == "cayley"}
+    def flags(cn):  # cayley_neg and cayley_init are settings of Cayley models only
+        return {f: v for f, v in given.items() if f not in ("cayley_neg", "cayley_init") or cn == "cayley"}
+    if args.cayley_init is not None and family != "tanh":
+        raise UsageError(f"--cayley-init applies to the tanh family's cayley models, not --family {family}")
     if args.cayley_neg is not None:
         if family != "tanh" or args.cayley_neg < 0:
             raise UsageError(f"--cayley-neg takes an integer >= 0 and applies to the tanh family's cayley models, "
@@ -323,8 +350,10 @@ def run(args) -> int:
           f"{_budget(TrainConfig())}")
     _print_deviations(recipe, cfg_of, given)
     frames, spectra, facts, projs, schur_T, losses, nears, grids = [], {}, [], [], {}, {}, [], []
+    if not paper_copy:
+        print(f"copy task (a variant, not the paper's): {copy_task.config()}")
     for tname in tasks:
-        task = make_task(tname)
+        task = copy_task if tname == "copy" else make_task(tname)
         trained = _train_task(task, [(cn, h) for cn in cons_of[tname] for h in hid_of[tname]], args,
                               {cn: cfg_of[(tname, cn)] for cn in cons_of[tname]}, os.path.join(args.out, "ckpt"))
         for cn in cons_of[tname]:
@@ -440,7 +469,9 @@ def run(args) -> int:
                   f"{min(64, args.n_eval)} held-out sequences): n_R range and median over seeds of each effect's "
                   "range (max - min over alpha); schur_alpha_grid.csv")
             print(_grid_table(g_used).to_string(index=False))
-    cmp = compare_with_paper(summ, alpha=0.9)
+    cmp = compare_with_paper(summ if paper_copy else summ[summ.task != "copy"], alpha=0.9)
+    if not paper_copy:
+        print("\n(the copy task is a variant: the paper's copy numbers are not compared)")
     atomic_write(os.path.join(args.out, "schur_paper_comparison.csv"), lambda p: cmp.to_csv(p, index=False))
     print("\n== comparison with the paper (ours: mean [95% CI] over converged seeds)")
     show = cmp.assign(ours=[_fmt_ci(*r) for r in cmp[["ours", "lo", "hi"]].to_numpy()])

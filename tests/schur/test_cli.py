@@ -98,23 +98,27 @@ def test_schur_cli_prints_the_recipes_deviations(tmp_path, capsys):
 
 
 
-def test_schur_cli_cayley_neg_sets_the_scaled_cayley_map_of_cayley_models_only(tmp_path, capsys):
+def test_schur_cli_cayley_neg_and_cayley_init_set_cayley_models_only(tmp_path, capsys):
     from symfast.schur.rnn import load_checkpoint
     out = str(tmp_path / "run")
     assert main(["schur", "--task", "flipflop", "--construction", "orthogonal,cayley", "--seeds", "1", "--hidden", "4",
                  "--epochs", "1", "--batches", "1", "--batch", "2", "--n-eval", "4", "--n-random", "0",
                  "--n-orders", "0", "--alphas", "", "--alpha-grid", "", "--out", out, "--no-progress",
-                 "--recipe", "paper", "--cayley-neg", "3", "--include-unconverged"]) == 0
+                 "--recipe", "paper", "--cayley-neg", "3", "--cayley-init", "spread", "--include-unconverged"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any("flipflop / cayley:" in ln and "cayley_neg 0 -> 3 (flag)" in ln for ln in lines)
-    assert not any("flipflop / orthogonal:" in ln and "cayley_neg" in ln for ln in lines)
+    assert any("flipflop / cayley:" in ln and "cayley_neg 0 -> 3 (flag)" in ln
+               and "cayley_init identity -> spread (flag)" in ln for ln in lines)
+    assert not any("flipflop / orthogonal:" in ln and "cayley" in ln for ln in lines)
     m, _, _ = load_checkpoint(os.path.join(out, "ckpt", "flipflop_cayley_H4_s0.pt"))
-    assert m.cayley_neg == 3 and int((m.cayley_d == -1).sum()) == 3
-    assert load_checkpoint(os.path.join(out, "ckpt", "flipflop_orthogonal_H4_s0.pt"))[0].cayley_neg == 0
-    for bad in (["--cayley-neg", "-1"], ["--cayley-neg", "5", "--hidden", "4", "--construction", "cayley"],
-                ["--family", "gru", "--cayley-neg", "1"]):
+    assert m.cayley_neg == 3 and int((m.cayley_d == -1).sum()) == 3 and m.cayley_init == "spread"
+    o = load_checkpoint(os.path.join(out, "ckpt", "flipflop_orthogonal_H4_s0.pt"))[0]
+    assert o.cayley_neg == 0 and o.cayley_init == "identity"
+    for bad, flag in ((["--cayley-neg", "-1"], "--cayley-neg"),
+                      (["--cayley-neg", "5", "--hidden", "4", "--construction", "cayley"], "--cayley-neg"),
+                      (["--family", "gru", "--cayley-neg", "1"], "--cayley-neg"),
+                      (["--family", "gru", "--cayley-init", "spread"], "--cayley-init")):
         assert main(["schur", *bad, "--out", str(tmp_path / "bad")]) == 2
-        assert "--cayley-neg" in capsys.readouterr().err
+        assert flag in capsys.readouterr().err
 
 
 def _spy_train_many(monkeypatch):
@@ -167,3 +171,32 @@ def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tm
     for cell, (models, _) in first.items():
         for a, b in zip(models, via_torch[cell][0]):
             assert all(torch.allclose(p, q, atol=2e-5, rtol=1e-4) for p, q in zip(a.parameters(), b.parameters()))
+
+
+def test_schur_cli_copy_variant_flags_build_the_task(tmp_path, capsys, monkeypatch):
+    """--copy-* flags reach the task that is trained (stopped before any training) and are checked."""
+    import pytest
+
+    from symfast.commands import schur
+    from symfast.schur.rnn import Copy
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def stop(task, *a, **kw):
+        seen.append(task)
+        raise Stop
+    monkeypatch.setattr(schur, "_train_task", stop)
+    with pytest.raises(Stop):
+        main(["schur", "--task", "copy", "--copy-length", "5", "--copy-symbols", "3", "--copy-delay", "2",
+              "--copy-replay", "once", "--out", str(tmp_path / "run"), "--no-progress"])
+    assert seen == [Copy(n_symbols=3, length=5, delay=2, cyclic=False)]
+    assert "copy task (a variant, not the paper's)" in capsys.readouterr().out
+    with pytest.raises(Stop):
+        main(["schur", "--task", "copy", "--out", str(tmp_path / "run"), "--no-progress"])
+    assert seen[-1] == Copy() and "variant" not in capsys.readouterr().out
+    for bad in (["--task", "flipflop", "--copy-delay", "3"], ["--task", "copy", "--copy-delay", "-1"],
+                ["--task", "copy", "--family", "gru", "--copy-replay", "once"]):
+        assert main(["schur", *bad, "--out", str(tmp_path / "bad")]) == 2
+        assert "copy" in capsys.readouterr().err

@@ -62,6 +62,43 @@ def test_copy_autonomous_cyclic_replay():
         rnn.Copy(replay=5, scored=6)
 
 
+def test_copy_delayed_single_replay():
+    """cyclic=False, delay D: the sequence replayed once, L steps, after D unscored blank steps."""
+    task = rnn.Copy(n_symbols=3, length=4, delay=2, cyclic=False)
+    assert (task.replay, task.scored, task.start, task.T) == (4, 4, 7, 11)
+    x, y, m = task.sample(5, 1)
+    assert x.shape == (5, 11, 4) and (x[:, 4, 3] == 1).all() and (x[:, 5:] == 0).all()
+    assert torch.equal(y[:, 7:].argmax(-1), x[:, :4, :3].argmax(-1))  # once, in order
+    assert (y[:, :7] == 0).all() and (m[:, :7] == 0).all() and (m[:, 7:] == 1).all()
+    wrong_delay = y.clone()
+    wrong_delay[:, 5] = 1.0  # output during the delay is not scored
+    assert task.replay_accuracy(wrong_delay, y) == 1.0
+    assert task.replay_accuracy(torch.roll(y, 1, -1), y) == 0.0
+    assert task.config() == {"name": "copy", "n_symbols": 3, "length": 4, "replay": 4, "scored": 4, "delay": 2,
+                             "cyclic": False}
+    assert rnn.make_task(**task.config()) == task and task.shortened(0.5).delay == 1
+    cyc = rnn.Copy(length=4, delay=3, replay=6)  # a delayed cyclic replay
+    x, y, _ = cyc.sample(2, 0)
+    assert torch.equal(y[:, 8:].argmax(-1), x[:, :4, :4].argmax(-1)[:, torch.arange(6) % 4])
+    for bad, match in (({"cyclic": False, "replay": 5}, "single replay"), ({"delay": -1}, "delay"),
+                       ({"cyclic": 0}, "cyclic")):
+        with pytest.raises(ValueError, match=match):
+            rnn.Copy(**bad)
+
+
+def test_copy_defaults_are_the_paper_copy_task():
+    """The defaults (cyclic, no delay) are the 137-step task, and their config carries no new keys, so
+    checkpoints of the default task keep matching."""
+    task = rnn.Copy()
+    assert (task.replay, task.scored, task.delay, task.cyclic, task.T) == (128, 128, 0, True, 137)
+    assert task.config() == {"name": "copy", "n_symbols": 4, "length": 8, "replay": 128, "scored": 128}
+    x, y, m = task.sample(3, 4)
+    g = torch.Generator().manual_seed(4)
+    oh = torch.nn.functional.one_hot(torch.randint(0, 4, (3, 8), generator=g), 4).float()
+    assert torch.equal(x[:, :8, :4], oh) and torch.equal(y[:, 9:], oh[:, torch.arange(128) % 8])
+    assert task.shortened(0.25) == rnn.Copy(replay=32, scored=32)
+
+
 def test_fvu():
     y = torch.randn(4, 6, 2)
     m = torch.ones_like(y)

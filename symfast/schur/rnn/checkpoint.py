@@ -15,7 +15,7 @@ import numbers
 import torch
 
 from symfast._io import atomic_save, safe_load
-from symfast.schur.rnn.model import CONSTRUCTIONS, TanhRNN
+from symfast.schur.rnn.model import CAYLEY_INITS, CONSTRUCTIONS, TanhRNN
 from symfast.schur.rnn.tasks import Task, make_task
 
 __all__ = ["read_checkpoint", "load_checkpoint", "save_checkpoint", "resume", "MAX_HIDDEN"]
@@ -52,7 +52,7 @@ def read_checkpoint(path) -> dict:
         raise bad("missing model, state, task, train or epoch")
     cfg = ck["model"]
     keys = {"n_in", "n_hidden", "n_out", "recurrent"}
-    if not isinstance(cfg, dict) or not keys <= set(cfg) <= keys | {"cayley_neg"}:
+    if not isinstance(cfg, dict) or not keys <= set(cfg) <= keys | {"cayley_neg", "cayley_init"}:
         raise bad(f"model config {cfg!r}")
     for k in ("n_in", "n_hidden", "n_out"):
         if not _is_int(cfg[k]) or not 1 <= cfg[k] <= MAX_HIDDEN:
@@ -62,6 +62,8 @@ def read_checkpoint(path) -> dict:
     if "cayley_neg" in cfg and (cfg["recurrent"] != "cayley" or not _is_int(cfg["cayley_neg"])
                                 or not 1 <= cfg["cayley_neg"] <= cfg["n_hidden"]):
         raise bad(f"cayley_neg = {cfg['cayley_neg']!r} for a {cfg['recurrent']!r} model of width {cfg['n_hidden']}")
+    if "cayley_init" in cfg and (cfg["recurrent"] != "cayley" or cfg["cayley_init"] not in CAYLEY_INITS[1:]):
+        raise bad(f"cayley_init = {cfg['cayley_init']!r} for a {cfg['recurrent']!r} model")
     state = ck["state"]
     expected = _expected_state(cfg)
     if not isinstance(state, dict) or set(state) != set(expected):
@@ -112,7 +114,7 @@ def load_checkpoint(path) -> tuple[TanhRNN, Task, dict]:
 
 _NOT_COMPARED = ("epochs", "threads", "engine")  # settings a run may resume under with other values
 _DEFAULTS = {"schedule": "constant", "warmup": 0, "min_lr_ratio": 0.0, "curriculum": 0,
-             "cayley_neg": 0}  # absent from older checkpoints
+             "cayley_neg": 0, "cayley_init": "identity"}  # absent from older checkpoints
 
 
 def resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg, losses: list) -> int:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["TrainConfig", "SCHEDULES", "batch_seed", "lr_at", "task_at", "cayley_neg"]
+from symfast.schur.rnn.model import CAYLEY_INITS
+
+__all__ = ["TrainConfig", "SCHEDULES", "batch_seed", "lr_at", "task_at", "cayley_options"]
 
 SCHEDULES = ("constant", "cosine")
 
@@ -19,6 +21,9 @@ class TrainConfig:
     curriculum: a number of first epochs trained on shortened sequences (`task_at`).
     cayley_neg: the number of -1 entries of D in the scaled Cayley map W = cayley(P) D of "cayley"
     models (see `TanhRNN`); 0 is the paper's plain map. Other constructions ignore it.
+    cayley_init: the init of "cayley" models' generator P (see `TanhRNN`): "identity" (the paper's
+    construction, W near I) or "spread" (W's eigenvalue angles spread over the circle). Other
+    constructions ignore it.
     """
 
     epochs: int = 30
@@ -34,6 +39,7 @@ class TrainConfig:
     min_lr_ratio: float = 0.0  # the cosine schedule's final learning rate, as a fraction of lr
     curriculum: int = 0  # epochs of shortened sequences before the full task (see `task_at`); 0: none
     cayley_neg: int = 0  # -1 entries of the scaled Cayley map's D (cayley models only); 0: the plain map
+    cayley_init: str = "identity"  # init of the Cayley generator (cayley models only): "identity" or "spread"
 
     def check(self) -> None:
         """Raise ValueError on a budget no engine can train with."""
@@ -51,6 +57,8 @@ class TrainConfig:
             raise ValueError(f"curriculum must be in 0..epochs ({self.epochs}), got {self.curriculum}")
         if isinstance(self.cayley_neg, bool) or int(self.cayley_neg) != self.cayley_neg or self.cayley_neg < 0:
             raise ValueError(f"cayley_neg must be an integer >= 0, got {self.cayley_neg!r}")
+        if self.cayley_init not in CAYLEY_INITS:
+            raise ValueError(f"cayley_init must be one of {CAYLEY_INITS}, got {self.cayley_init!r}")
         if self.schedule == "constant" and (self.warmup or self.min_lr_ratio):
             raise ValueError("warmup and min_lr_ratio apply to schedule='cosine' only")
 
@@ -86,6 +94,9 @@ def batch_seed(seed: int, ep: int, b: int) -> int:
     return (seed * 1_000_003 + ep * 10_007 + b) % (2**62)
 
 
-def cayley_neg(cfg: TrainConfig, recurrent: str) -> int:
-    """The -1 entries of D that a model of construction `recurrent` gets under `cfg` (cayley models only)."""
-    return cfg.cayley_neg if recurrent == "cayley" else 0
+def cayley_options(cfg: TrainConfig, recurrent: str) -> dict:
+    """The Cayley settings (TanhRNN's cayley_neg and cayley_init) that a model of construction
+    `recurrent` gets under `cfg`: cfg's for cayley models, the defaults for the others."""
+    if recurrent != "cayley":
+        return {"cayley_neg": 0, "cayley_init": "identity"}
+    return {"cayley_neg": cfg.cayley_neg, "cayley_init": cfg.cayley_init}

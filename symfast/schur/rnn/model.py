@@ -21,6 +21,10 @@ Python loop per step); the readout V is a separate parameter. Constructions of W
                   init draw (so k = 0 draws exactly what it drew before), kept as the buffer
                   `d` of the parametrization and never trained. det W = (-1)^k, so an odd k
                   keeps an eigenvalue exactly -1 throughout training; at P = 0, W = D has k.
+                  Init of P (`cayley_init`): "identity" (the default) P = 0.1/sqrt(H) randn, so W
+                  starts near I with every eigenvalue near +1; "spread" (`spread_generator`) W
+                  starts as rotations by angles drawn uniformly in (-SPREAD pi, SPREAD pi) in a
+                  random orthonormal basis, so its eigenvalues start spread over the unit circle.
 (`torch.nn.utils.parametrizations.orthogonal(orthogonal_map="cayley")` uses a different
 generator layout and evaluates in the weight's dtype, hence the small module here.)
 """
@@ -32,9 +36,13 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-__all__ = ["TanhRNN", "CONSTRUCTIONS", "cayley"]
+__all__ = ["TanhRNN", "CONSTRUCTIONS", "CAYLEY_INITS", "SPREAD", "cayley", "spread_generator"]
 
 CONSTRUCTIONS = ("dense", "orthogonal", "normal", "cayley")
+CAYLEY_INITS = ("identity", "spread")
+# The "spread" init's widest angle as a fraction of pi: below 1 so that tan(theta / 2), the size of
+# the generator A, stays bounded (tan(0.45 pi) = 6.3).
+SPREAD = 0.9
 
 
 def cayley(P: torch.Tensor, d: torch.Tensor | None = None) -> torch.Tensor:
@@ -44,6 +52,28 @@ def cayley(P: torch.Tensor, d: torch.Tensor | None = None) -> torch.Tensor:
     eye = torch.eye(P.shape[-1], dtype=P.dtype, device=P.device)
     W = torch.linalg.solve(eye + A, eye - A)
     return W if d is None else W * d.to(P.dtype)  # right-multiplying by D scales column j by d_j
+
+
+def spread_generator(H: int, generator: torch.Generator | None = None, spread: float = SPREAD):
+    """(P [H, H] float64, theta [H // 2]) with cayley(P) = Q R(theta) Q^T: R block-diagonal with 2 x 2
+    rotations [[cos t, -sin t], [sin t, cos t]] by the angles theta ~ U(-spread pi, spread pi) (and a 1
+    for odd H), Q orthonormal from the QR of a Gaussian matrix. W's eigenvalues are exp(+-i theta_j)
+    (and 1 for odd H).
+
+    Cayley maps the skew block [[0, t], [-t, 0]] to the rotation by 2 arctan(t), so A0 has those
+    blocks with t = tan(theta / 2), A = Q A0 Q^T, and P = A / 2 (so P - P^T = A). Draws theta, then Q,
+    from `generator`."""
+    if int(H) < 1 or not 0 < spread < 1:
+        raise ValueError(f"spread_generator: need H >= 1 and 0 < spread < 1, got H={H}, spread={spread}")
+    g, f64 = generator, torch.float64
+    theta = (2 * torch.rand(H // 2, generator=g, dtype=f64) - 1) * spread * math.pi
+    t = torch.tan(theta / 2)
+    A0 = torch.zeros(H, H, dtype=f64)
+    i = torch.arange(0, 2 * (H // 2), 2)
+    A0[i, i + 1], A0[i + 1, i] = t, -t
+    Q, R = torch.linalg.qr(torch.randn(H, H, generator=g, dtype=f64))
+    Q = Q * torch.sign(torch.diagonal(R))
+    return Q @ A0 @ Q.T / 2, theta
 
 
 class _Cayley(nn.Module):
@@ -67,6 +97,8 @@ class TanhRNN(nn.Module):
         generator: optional torch.Generator for a reproducible init.
         cayley_neg: number k of -1 entries of the scaled Cayley map's D, 0..H ("cayley" only;
             0: the plain map).
+        cayley_init: "identity" (default: W near I) or "spread" (W's eigenvalue angles spread over
+            (-SPREAD pi, SPREAD pi), `spread_generator`); "cayley" only.
 
     Shapes: forward(x [B, T, I]) -> y [B, T, O] (and h [B, T, H] with return_hidden).
     Parameters: `rnn` (torch.nn.RNN: U = weight_ih_l0 [H, I], W = weight_hh_l0 [H, H], or for
@@ -75,7 +107,7 @@ class TanhRNN(nn.Module):
     """
 
     def __init__(self, n_in: int, n_hidden: int, n_out: int, recurrent: str = "orthogonal",
-                 generator: torch.Generator | None = None, cayley_neg: int = 0):
+                 generator: torch.Generator | None = None, cayley_neg: int = 0, cayley_init: str = "identity"):
         super().__init__()
         if recurrent not in CONSTRUCTIONS:
             raise ValueError(f"recurrent must be one of {CONSTRUCTIONS}, got {recurrent!r}")
@@ -86,14 +118,20 @@ class TanhRNN(nn.Module):
             raise ValueError(f"cayley_neg must be an integer in 0..n_hidden ({n_hidden}), got {cayley_neg!r}")
         if cayley_neg and recurrent != "cayley":
             raise ValueError(f"cayley_neg applies to the cayley construction only, not {recurrent!r}")
+        if cayley_init not in CAYLEY_INITS:
+            raise ValueError(f"cayley_init must be one of {CAYLEY_INITS}, got {cayley_init!r}")
+        if cayley_init != "identity" and recurrent != "cayley":
+            raise ValueError(f"cayley_init applies to the cayley construction only, not {recurrent!r}")
         self.n_in, self.n_hidden, self.n_out, self.recurrent = int(n_in), int(n_hidden), int(n_out), recurrent
-        self.cayley_neg = int(cayley_neg)
+        self.cayley_neg, self.cayley_init = int(cayley_neg), cayley_init
         H = self.n_hidden
         k = 1.0 / math.sqrt(H)
         g = generator
         U = (2 * torch.rand(H, self.n_in, generator=g) - 1) * k
         V = (2 * torch.rand(self.n_out, H, generator=g) - 1) * k
-        if recurrent == "cayley":
+        if recurrent == "cayley" and cayley_init == "spread":
+            W = spread_generator(H, g)[0].float()  # the generator P
+        elif recurrent == "cayley":
             W = 0.1 * k * torch.randn(H, H, generator=g)  # the generator P
         elif recurrent == "dense":
             W = (2 * torch.rand(H, H, generator=g) - 1) * k
@@ -138,9 +176,11 @@ class TanhRNN(nn.Module):
         return self.rnn.parametrizations.weight_hh_l0[0].d if self.recurrent == "cayley" else None
 
     def config(self) -> dict:
-        """The constructor's arguments (cayley_neg only when nonzero, so plain-map configs are unchanged)."""
+        """The constructor's arguments (cayley_neg only when nonzero and cayley_init only when not
+        "identity", so the configs of plain-map, identity-init models are unchanged)."""
         return {"n_in": self.n_in, "n_hidden": self.n_hidden, "n_out": self.n_out, "recurrent": self.recurrent,
-                **({"cayley_neg": self.cayley_neg} if self.cayley_neg else {})}
+                **({"cayley_neg": self.cayley_neg} if self.cayley_neg else {}),
+                **({"cayley_init": self.cayley_init} if self.cayley_init != "identity" else {})}
 
     def recurrent_weight(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         """W: [H, H]; the Cayley map is evaluated in `dtype` (float64 for analysis)."""

@@ -152,32 +152,60 @@ class ContextIntegration(Task):
 
 @dataclass
 class Copy(Task):
-    """Copy task with autonomous replay: see L symbols, then generate them again and again.
+    """Copy task with autonomous replay: see L symbols, then generate them again and again (or, with
+    `cyclic=False`, once, after a delay).
 
     The paper ("Task-Restricted Symmetries in Recurrent Weight Space") scores "autonomous
     replay accuracy over the first 128 generated symbols" without spelling the task out;
-    this is the definition inferred from that phrase:
-    Inputs [B, T, K + 1], T = L + 1 + replay: a random sequence of L symbols (alphabet K,
+    this is the definition inferred from that phrase (the defaults):
+    Inputs [B, T, K + 1], T = L + 1 + delay + replay: a random sequence of L symbols (alphabet K,
     one-hot, uniform) at steps [0, L), a go cue (channel K) at step L, then zeros: the
     network runs autonomously, driven by nothing but its own state. Targets [B, T, K]:
-    from step L + 1 on, the sequence repeated cyclically (step L + 1 + j shows symbol
-    j mod L), one-hot; mask = that replay window. Replay accuracy = fraction of the first
-    `scored` (128) generated steps whose argmax output is the right symbol.
-    Defaults: K = 4, L = 8, replay = 128 (so T = 137).
+    from step L + 1 + delay on, the sequence repeated cyclically (step L + 1 + delay + j shows
+    symbol j mod L), one-hot; mask = that replay window. Replay accuracy = fraction of the first
+    `scored` generated steps whose argmax output is the right symbol.
+    Defaults: K = 4, L = 8, delay = 0, cyclic, replay = scored = 128 (so T = 137).
+
+    A variant that is ours, not the paper's: `cyclic=False` replays the sequence once (replay = L
+    steps: step L + 1 + delay + j shows symbol j), and `delay` D > 0 puts D unscored blank steps
+    between the go cue and the replay (the network must hold the sequence through them). replay and
+    scored default to 128 for the cyclic task and to L for the single replay, which allows no other
+    value. The defaults give today's task bit for bit, and its config lists delay and cyclic only when
+    they differ from the defaults (so checkpoints of the default task keep matching).
     """
 
     n_symbols: int = 4
     length: int = 8
-    replay: int = 128
-    scored: int = 128
+    replay: int | None = None
+    scored: int | None = None
+    delay: int = 0
+    cyclic: bool = True
     name = "copy"
 
     def __post_init__(self):
+        if not isinstance(self.cyclic, bool):
+            raise ValueError(f"Copy: cyclic must be True or False, got {self.cyclic!r}")
+        if self.replay is None:
+            self.replay = 128 if self.cyclic else self.length
+        if self.scored is None:
+            self.scored = min(128, self.replay)
         for name in ("n_symbols", "length", "replay", "scored"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"Copy: {name} must be >= 1, got {getattr(self, name)}")
+        if int(self.delay) < 0:
+            raise ValueError(f"Copy: delay must be >= 0, got {self.delay}")
+        if not self.cyclic and self.replay != self.length:
+            raise ValueError(f"Copy: a single replay (cyclic=False) lasts length ({self.length}) steps, "
+                             f"got replay={self.replay}")
         if self.scored > self.replay:
             raise ValueError(f"Copy: scored ({self.scored}) must be <= replay ({self.replay})")
+
+    def config(self) -> dict:
+        c = super().config()
+        for k, default in (("delay", 0), ("cyclic", True)):
+            if c[k] == default:
+                del c[k]
+        return c
 
     @property
     def n_in(self):
@@ -188,12 +216,17 @@ class Copy(Task):
         return self.n_symbols
 
     @property
+    def start(self) -> int:
+        """The first step of the replay window: L + 1 + delay."""
+        return self.length + 1 + self.delay
+
+    @property
     def T(self):
-        return self.length + 1 + self.replay
+        return self.start + self.replay
 
     def sample(self, batch: int, seed: int):
         g = _gen(seed)
-        K, L = self.n_symbols, self.length
+        K, L, s = self.n_symbols, self.length, self.start
         sym = torch.randint(0, K, (batch, L), generator=g)
         oh = torch.nn.functional.one_hot(sym, K).float()
         x = torch.zeros(batch, self.T, K + 1)
@@ -201,19 +234,21 @@ class Copy(Task):
         x[:, L, K] = 1.0
         y = torch.zeros(batch, self.T, K)
         m = torch.zeros(batch, self.T, K)
-        y[:, L + 1:] = oh.repeat(1, -(-self.replay // L), 1)[:, :self.replay]  # step L + 1 + j: symbol j mod L
-        m[:, L + 1:] = 1.0
+        y[:, s:] = oh.repeat(1, -(-self.replay // L), 1)[:, :self.replay]  # step s + j: symbol j mod L
+        m[:, s:] = 1.0
         return x, y, m
 
     def shortened(self, frac: float) -> "Copy":
-        """The same task with a replay window of max(length, ceil(frac replay)) steps (scored
-        steps cut to fit)."""
+        """The same task, shorter: the cyclic task with a replay window of max(length, ceil(frac replay))
+        steps (scored steps cut to fit), the single replay with a delay of floor(frac delay) steps."""
+        if not self.cyclic:
+            return replace(self, delay=math.floor(frac * self.delay))
         r = min(self.replay, max(self.length, math.ceil(frac * self.replay)))
         return replace(self, replay=r, scored=min(self.scored, r))
 
     def replay_accuracy(self, y_hat: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Accuracy on the first `scored` generated symbols: y_hat [..., B, T, K], y [B, T, K] -> [...]."""
-        w = slice(self.length + 1, self.length + 1 + self.scored)
+        w = slice(self.start, self.start + self.scored)
         return (y_hat[..., w, :].argmax(-1) == y[:, w].argmax(-1)).float().mean((-1, -2))
 
 

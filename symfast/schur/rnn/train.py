@@ -16,7 +16,7 @@ import torch
 
 from symfast._progress import Progress, reporter
 from symfast.schur.rnn.checkpoint import load_checkpoint, resume, save_checkpoint
-from symfast.schur.rnn.config import TrainConfig, batch_seed, cayley_neg, lr_at, task_at
+from symfast.schur.rnn.config import TrainConfig, batch_seed, cayley_options, lr_at, task_at
 from symfast.schur.rnn.model import TanhRNN
 from symfast.schur.rnn.tasks import EVAL_SEED, Task, fvu
 
@@ -104,7 +104,7 @@ def train_many(task: Task, seeds, widths, recurrents, cfg: TrainConfig | None = 
 
 def _train_one(task, seed, n_hidden, recurrent, cfg, checkpoint, progress):
     model = TanhRNN(task.n_in, n_hidden, task.n_out, recurrent=recurrent,
-                    generator=torch.Generator().manual_seed(seed), cayley_neg=cayley_neg(cfg, recurrent))
+                    generator=torch.Generator().manual_seed(seed), **cayley_options(cfg, recurrent))
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     losses: list = []  # per batch, kept in the checkpoint for the loss-curve figure
     start = resume(checkpoint, model, opt, task, seed, cfg, losses) if checkpoint else 0

@@ -30,7 +30,7 @@ import torch
 from symfast._progress import Progress, reporter
 from symfast.ops.rnn_train import rnn_train_step
 from symfast.schur.rnn.checkpoint import resume, save_checkpoint
-from symfast.schur.rnn.config import TrainConfig, batch_seed, cayley_neg, lr_at, task_at
+from symfast.schur.rnn.config import TrainConfig, batch_seed, cayley_options, lr_at, task_at
 from symfast.schur.rnn.model import TanhRNN, cayley
 
 __all__ = ["train_models"]
@@ -79,7 +79,7 @@ def train_models(task, seeds, widths, recurrents, cfg, checkpoints=None, progres
 def _train_models(task, seeds, widths, recurrents, cfg, checkpoints, progress, backend, kernel_threads):
     n = len(seeds)
     models = [TanhRNN(task.n_in, int(h), task.n_out, recurrent=r, generator=torch.Generator().manual_seed(int(s)),
-                      cayley_neg=cayley_neg(cfg, r))
+                      **cayley_options(cfg, r))
               for s, h, r in zip(seeds, widths, recurrents)]
     opts = [torch.optim.Adam(m.parameters(), lr=cfg.lr) for m in models]
     losses = [[] for _ in range(n)]
