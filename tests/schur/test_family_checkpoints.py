@@ -55,6 +55,8 @@ def test_interrupted_run_resumes_to_the_uninterrupted_models(tmp_path, monkeypat
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     ck = torch.load(paths[0], weights_only=True)
     assert ck["epoch"] == 3 and len(ck["losses"]) == 6
+    model, task, info = ckmod.load_family_checkpoint(paths[0])  # what a user reads back
+    assert task == TASK and info["epoch"] == 3 and all(torch.equal(v, ref[0][k]) for k, v in model.state_dict().items())
     # the weights moved from the init (the comparison is not of untouched models)
     init = fam.make_model(family, construction, TASK.n_in, 6, TASK.n_out, torch.Generator().manual_seed(SEEDS[0]))
     assert any(not torch.equal(v, ref[0][k]) for k, v in init.state_dict().items())
@@ -90,6 +92,13 @@ def test_checkpoints_of_other_settings_or_damaged_files_are_retrained(tmp_path, 
     assert ckmod.resume_family(paths[0], m, opt, TASK, TrainConfig(**{**vars(CFG), "lr": 1e-2, "threads": 2,
                                                                         "engine": "torch"}), 5, losses) == 3
     assert len(losses) == 6 and opt.state
+    junk = tmp_path / "junk.pt"
+    junk.write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="junk.pt: cannot read family checkpoint"):
+        ckmod.load_family_checkpoint(junk)
+    torch.save({"family": "gru"}, junk)
+    with pytest.raises(ValueError, match="junk.pt: damaged family checkpoint"):
+        ckmod.load_family_checkpoint(junk)
 
 
 def test_train_family_rejects_a_wrong_number_of_checkpoints(tmp_path):

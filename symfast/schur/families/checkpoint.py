@@ -19,7 +19,7 @@ from symfast._io import atomic_save, safe_load
 from symfast.schur.rnn.config import TrainConfig
 from symfast.schur.rnn.tasks import Task
 
-__all__ = ["save_family_checkpoint", "resume_family"]
+__all__ = ["save_family_checkpoint", "resume_family", "load_family_checkpoint"]
 
 _NOT_COMPARED = ("threads", "engine")  # settings that do not change what is trained (engines agree to rounding)
 
@@ -92,3 +92,42 @@ def resume_family(path: str | None, model, optimizer, task: Task, cfg: TrainConf
     model.load_state_dict(ck["state"])
     losses[:] = [float(v) for v in ck["losses"]]
     return int(ck["epoch"])
+
+
+def load_family_checkpoint(path) -> tuple:
+    """(model, task, info) from a checkpoint written by `save_family_checkpoint`: the LinearSSM or
+    GatedRNN with its weights, the task rebuilt from its config, and info {"train", "epoch", "losses"}.
+
+    Raises:
+        ValueError: naming `path`, when the file is not such a checkpoint or its weights do not fit
+            the model its config describes (names, shapes, NaN/Inf).
+    """
+    from symfast.schur.families.train import make_model
+    from symfast.schur.rnn.tasks import make_task
+
+    ck = safe_load(path, "family checkpoint")
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{path}: damaged family checkpoint ({what})")
+    if not isinstance(ck, dict) or not {"family", "model", "state", "task", "train", "epoch"} <= set(ck):
+        raise bad("missing family, model, state, task, train or epoch")
+    family, cfg = ck["family"], ck["model"]
+    try:
+        if family == "ssm":
+            construction = cfg["structure"]
+        elif family in ("gru", "lstm"):
+            construction = "bias" if cfg["bias"] else "nobias"
+        else:
+            raise bad(f"family {family!r}")
+        model = make_model(family, construction, cfg["n_in"], cfg["n_hidden"], cfg["n_out"])
+        tcfg = dict(ck["task"])
+        task = make_task(tcfg.pop("name"), **tcfg)
+    except (KeyError, TypeError, ValueError) as e:
+        raise bad(f"config: {e}") from None
+    own, state = model.state_dict(), ck["state"]
+    if (not isinstance(state, dict) or set(state) != set(own)
+            or not all(isinstance(state[n], torch.Tensor) and state[n].shape == t.shape
+                       and bool(torch.isfinite(state[n]).all()) for n, t in own.items())):
+        raise bad("weights of other names or shapes than the model's, or NaN/Inf")
+    model.load_state_dict(state)
+    return model, task, {"train": ck["train"], "epoch": ck["epoch"], "losses": list(ck.get("losses", []))}
