@@ -48,11 +48,14 @@ def test_every_deviation_is_in_the_table_and_the_table_is_in_the_docs():
 
 def test_converge_recipe_of_the_families_is_the_measured_setting():
     """The families' converge entries are the settings of the measured runs (docs: GRU and LSTM
-    flip-flop 10 of 10; SSM copy 4 of 5 per structure); other tasks keep the paper's budget."""
+    flip-flop 10 of 10, bias-free context 5 of 5; SSM copy 4 of 5 per structure); other settings keep
+    the paper's budget."""
     gated = recipe_config("converge", "flipflop", "bias", "gru")
     assert (gated.epochs, gated.lr, gated.clip, gated.schedule, gated.warmup, gated.min_lr_ratio) == (
         8, 1e-2, 1.0, "cosine", 64, 0.01)
     assert recipe_config("converge", "flipflop", "nobias", "lstm") == gated
+    assert recipe_config("converge", "context", "nobias", "gru") == gated  # measured bias-free only
+    assert recipe_config("converge", "context", "bias", "gru") == TrainConfig()
     ssm = recipe_config("converge", "copy", "diagonal", "ssm")
     assert (ssm.epochs, ssm.lr, ssm.clip, ssm.schedule) == (16, 3e-3, 1.0, "cosine")
     assert recipe_config("converge", "sine", "bias", "gru") == TrainConfig()
