@@ -16,6 +16,8 @@ import os
 import torch
 
 from symfast._io import atomic_save, safe_load
+from symfast.schur.families.gated import GatedRNN
+from symfast.schur.families.ssm import LinearSSM
 from symfast.schur.rnn.config import TrainConfig
 from symfast.schur.rnn.tasks import Task
 
@@ -102,7 +104,6 @@ def load_family_checkpoint(path) -> tuple:
         ValueError: naming `path`, when the file is not such a checkpoint or its weights do not fit
             the model its config describes (names, shapes, NaN/Inf).
     """
-    from symfast.schur.families.train import make_model
     from symfast.schur.rnn.tasks import make_task
 
     ck = safe_load(path, "family checkpoint")
@@ -114,12 +115,11 @@ def load_family_checkpoint(path) -> tuple:
     family, cfg = ck["family"], ck["model"]
     try:
         if family == "ssm":
-            construction = cfg["structure"]
+            model = LinearSSM(cfg["n_in"], cfg["n_hidden"], cfg["n_out"], structure=cfg["structure"])
         elif family in ("gru", "lstm"):
-            construction = "bias" if cfg["bias"] else "nobias"
+            model = GatedRNN(family, cfg["n_in"], cfg["n_hidden"], cfg["n_out"], bias=bool(cfg["bias"]))
         else:
             raise bad(f"family {family!r}")
-        model = make_model(family, construction, cfg["n_in"], cfg["n_hidden"], cfg["n_out"])
         tcfg = dict(ck["task"])
         task = make_task(tcfg.pop("name"), **tcfg)
     except (KeyError, TypeError, ValueError) as e:
