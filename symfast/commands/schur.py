@@ -1,7 +1,8 @@
 """`symfast schur`: train (or load) tanh RNNs, run all Schur block ablations, write CSV + PNG.
 
 `--family ssm|gru|lstm` runs the same ablations on a linear state-space model, GRU or LSTM
-(`symfast.commands.schur_families`: training, ablation tables and CSV, no checkpoints or figures).
+(`symfast.commands.schur_families`: training with checkpoints in OUT/ckpt, ablation tables, CSV and a
+spectra figure).
 
 Example:
     symfast schur --task copy --out runs/schur      # the paper's copy experiment
@@ -12,7 +13,8 @@ The grid is the paper's ("Task-Restricted Symmetries in Recurrent Weight Space",
 H = 64 with orthogonal init. Training follows a recipe (`symfast.schur.recipes`): `--recipe paper`
 is the paper's budget (Adam 1e-3, batch 64, 30 epochs x 128 batches, no gradient clipping);
 `--recipe converge` (the default for tanh RNNs) deviates from it where the paper's budget does not
-reach the convergence target, and the run prints every deviation. Only models that reach their task's convergence target
+reach the convergence target, and the run prints every deviation. The other families have their
+`converge` entries in the same table (GRU and LSTM flip-flop, linear SSM copy). Only models that reach their task's convergence target
 (symfast.schur.paper.CONVERGENCE) enter the tables unless --include-unconverged.
 Checkpoints in OUT/ckpt are reused when their configuration matches.
 """
@@ -30,6 +32,7 @@ from symfast.commands.schur_common import SINGLE, ci_column
 from symfast.commands.schur_common import budget as _budget
 from symfast.commands.schur_common import fmt_ci as _fmt_ci
 from symfast.commands.schur_common import parse_list as _list
+from symfast.commands.schur_common import print_deviations
 from symfast.commands.schur_common import stabiliser_table as _stabiliser_table
 
 NAME = "schur"
@@ -63,8 +66,8 @@ def add_arguments(p) -> None:
     p.add_argument("--recipe", default=None,
                    help="training recipe (symfast.schur.recipes): 'paper' (the paper's budget: 30 epochs x 128 "
                         "batches of 64, Adam 1e-3, no clipping) or 'converge' (per task and construction: clipping, "
-                        "more epochs, a learning-rate schedule; every deviation is printed). Default: converge for "
-                        "the tanh family, paper for the others (which have no other recipe)")
+                        "more epochs, a learning-rate schedule; every deviation is printed), for every family "
+                        "(default: converge)")
     p.add_argument("--epochs", type=int, default=None, help="training epochs (default: the recipe's)")
     p.add_argument("--batches", type=int, default=None, help="batches per epoch (default: the recipe's)")
     p.add_argument("--batch", type=int, default=None, help="batch size (default: the recipe's)")
@@ -209,20 +212,6 @@ def _grid_table(g) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _print_deviations(recipe, cfg_of, given) -> None:
-    """One line per (task, construction) whose training differs from the paper's budget, naming the
-    differences and whether they come from the recipe or from explicit flags."""
-    from symfast.schur.recipes import deviations, fmt_setting
-    lines = []
-    for (t, cn), c in cfg_of.items():
-        dev = deviations(recipe, t, cn, c)
-        if dev:
-            what = ", ".join(f"{f} {fmt_setting(a)} -> {fmt_setting(b)}" + (" (flag)" if f in given else "")
-                             for f, (a, b) in dev.items())
-            lines.append(f"  {t} / {cn}: {_budget(c)}; deviations from the paper: {what}")
-    print("deviations from the paper's training budget:" + ("\n" + "\n".join(lines) if lines else " none"))
-
-
 def _print_convergence(facts, tasks, include_unconverged) -> None:
     from symfast.schur.paper import CONVERGENCE
     print("\nconvergence (held-out; target " + ", ".join(f"{t}: {m} {'<=' if m == 'fvu' else '>='} {v}"
@@ -308,16 +297,13 @@ def run(args) -> int:
     if any(not 0 < a <= 1 for a in sweep):
         raise UsageError(f"--alphas must lie in (0, 1], got {sweep}")
     try:
-        os.makedirs(os.path.join(args.out, "ckpt") if family == "tanh" else args.out, exist_ok=True)
+        os.makedirs(os.path.join(args.out, "ckpt"), exist_ok=True)
     except OSError as e:
         raise UsageError(f"cannot create output directory {args.out!r}: {e}") from e
     threads = args.threads or (1 if args.engine == "torch" or family != "tanh" else None)  # None: torch's count
-    recipe = args.recipe or ("converge" if family == "tanh" else "paper")
+    recipe = args.recipe or "converge"
     if recipe not in RECIPE_NAMES:
         raise UsageError(f"unknown --recipe {recipe!r}; expected one of {', '.join(RECIPE_NAMES)}")
-    if family != "tanh" and recipe != "paper":
-        raise UsageError(f"--recipe {recipe} applies to the tanh family; --family {family} trains at the paper's "
-                         "budget")
     given = {f: v for f, v in (("epochs", args.epochs), ("batches_per_epoch", args.batches), ("batch", args.batch),
                                ("lr", args.lr), ("clip", args.clip), ("schedule", args.schedule),
                                ("warmup", args.warmup), ("min_lr_ratio", args.min_lr_ratio),
@@ -338,17 +324,16 @@ def run(args) -> int:
         if widths and args.cayley_neg > min(widths):
             raise UsageError(f"--cayley-neg {args.cayley_neg} exceeds the narrowest Cayley model's width {min(widths)}")
     try:
-        cfg_of = {(t, cn): recipe_config(recipe, t, cn, threads=threads, engine=args.engine, **flags(cn))
+        cfg_of = {(t, cn): recipe_config(recipe, t, cn, family, threads=threads, engine=args.engine, **flags(cn))
                   for t in tasks for cn in cons_of[t]}
     except ValueError as e:  # e.g. --epochs shorter than the recipe's curriculum
         raise UsageError(f"--recipe {recipe} with the flags given: {e}") from None
-    cfg = next(iter(cfg_of.values()))
     if family != "tanh":
         from symfast.commands.schur_families import run_family
-        return run_family(args, tasks, cons, hid_of, sweep, epsilon, cfg)
+        return run_family(args, tasks, cons, hid_of, sweep, epsilon, cfg_of, recipe, given)
     print(f"settings: recipe {recipe}, {args.seeds} seeds, eps = {epsilon:g}, alphas {sweep}; the paper's budget: "
           f"{_budget(TrainConfig())}")
-    _print_deviations(recipe, cfg_of, given)
+    print_deviations(recipe, cfg_of, given, family)
     frames, spectra, facts, projs, schur_T, losses, nears, grids = [], {}, [], [], {}, {}, [], []
     if not paper_copy:
         print(f"copy task (a variant, not the paper's): {copy_task.config()}")

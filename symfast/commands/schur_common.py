@@ -6,7 +6,7 @@ import pandas as pd
 
 from symfast.commands import UsageError
 
-__all__ = ["SINGLE", "parse_list", "fmt_ci", "stabiliser_table", "budget"]
+__all__ = ["SINGLE", "parse_list", "fmt_ci", "stabiliser_table", "budget", "print_deviations"]
 
 SINGLE = ("-T_RR", "-T_C->R", "-T_CC")
 
@@ -61,3 +61,18 @@ def budget(cfg) -> str:
     return (f"{cfg.epochs} epochs x {cfg.batches_per_epoch} batches of {cfg.batch}, {lr}, "
             f"clip {'off' if cfg.clip is None else f'{cfg.clip:g}'}"
             + (f", curriculum over the first {cfg.curriculum} epochs" if cfg.curriculum else ""))
+
+
+def print_deviations(recipe: str, cfg_of: dict, given: dict, family: str = "tanh") -> None:
+    """One line per (task, construction) of `cfg_of` {(task, construction): TrainConfig} whose training
+    differs from the paper's budget, naming the differences and whether they come from the recipe
+    (`symfast.schur.recipes`) or from the explicit flags in `given`."""
+    from symfast.schur.recipes import deviations, fmt_setting
+    lines = []
+    for (t, cn), c in cfg_of.items():
+        dev = deviations(recipe, t, cn, c, family=family)
+        if dev:
+            what = ", ".join(f"{f} {fmt_setting(a)} -> {fmt_setting(b)}" + (" (flag)" if f in given else "")
+                             for f, (a, b) in dev.items())
+            lines.append(f"  {t} / {cn}: {budget(c)}; deviations from the paper: {what}")
+    print("deviations from the paper's training budget:" + ("\n" + "\n".join(lines) if lines else " none"))

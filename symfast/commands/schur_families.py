@@ -1,8 +1,10 @@
 """`symfast schur --family ssm|gru|lstm`: the Schur block ablations on the other recurrent families.
 
-Per task, construction and width: train `--seeds` models (`symfast.schur.families.train_family`:
-`--engine fused`, the GRU's and SSM's seeds as one batched ensemble; `torch`, one model after another;
-no checkpoints), ablate the family's matrix in ordered
+Per task, construction and width: train `--seeds` models with the recipe's settings
+(`symfast.schur.recipes`, explicit flags winning) by `symfast.schur.families.train_family`
+(`--engine fused`, the GRU's and SSM's seeds as one batched ensemble; `torch`, one model after another),
+with one checkpoint per model in OUT/ckpt, rewritten every epoch: a re-run reloads finished models
+and resumes interrupted ones at their last epoch. Then ablate the family's matrix in ordered
 Schur coordinates (`symfast.schur.schur_ablation`: the linear SSM's A; for the GRU and LSTM each
 gate of `--gate`, e.g. the GRU candidate W_hn), print the tables and write
 OUT/schur_<family>_ablation_raw.csv, _summary.csv, _models.csv (and _fixed_points.csv with
@@ -21,7 +23,7 @@ import torch
 
 from symfast._io import atomic_write
 from symfast.commands import UsageError
-from symfast.commands.schur_common import budget, ci_column, parse_list, stabiliser_table
+from symfast.commands.schur_common import budget, ci_column, parse_list, print_deviations, stabiliser_table
 
 __all__ = ["run_family"]
 
@@ -33,8 +35,14 @@ def _matrix_name(family: str, gate) -> str:
     return "A" if gate is None else f"W_h{gate}"
 
 
-def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
-    """Train, ablate and tabulate `args.family` (not "tanh"); the settings are already validated by the caller."""
+def checkpoint_path(out: str, family: str, task: str, construction: str, hidden: int, seed: int) -> str:
+    """Where the run writes the checkpoint of one model: OUT/ckpt/<family>_<task>_<construction>_H<h>_s<seed>.pt."""
+    return os.path.join(out, "ckpt", f"{family}_{task}_{construction}_H{hidden}_s{seed}.pt")
+
+
+def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg_of, recipe, given) -> int:
+    """Train, ablate and tabulate `args.family` (not "tanh"); the settings are already validated by the caller.
+    cfg_of: {(task, construction): TrainConfig} of `recipe`, with the explicit flags `given` applied."""
     from symfast.schur import plots, schur_blocks
     from symfast.schur.ablation import schur_ablation, summarize
     from symfast.schur.blocks import BLOCKS
@@ -52,13 +60,21 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
         raise UsageError(f"--hidden must be even for the diagonal SSM (2x2 blocks), got {args.hidden}")
     if args.fixed_points < 0:
         raise UsageError(f"--fixed-points must be >= 0, got {args.fixed_points}")
+    print(f"settings: recipe {recipe}, family {family}, {args.seeds} seeds, eps = {epsilon:g}, alphas {sweep}")
+    print_deviations(recipe, cfg_of, given, family)
     frames, facts, fps, spectra = [], [], [], {}
     for tname in tasks:
         task = make_task(tname)
         for cn in constructions:
             for hidden in hid_of[tname]:
                 t0 = time.perf_counter()
-                models = train_family(task, family, cn, range(args.seeds), hidden, cfg, progress=not args.no_progress)
+                paths = [checkpoint_path(args.out, family, tname, cn, hidden, s) for s in range(args.seeds)]
+                found = sum(os.path.exists(p) for p in paths)
+                if found:
+                    print(f"{found} of {len(paths)} checkpoints found in {os.path.dirname(paths[0])}: those of these "
+                          "settings are reloaded when finished and resumed when partly trained")
+                models = train_family(task, family, cn, range(args.seeds), hidden, cfg_of[(tname, cn)],
+                                      progress=not args.no_progress, checkpoints=paths)
                 print(f"trained {len(models)} {tname} {family} {cn} H={hidden} models in {time.perf_counter() - t0:.1f} s")
                 for seed, model in enumerate(models):
                     for gate in gates:
@@ -103,8 +119,8 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg) -> int:
 
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
-    print(f"settings: family {family}, {args.seeds} seeds, {budget(cfg)}, eps = {epsilon:g}, "
-          f"alphas {sweep}; rollouts in float64")
+    print(f"settings: recipe {recipe}, family {family}, {args.seeds} seeds, eps = {epsilon:g}, alphas {sweep}; "
+          f"rollouts in float64; training: " + "; ".join(f"{t} / {cn}: {budget(c)}" for (t, cn), c in cfg_of.items()))
     _print_tables(summ, facts, used, args, epsilon)
     print("\nconvergence (held-out FVU of the full model; replay accuracy on copy)")
     print(facts.groupby(list(KEYS), sort=False).agg(converged=("converged", "sum"), seeds=("converged", "size"),

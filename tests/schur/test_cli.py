@@ -76,7 +76,6 @@ def test_schur_cli_bad_input(tmp_path, capsys):
     assert main(["schur", "--near-cut", "0", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--recipe", "fast", "--out", str(tmp_path)]) == 2
     assert "unknown --recipe 'fast'; expected one of paper, converge" in capsys.readouterr().err
-    assert main(["schur", "--family", "gru", "--recipe", "converge", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--task", "copy", "--epochs", "2", "--out", str(tmp_path)]) == 2  # below its curriculum
     assert "curriculum must be in 0..epochs (2)" in capsys.readouterr().err
 

@@ -31,7 +31,8 @@ def test_ssm_family_tables_and_the_no_op_control(tmp_path, capsys):
     masses = models[["mass_T_RR", "mass_T_C->R", "mass_T_CC"]]
     assert (masses[models.construction == "diagonal"].to_numpy() <= 1e-12).all()  # normal: no coupling mass
     assert (masses[models.construction == "dense"].sum(axis=1) > 1e-3).all()
-    assert not os.path.exists(os.path.join(out, "ckpt"))
+    assert sorted(os.listdir(os.path.join(out, "ckpt"))) == [f"ssm_flipflop_{c}_H6_s{s}.pt" for c in ("dense", "diagonal")
+                                                             for s in (0, 1)]  # one checkpoint per model
 
 
 @pytest.mark.parametrize("family, gates", [("gru", ["W_hn", "W_hz"]), ("lstm", ["W_hg"])])
@@ -47,6 +48,27 @@ def test_gated_family_per_gate(tmp_path, capsys, family, gates):
     assert list(dict.fromkeys(raw["gate"])) == gates  # the default gate first
     assert set(raw["construction"]) == {"bias"} and len(raw) == len(gates) * 2 * 2 * 8
     assert f"== flipflop / {family} bias, {gates[0]} ablated" in text
+
+
+def test_family_default_recipe_is_converge_flags_override_it_and_a_rerun_reloads(tmp_path, capsys):
+    """Without training flags a GRU flip-flop run takes the converge recipe's settings (lr, schedule,
+    clipping); an explicit flag replaces one setting and is marked. The run writes one checkpoint per
+    model, and running it again reloads them and reproduces every number."""
+    import torch
+    out = str(tmp_path / "gru")
+    argv = ["schur", "--family", "gru", "--construction", "nobias", "--gate", "n", "--out", out] + TINY + [
+        "--seeds", "1", "--alphas", ""]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "settings: recipe converge, family gru" in text and "checkpoints found" not in text
+    assert "flipflop / nobias:" in text and "epochs 30 -> 1 (flag)" in text
+    assert "lr 0.001 -> 0.01, clip off -> 1, schedule constant -> cosine, warmup 0 -> 64" in text
+    ck = torch.load(os.path.join(out, "ckpt", "gru_flipflop_nobias_H6_s0.pt"), weights_only=True)
+    assert (ck["train"]["lr"], ck["train"]["schedule"], ck["train"]["clip"], ck["epoch"]) == (1e-2, "cosine", 1.0, 1)
+    raw = pd.read_csv(os.path.join(out, "schur_gru_ablation_raw.csv"))
+    assert main(argv) == 0
+    assert "1 of 1 checkpoints found" in capsys.readouterr().out
+    pd.testing.assert_frame_equal(pd.read_csv(os.path.join(out, "schur_gru_ablation_raw.csv")), raw)
 
 
 def test_tanh_stays_the_default(tmp_path):
@@ -70,4 +92,5 @@ def test_family_bad_input(tmp_path, capsys):
     fails(["--family", "ssm", "--construction", "diagonal", "--hidden", "5"], "--hidden must be even")
     fails(["--family", "lstm", "--fixed-points", "-1"], "--fixed-points must be >= 0")
     fails(["--fixed-points", "4"], "--fixed-points applies to --family ssm, gru or lstm")
-    fails(["--family", "gru", "--warmup", "3"], "warmup and min_lr_ratio apply to schedule='cosine' only")
+    fails(["--family", "gru", "--schedule", "constant", "--warmup", "3"],
+          "warmup and min_lr_ratio apply to schedule='cosine' only")

@@ -62,14 +62,23 @@ def ensemble_forward(model, P: dict, x: torch.Tensor) -> torch.Tensor:
 
 
 def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list | None = None,
-                 progress: Progress = False, desc: str = "") -> list:
-    """Train `models` (same class and config, one per seed) together; each as `fit(models[k], task, seeds[k], cfg)`.
+                 progress: Progress = False, desc: str = "", opts: list | None = None, start: int = 0,
+                 on_epoch=None) -> list:
+    """Train `models` (same class and config, one per seed) together; each as
+    `fit(models[k], task, seeds[k], cfg, opt=opts[k], start=start)`.
 
     Args:
-        models: GatedRNN or LinearSSM models of one config, freshly built (each with its own init).
+        models: GatedRNN or LinearSSM models of one config, freshly built (each with its own init) or
+            resumed at epoch `start`.
         task, seeds, cfg: the task, one seed per model (its batches), the budget (cfg.seed ignored).
-        losses: optional list that receives one list of per-batch losses per model.
+        losses: optional list that receives one list of per-batch losses per model (appended to the
+            model's own list when it already holds one list per model: a resumed run).
         progress, desc: False, True (a tqdm bar) or a callable given progress lines; the bar's label.
+        opts: optional per-model torch.optim.Adam over each model's parameters; their state (a resumed
+            run's) is stacked into the ensemble's Adam, and each gets its slice back after every epoch.
+        start: the first epoch (a resumed run: every model done `start` epochs).
+        on_epoch: optional callable(ep), called after epoch ep once models and opts hold its result
+            (checkpoints).
 
     Returns:
         the models, trained in place.
@@ -85,10 +94,18 @@ def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list
          for n in names}
     params = list(P.values())
     opt = torch.optim.Adam(params, lr=cfg.lr)
-    per = [[] for _ in models]
+    if opts is not None and len(opts) != len(models):
+        raise ValueError(f"need one optimiser per model, got {len(opts)} for {len(models)} models")
+    states = [o.state_dict()["state"] for o in opts] if opts is not None else []
+    if states and all(states):  # resumed: stack every model's Adam state (the same step count: one epoch)
+        for i, p in enumerate(params):
+            opt.state[p] = {"step": states[0][i]["step"].clone(),
+                            **{key: torch.stack([st[i][key] for st in states]) for key in ("exp_avg", "exp_avg_sq")}}
+    resumed = losses is not None and len(losses) == len(models) and all(isinstance(v, list) for v in losses)
+    per = losses if resumed else [[] for _ in models]
     rep = reporter(progress, "symfast.schur")
-    bar = rep.bar(cfg.epochs * cfg.batches_per_epoch, desc=desc)
-    for ep in range(cfg.epochs):
+    bar = rep.bar(cfg.epochs * cfg.batches_per_epoch, desc=desc, initial=start * cfg.batches_per_epoch)
+    for ep in range(start, cfg.epochs):
         tk = task_at(task, cfg, ep)
         for b in range(cfg.batches_per_epoch):
             x, y, msk = (torch.stack(v) for v in zip(*(tk.sample(cfg.batch, seed=batch_seed(s, ep, b)) for s in seeds)))
@@ -106,12 +123,26 @@ def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list
             if rep:
                 bar.set_postfix(loss=f"{max(p[-1] for p in per):.4f}", refresh=False)
             bar.update(1)
+        if on_epoch is not None or ep == cfg.epochs - 1:
+            _write_back(models, opts, P, opt)
+        if on_epoch is not None:
+            on_epoch(ep)
     bar.close()
-    with torch.no_grad():
-        for k, m in enumerate(models):
-            for n, p in m.named_parameters():
-                p.copy_(P[n][k])
-    if losses is not None:
+    if losses is not None and not resumed:
         losses.extend(per)
     return models
+
+
+@torch.no_grad()
+def _write_back(models, opts, P, opt) -> None:
+    """Copy each model's slice of the stacked parameters (and of the Adam state, into opts) to the model."""
+    for k, m in enumerate(models):
+        for n, p in m.named_parameters():
+            p.copy_(P[n][k])
+        if opts is not None:
+            sd = opts[k].state_dict()
+            sd["state"] = {i: {"step": opt.state[p]["step"].clone(),
+                               **{key: opt.state[p][key][k].clone() for key in ("exp_avg", "exp_avg_sq")}}
+                           for i, p in enumerate(P.values()) if p in opt.state}
+            opts[k].load_state_dict(sd)
 
