@@ -164,6 +164,44 @@ def _train_task(task, cells, args, cfg, ckdir) -> dict:
             for cn, hidden in cells}
 
 
+def analyse_model(model, task, seed: int, args, sweep, epsilon: float, grid) -> dict:
+    """The analysis of one trained tanh RNN, on one torch thread (`symfast.schur.threads`).
+
+    Args:
+        model: a trained TanhRNN; task: its task; seed: its seed (seeds the random controls and orders).
+        args: the parsed flags (alpha, n_eval, n_random, n_orders, refit, near_cut); sweep: the alphas
+            of the ablation table; epsilon: the d_D tolerance; grid: the fine alpha grid ([] for none).
+
+    Returns:
+        {"ablation": schur_ablation's table, "subspace": removed_direction_projections' rows at
+        args.alpha, "blocks": the SchurBlocks at args.alpha, "near_cut": near_cut_eigenvalues'
+        table, "alpha_grid": alpha_stability's table or None, "key": {"fvu", "replay_acc",
+        "converged"} of the full model at args.alpha}.
+    """
+    from symfast.schur import schur_blocks
+    from symfast.schur.ablation import schur_ablation
+    from symfast.schur.nearcut import alpha_stability, near_cut_eigenvalues
+    from symfast.schur.paper import converged
+    from symfast.schur.subspace import removed_direction_projections
+    from symfast.schur.threads import analysis_threads
+
+    if args.alpha not in sweep:
+        raise ValueError(f"the sweep {sweep} must hold alpha = {args.alpha}")
+    with analysis_threads():
+        df = schur_ablation(model, task, alpha=sweep, n_eval=args.n_eval, n_random=args.n_random, seed=seed,
+                            refit=args.refit, epsilon=epsilon, n_orders=args.n_orders, detail_alphas=[args.alpha])
+        full = df[(df.subset == "full") & (df.alpha == args.alpha)].iloc[0]
+        acc = float(full["replay_acc"]) if "replay_acc" in df else None
+        pr = removed_direction_projections(model, task, alpha=args.alpha, n_eval=args.n_eval)
+        W = model.recurrent_weight(torch.float64).detach()
+        sb = schur_blocks(W, alpha=args.alpha)
+        nc = near_cut_eigenvalues(W, args.alpha, args.near_cut)
+        ag = alpha_stability(model, task, grid, n_eval=min(64, args.n_eval)) if grid else None
+    return {"ablation": df, "subspace": pr, "blocks": sb, "near_cut": nc, "alpha_grid": ag,
+            "key": {"fvu": float(full["fvu"]), "replay_acc": acc,
+                    "converged": converged(task.name, float(full["fvu"]), acc)}}
+
+
 def _grid(arg: str) -> list[float]:
     """'0.85:0.95:0.01' (inclusive) or '0.85,0.9' or '' -> sorted alphas in (0, 1]."""
     try:
@@ -225,15 +263,14 @@ def _print_convergence(facts, tasks, include_unconverged) -> None:
 
 
 def run(args) -> int:
-    from symfast.schur import plots, schur_blocks
-    from symfast.schur.ablation import EPSILON, schur_ablation, summarize
-    from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper, converged
+    from symfast.schur import plots
+    from symfast.schur.ablation import EPSILON, summarize
+    from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper
     from symfast.schur.recipes import RECIPE_NAMES, recipe_config
     from symfast.schur.rnn import TrainConfig, make_task
     from symfast.schur.families import FAMILY_CONSTRUCTIONS, GATES
     from symfast.schur.rnn.model import CONSTRUCTIONS
-    from symfast.schur.nearcut import alpha_stability, near_cut_eigenvalues
-    from symfast.schur.subspace import damage_predictors, removed_direction_projections
+    from symfast.schur.subspace import damage_predictors
 
     tasks = _list(args.task, TASK_NAMES, "task")
     family = args.family
@@ -345,33 +382,27 @@ def run(args) -> int:
             for hidden in hid_of[tname]:
                 models, losses[f"{tname} / {cn}, H = {hidden}"] = trained[(cn, hidden)]
                 for seed, model in enumerate(models):
-                    df = schur_ablation(model, task, alpha=sweep, n_eval=args.n_eval, n_random=args.n_random,
-                                        seed=seed, refit=args.refit, epsilon=epsilon, n_orders=args.n_orders,
-                                        detail_alphas=[args.alpha])
-                    full = df[(df.subset == "full") & (df.alpha == args.alpha)].iloc[0]
-                    acc = float(full["replay_acc"]) if "replay_acc" in df else None
-                    ok = converged(tname, float(full["fvu"]), acc)
-                    for col, v in (("converged", ok), ("seed", seed), ("hidden", hidden), ("construction", cn),
-                                   ("task", tname)):
+                    a = analyse_model(model, task, seed, args, sweep, epsilon, grid)
+                    df, sb, key = a["ablation"], a["blocks"], a["key"]
+                    for col, v in (("converged", key["converged"]), ("seed", seed), ("hidden", hidden),
+                                   ("construction", cn), ("task", tname)):
                         df.insert(0, col, v)
                     frames.append(df)
-                    pr = removed_direction_projections(model, task, alpha=args.alpha, n_eval=args.n_eval)
-                    pr = pr.merge(df[df.alpha == args.alpha][["subset", "dfvu", "rand_dfvu_mean", "rand_pattern_dfvu_mean",
-                                                              "task", "construction", "hidden", "seed", "converged"]],
-                                  on="subset")
-                    projs.append(pr)
-                    sb = schur_blocks(model.recurrent_weight(torch.float64).detach(), alpha=args.alpha)
+                    key = {"task": tname, "construction": cn, "hidden": hidden, "seed": seed, **key}
+                    projs.append(a["subspace"].merge(
+                        df[df.alpha == args.alpha][["subset", "dfvu", "rand_dfvu_mean", "rand_pattern_dfvu_mean",
+                                                    "task", "construction", "hidden", "seed", "converged"]],
+                        on="subset"))
                     facts.append({"task": tname, "construction": cn, "hidden": hidden, "seed": seed,
-                                  "fvu": float(full["fvu"]), "replay_acc": acc, "converged": ok,
+                                  "fvu": key["fvu"], "replay_acc": key["replay_acc"], "converged": key["converged"],
                                   "N_over_T": float(sb.N.norm() / sb.T.norm()), "n_R": sb.n_R,
                                   "rho": sb.rho, "n_near_cut": int(sb.near_cut.sum())})
                     spectra.setdefault((tname, cn, hidden), []).append((sb.eigvals.numpy(), sb.rho))
-                    key = {"task": tname, "construction": cn, "hidden": hidden, "seed": seed, "converged": ok}
-                    nc = near_cut_eigenvalues(model.recurrent_weight(torch.float64).detach(), args.alpha, args.near_cut)
-                    nears.append(nc.assign(**key))
-                    facts[-1]["n_near_cut_rel"] = len(nc)
+                    key = {k: key[k] for k in ("task", "construction", "hidden", "seed", "converged")}
+                    nears.append(a["near_cut"].assign(**key))
+                    facts[-1]["n_near_cut_rel"] = len(a["near_cut"])
                     if grid:
-                        grids.append(alpha_stability(model, task, grid, n_eval=min(64, args.n_eval)).assign(**key))
+                        grids.append(a["alpha_grid"].assign(**key))
                     schur_T.setdefault(f"{tname} / {cn}, H = {hidden}, seed {seed}", (sb.T.numpy(), sb.n_R))
     raw = pd.concat(frames, ignore_index=True)
     facts = pd.DataFrame(facts)

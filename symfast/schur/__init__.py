@@ -4,7 +4,8 @@ Ordered real Schur coordinates of a tanh RNN's recurrent matrix, sectors and
 coupling blocks (`blocks`), zeroing coupling blocks and measuring behaviour, with the
 rollout distance d_D and eps-stabiliser classes (`ablation`), within-sector orderings and the
 spread of an ablation over them (`orderings`), ordering-invariant ablations (`invariant`),
-equal-norm random controls in and outside the Schur pattern (`controls`), eigenvalues near the
+equal-norm random controls in and outside the Schur pattern (`controls`), one thread for the
+analysis, so that its numbers do not depend on the thread count (`threads`), eigenvalues near the
 cut and a fine alpha grid (`nearcut`), where the removed
 directions sit relative to task activity (`subspace`), the paper's settings, targets and
 numbers (`paper`), the RNNs, tasks and training the study runs on (`rnn`), the other recurrent

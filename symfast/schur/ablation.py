@@ -50,8 +50,10 @@ from symfast.schur.blocks import (NOOP_C, SUBSETS, ablate, departure_from_normal
 from symfast.schur.controls import CONTROLS, pattern_perturbations
 from symfast.schur.invariant import invariant_ablate
 from symfast.schur.orderings import order_spread, within_sector_orderings
+from symfast.schur.threads import kernel_threads
 
-__all__ = ["schur_ablation", "summarize", "rollout_distance", "rollout_variants", "ALPHAS", "EPSILON"]
+__all__ = ["schur_ablation", "summarize", "rollout_distance", "rollout_variants", "distinct_rollouts", "ALPHAS",
+           "EPSILON"]
 
 ALPHAS = (0.85, 0.9, 0.95)
 EPSILON = 0.05  # default tolerance on d_D: 5% of the target variance
@@ -82,18 +84,44 @@ def rollout_variants(model, W: torch.Tensor, x: torch.Tensor, return_hidden: boo
     """Outputs of `model` with its ablated matrix replaced by each of W: [S, H, H] (float64), x [B, T, I].
 
     A model with `rollout_recurrent` (the families in `symfast.schur.families`) rolls out itself, in
-    float64; a tanh RNN goes through the fused float32 kernel `rnn_rollout` with its U and V.
+    float64; a tanh RNN goes through the fused float32 kernel `rnn_rollout` with its U and V, once
+    per distinct float32 matrix (`distinct_rollouts`; the outputs are those of every matrix).
 
     Returns:
         y [S, B, T, O] (and h [S, B, T, H] with return_hidden).
     """
+    out, inv = distinct_rollouts(model, W, x, return_hidden=return_hidden, backend=backend)
+    return tuple(o[inv] for o in out) if return_hidden else out[inv]
+
+
+def distinct_rollouts(model, W: torch.Tensor, x: torch.Tensor, return_hidden: bool = False, backend: str = "auto"):
+    """`rollout_variants` without repeats: (y [D, B, T, O] (and h), inv [S]) with y[inv] the outputs of W [S, H, H].
+
+    The rollout kernels compute every sequence of every variant alone, in a fixed order, so equal
+    float32 matrices (every ablation of a normal W, a control whose pattern is empty, neighbouring
+    alphas with the same sectors) give equal outputs, and each distinct matrix is rolled out once
+    (compared bit for bit: -0.0 and 0.0 apart). The reference backend (a batched torch loop, whose
+    rounding may depend on the batch) and models with their own `rollout_recurrent` roll out every
+    matrix (inv = 0..S-1).
+    """
+    if W.ndim != 3 or W.shape[1] != W.shape[2]:
+        raise ValueError(f"W must be [S, H, H], got {list(W.shape)}")
+    every = torch.arange(W.shape[0])
     own = getattr(model, "rollout_recurrent", None)
     if own is not None:
-        return own(W, x, return_hidden=return_hidden)
+        return own(W, x, return_hidden=return_hidden), every
     with torch.no_grad():
         U = model.input_weight.detach().cpu().float()
         V = model.readout.detach().cpu().float()
-    return rnn_rollout(W.float(), U, V, x, return_hidden=return_hidden, backend=backend)
+    Wf = W.detach().float().contiguous()
+    if backend == "reference":
+        with kernel_threads():
+            return rnn_rollout(Wf, U, V, x, return_hidden=return_hidden, backend=backend), every
+    uniq, inv = torch.unique(Wf.reshape(len(Wf), -1).view(torch.int32), dim=0, return_inverse=True)
+    with kernel_threads():
+        out = rnn_rollout(uniq.view(torch.float32).reshape(-1, *Wf.shape[1:]), U, V, x,
+                          return_hidden=return_hidden, backend=backend)
+    return out, inv
 
 
 def _ridge_readout(hs: torch.Tensor, y: torch.Tensor, m: torch.Tensor, lam: float) -> torch.Tensor:
@@ -165,11 +193,13 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
         if refit:
             _, hs_fit = rollout_variants(model, W_ab, xf, return_hidden=True, backend=backend)
             _, hs_ev = rollout_variants(model, W_ab, x, return_hidden=True, backend=backend)
-        yh = rollout_variants(model, torch.cat(list(parts.values())), x, backend=backend)
+        # each metric is computed per distinct rollout (a per-variant reduction: the same numbers) and
+        # spread back to every variant
+        yh, inv = distinct_rollouts(model, torch.cat(list(parts.values())), x, backend=backend)
         yd, y64 = yh.double(), y.double()  # converted once for FVU and d_D
-        f_all = fvu(yd, y64, m)
-        acc_all = task.replay_accuracy(yh, y) if is_copy else None
-        dd_all = rollout_distance(yd, yd[0], y64, m)
+        f_all = fvu(yd, y64, m)[inv]
+        acc_all = task.replay_accuracy(yh, y)[inv] if is_copy else None
+        dd_all = rollout_distance(yd, yd[inv[0]], y64, m)[inv]
         off, sl = 0, {}
         for k, nk in sizes.items():
             sl[k] = slice(off, off + nk)

@@ -17,7 +17,8 @@ and relative to ||N||_F and to ||T||_F.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -85,11 +86,26 @@ def schur_blocks(W, alpha: float = 0.9, tie_tol: float = 1e-9, margin: float = 0
     Wt = torch.as_tensor(W).detach().cpu().double()
     if Wt.ndim != 2:
         raise ValueError(f"W must be [n, n], got {list(Wt.shape)}")
-    res = ordered_schur(Wt, sector_alpha=alpha, tie_tol=tie_tol)
-    if int(res.sector_failures) != 0:
-        raise RuntimeError("ordered_schur could not separate the R and C sectors (dtrexc rejected a swap)")
-    return split_blocks(Wt, res.Q, res.T, res.block_start, res.eigvals, int(res.n_R), alpha, margin,
-                        int(res.failed_swaps))
+    key = (tuple(Wt.shape), Wt.contiguous().numpy().tobytes(), float(alpha), float(tie_tol), float(margin))
+    sb = _FORMS.pop(key, None)
+    if sb is None:
+        res = ordered_schur(Wt, sector_alpha=alpha, tie_tol=tie_tol)
+        if int(res.sector_failures) != 0:
+            raise RuntimeError("ordered_schur could not separate the R and C sectors (dtrexc rejected a swap)")
+        sb = split_blocks(Wt, res.Q, res.T, res.block_start, res.eigvals, int(res.n_R), alpha, margin,
+                          int(res.failed_swaps))
+    _FORMS[key] = sb  # most recently used last
+    while len(_FORMS) > _FORMS_MAX:
+        _FORMS.popitem(last=False)
+    # a copy: callers may change their split in place without changing the next caller's
+    return replace(sb, W=Wt, **{f: getattr(sb, f).clone() for f in ("Q", "T", "B", "N", "eigvals", "near_cut")},
+                   masks={b: m.clone() for b, m in sb.masks.items()})
+
+
+# The analysis of one model asks for the same ordered Schur form several times (the alpha sweep, the
+# fine alpha grid, the subspace statistics): each (W, alpha, tie_tol, margin) is factorised once.
+_FORMS: "OrderedDict[tuple, SchurBlocks]" = OrderedDict()
+_FORMS_MAX = 32  # one model's sweep and grid need about 11 forms
 
 
 def split_blocks(W, Q, T, block_start, eigvals, n_R: int, alpha: float, margin: float = 0.01,

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from symfast.ops.rnn_rollout import rnn_rollout
+from symfast.schur.ablation import distinct_rollouts
 from symfast.schur.blocks import BLOCKS, ablate, schur_blocks, subset_name
 from symfast.schur.invariant import invariant_ablate
 from symfast.schur.rnn.tasks import EVAL_SEED, Copy, fvu
@@ -66,8 +66,6 @@ def alpha_stability(model, task, alphas=ALPHA_GRID, n_eval: int = 64, eval_seed:
         raise ValueError(f"alphas must be a non-empty list in (0, 1] and n_eval >= 1, got {alphas}, {n_eval}")
     with torch.no_grad():
         W = model.recurrent_weight(torch.float64).detach().cpu()
-        U = model.input_weight.detach().cpu().float()
-        V = model.readout.detach().cpu().float()
     x, y, m = task.sample(n_eval, eval_seed)
     singles = [(b,) for b in BLOCKS]
     mats, nR = [W], []
@@ -75,9 +73,10 @@ def alpha_stability(model, task, alphas=ALPHA_GRID, n_eval: int = 64, eval_seed:
         sb = schur_blocks(W, alpha=a)
         nR.append(sb.n_R)
         mats += [ablate(sb, singles)[0], invariant_ablate(sb, singles)[0]]
-    yh = rnn_rollout(torch.cat([W[None]] + mats[1:]).float(), U, V, x, backend=backend)
-    f = fvu(yh.double(), y.double(), m)
-    acc = task.replay_accuracy(yh, y) if isinstance(task, Copy) else None
+    # neighbouring alphas with the same sectors give the same matrices: each is rolled out and scored once
+    yh, inv = distinct_rollouts(model, torch.cat([W[None]] + mats[1:]), x, backend=backend)
+    f = fvu(yh.double(), y.double(), m)[inv]
+    acc = task.replay_accuracy(yh, y)[inv] if isinstance(task, Copy) else None
     rows = []
     for i, a in enumerate(alphas):
         for j, s in enumerate(singles):
