@@ -20,6 +20,11 @@ stops where the gradient J_r^T r vanishes. Distinct minima are then kept once ea
 
 F: any function mapping states [K, D] to [K, D] row by row, written in differentiable torch ops
 (`step_map` builds it for the tanh RNN, the linear SSM, the GRU and the LSTM, whose state is [h, c]).
+
+`ablated_linearisation` asks how each single-block Schur ablation changes the local dynamics at a
+point h* of the trained model: it linearises the ablated network's step map (the recurrent matrix
+replaced by each block-ablated matrix of `symfast.schur.blocks.ablate`, every other weight fixed) at
+the intact network's h*, and compares spectral radius, slow modes and their alignment with the readout.
 """
 from __future__ import annotations
 
@@ -27,9 +32,10 @@ from dataclasses import dataclass
 
 import torch
 
-from symfast.schur.blocks import SchurBlocks, schur_blocks
+from symfast.schur.blocks import BLOCKS, SchurBlocks, ablate, schur_blocks
 
-__all__ = ["FixedPoints", "find_fixed_points", "step_map", "visited_states", "jacobians"]
+__all__ = ["FixedPoints", "find_fixed_points", "step_map", "visited_states", "jacobians", "AblatedLinearisation",
+           "ablated_linearisation", "ablated_step_map", "slow_basis", "readout_alignment"]
 
 
 @dataclass
@@ -165,13 +171,151 @@ def step_map(model, x=None):
     """
     if not hasattr(model, "step"):
         raise ValueError(f"{type(model).__name__} has no step(state, x): not a recurrent model of symfast.schur")
-    x0 = torch.zeros(model.n_in, dtype=torch.float64) if x is None else torch.as_tensor(x, dtype=torch.float64)
-    if x0.shape != (model.n_in,):
-        raise ValueError(f"x must be [{model.n_in}] (one input held fixed), got {list(x0.shape)}")
+    x0 = _held_input(model, x)
 
     def F(h):
         return model.step(h, x0.expand(h.shape[0], -1))
     return F
+
+
+def ablated_step_map(model, W: torch.Tensor, x=None):
+    """`step_map` of `model` with its ablated matrix (`recurrent_weight`) replaced by W: [H, H].
+
+    Works for any model with `step_recurrent(state, x, W)` (TanhRNN, LinearSSM, GatedRNN and its gate views).
+    """
+    if not hasattr(model, "step_recurrent"):
+        raise ValueError(f"{type(model).__name__} has no step_recurrent(state, x, W): not a recurrent model of "
+                         "symfast.schur")
+    x0 = _held_input(model, x)
+    W64 = torch.as_tensor(W).detach().to(torch.float64)
+
+    def F(h):
+        return model.step_recurrent(h, x0.expand(h.shape[0], -1), W64)
+    return F
+
+
+def _held_input(model, x) -> torch.Tensor:
+    x0 = torch.zeros(model.n_in, dtype=torch.float64) if x is None else torch.as_tensor(x, dtype=torch.float64)
+    if x0.shape != (model.n_in,):
+        raise ValueError(f"x must be [{model.n_in}] (one input held fixed), got {list(x0.shape)}")
+    return x0
+
+
+def slow_basis(J: torch.Tensor, cut: float) -> torch.Tensor:
+    """Orthonormal basis [D, n] of J's leading real invariant subspace: the span of the eigenvectors
+    with |lambda| >= cut, read as the first n Schur vectors of J's ordered real Schur form
+    (`schur_blocks` at alpha = cut / rho(J), i.e. its R sector). n = 0 when rho(J) < cut; every
+    direction (the identity) when cut <= 0."""
+    J = torch.as_tensor(J).detach().to(torch.float64)
+    D = J.shape[-1]
+    if cut <= 0:
+        return torch.eye(D, dtype=torch.float64)
+    rho = float(torch.linalg.eigvals(J).abs().max())
+    if rho < cut:
+        return J.new_zeros(D, 0)
+    sb = schur_blocks(J, alpha=min(1.0, cut / rho))
+    return sb.Q[:, :sb.n_R]
+
+
+def readout_alignment(V: torch.Tensor, Q_s: torch.Tensor) -> float:
+    """||V Q_s||_F / ||V||_F for a readout V: [O, D] and an orthonormal basis Q_s: [D, n]: the fraction of
+    the readout's norm on span(Q_s) (1 when every row of V lies in it, 0 when V is orthogonal to it;
+    NaN for V = 0)."""
+    nV = float(torch.linalg.norm(V))
+    return float(torch.linalg.norm(V @ Q_s)) / nV if nV > 0 else float("nan")
+
+
+def _state_readout(model, D: int) -> torch.Tensor:
+    """The readout as a map of the step's state, [O, D]: V (the SSM's C) padded with zeros beyond H (the
+    LSTM's state is [h, c] and y = V h reads h only)."""
+    V = getattr(model, "readout", None)
+    V = model.C if V is None else V
+    V = V.detach().to(torch.float64)
+    return torch.cat([V, V.new_zeros(V.shape[0], D - V.shape[1])], 1)
+
+
+@dataclass
+class AblatedLinearisation:
+    """The linearisation at h* of the intact model and of each single-block Schur ablation of it.
+
+    Attributes:
+        point: [D] the state h* (of the intact model); alpha: the sector cut; cut = alpha * rho(J),
+            the one modulus cut for "slow" before and after every ablation.
+        blocks: the ablated blocks, one per entry of the per-block lists; removed_rel_T: ||T - T~||_F / ||T||_F
+            of each (0: an empty block, the ablated matrix is W).
+        jacobian: [D, D] J = dF/dh(h*); jacobians_ablated: [len(blocks), D, D] dF~/dh(h*) of each ablated map.
+        rho, rho_ablated: spectral radii of J and of each J~.
+        n_slow, n_slow_ablated: eigenvalues with |lambda| >= cut (J's count is its R sector at alpha).
+        alignment, alignment_ablated: `readout_alignment` of the readout with the slow subspace
+            (`slow_basis` at `cut`) of J and of each J~.
+    """
+
+    point: torch.Tensor
+    alpha: float
+    cut: float
+    blocks: tuple
+    removed_rel_T: list
+    jacobian: torch.Tensor
+    jacobians_ablated: torch.Tensor
+    rho: float
+    rho_ablated: list
+    n_slow: int
+    n_slow_ablated: list
+    alignment: float
+    alignment_ablated: list
+
+
+def ablated_linearisation(model, point, alpha: float = 0.9, x=None, blocks=BLOCKS) -> AblatedLinearisation:
+    """J~ = dF~/dh at the intact model's point h* for each single-block ablation F~ of the model's step map F.
+
+    Construction: W = model.recurrent_weight(float64) is split at alpha in ordered Schur coordinates
+    (`schur_blocks`, defaults as in `schur_ablation`) and each block b of `blocks` is removed alone
+    (`ablate`: W~_b = Q (B + N~) Q^T, exactly the matrices the behavioural ablation rolls out). F~_b is
+    the model's step with W replaced by W~_b and every other weight fixed (`ablated_step_map`), and
+    J~_b = dF~_b/dh(h*). h* is a fixed or slow point of F, not in general of F~_b: J~_b is the ablated
+    network linearised at the intact network's point, i.e. how the removal changes the local dynamics
+    around where the trained model sits, not the linearisation at a fixed point of the ablated map.
+    For the tanh RNN F~_b(h) = tanh(W~_b h + U x), so J~_b = diag(1 - tanh(W~_b h* + U x)^2) W~_b, while
+    J = diag(1 - h*^2) W at a fixed point.
+
+    Per block it reports rho(J~_b), the slow modes |lambda| >= cut with the one cut = alpha * rho(J)
+    for J and every J~_b (so a block whose removal shrinks the spectrum loses slow modes), and the
+    readout alignment ||V Q_s||_F / ||V||_F, V the readout on the state ([O, D]; zeros on the LSTM's
+    c) and Q_s an orthonormal basis of the leading real invariant subspace {|lambda| >= cut} of J
+    (resp. J~_b), the R sector of its ordered real Schur form: the fraction of the readout's norm
+    that the slow modes carry (1: the readout reads only slow directions; 0: none of them).
+
+    Args:
+        model: TanhRNN, LinearSSM, GatedRNN or a gate view `GatedRNN.at_gate(g)` (which gate's matrix is ablated).
+        point: [D] h*, e.g. `find_fixed_points(step_map(model), ...).points[0]`.
+        alpha: sector cut, in (0, 1]; x: the input held fixed ([I]; default zeros, as in `step_map`).
+        blocks: block names of `symfast.schur.blocks.BLOCKS`, each ablated alone.
+    """
+    blocks = tuple(blocks)
+    for b in blocks:
+        if b not in BLOCKS:
+            raise ValueError(f"unknown block {b!r}; expected one of {BLOCKS}")
+    h = torch.as_tensor(point).detach().to(torch.float64)
+    D = getattr(model, "state_size", None) or model.n_hidden
+    if h.shape != (D,):
+        raise ValueError(f"point must be one state [{D}], got {list(h.shape)}")
+    with torch.no_grad():
+        W = model.recurrent_weight(torch.float64).detach().cpu()
+    sb = schur_blocks(W, alpha=alpha)
+    W_ab, mass = ablate(sb, [(b,) for b in blocks])
+    J = jacobians(ablated_step_map(model, W, x), h.unsqueeze(0))[0].detach()
+    Jab = torch.stack([jacobians(ablated_step_map(model, Wb, x), h.unsqueeze(0))[0].detach() for Wb in W_ab]) \
+        if blocks else J.new_zeros(0, D, D)
+    V = _state_readout(model, D)
+    sbJ = schur_blocks(J, alpha=alpha)
+    cut = alpha * sbJ.rho
+    slow = [slow_basis(Jb, cut) for Jb in Jab]
+    return AblatedLinearisation(
+        point=h, alpha=float(alpha), cut=float(cut), blocks=blocks, removed_rel_T=[m["removed_rel_T"] for m in mass],
+        jacobian=J, jacobians_ablated=Jab, rho=sbJ.rho,
+        rho_ablated=[float(torch.linalg.eigvals(Jb).abs().max()) for Jb in Jab],
+        n_slow=sbJ.n_R, n_slow_ablated=[q.shape[1] for q in slow],
+        alignment=readout_alignment(V, sbJ.Q[:, :sbJ.n_R]), alignment_ablated=[readout_alignment(V, q) for q in slow])
 
 
 def visited_states(model, task, n: int, seed: int = 0, batch: int = 16) -> torch.Tensor:

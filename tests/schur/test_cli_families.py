@@ -25,6 +25,16 @@ def test_ssm_family_tables_and_the_no_op_control(tmp_path, capsys):
     assert "no-op in 32/32 rows" in text
     fp = pd.read_csv(os.path.join(out, "schur_ssm_fixed_points.csv"))
     assert len(fp) == 4 and (fp["n_fixed"] == 1).all() and (fp["q_min"] < 1e-24).all()  # linear: one fixed point
+    # each block removed alone, linearised at h*: a linear map keeps its Schur diagonal and leading Schur
+    # vectors, so rho, the slow modes and the readout alignment are unchanged; dFVU is the ablation's
+    assert (fp["gate"] == "A").all() and "each block removed alone" in text
+    single = raw[raw.subset.isin(["-T_RR", "-T_C->R", "-T_CC"]) & (raw.alpha == 0.9)]
+    single = single.set_index(["construction", "seed", "subset"])["dfvu"]
+    for b in ("T_RR", "T_C->R", "T_CC"):
+        assert ((fp[f"rho_Jab_{b}"] - fp["rho_J"]).abs() < 1e-9).all() and (fp[f"n_slow_Jab_{b}"] == fp["n_R_J"]).all()
+        assert ((fp[f"align_Jab_{b}"] - fp["align_J"]).abs() < 1e-6).all() and fp["align_J"].between(0, 1).all()
+        want = [single[(c, s, "-" + b)] for c, s in zip(fp.construction, fp.seed)]
+        assert fp[f"dfvu_{b}"].tolist() == pytest.approx(want, abs=1e-12)
     for f in ("schur_ssm_ablation_summary.csv", "schur_ssm_models.csv", "schur_ssm_spectra.png"):
         assert os.path.getsize(os.path.join(out, f)) > 0, f
     models = pd.read_csv(os.path.join(out, "schur_ssm_models.csv"))
@@ -40,14 +50,16 @@ def test_gated_family_per_gate(tmp_path, capsys, family, gates):
     out = str(tmp_path / family)
     gate_arg = ",".join(g[-1] for g in reversed(gates))
     sched = ["--lr", "3e-3", "--schedule", "cosine", "--warmup", "1", "--min-lr-ratio", "0.1"]
-    assert main(["schur", "--family", family, "--construction", "bias", "--gate", gate_arg, "--out", out]
-                + TINY + sched) == 0
+    assert main(["schur", "--family", family, "--construction", "bias", "--gate", gate_arg, "--fixed-points", "3",
+                 "--out", out] + TINY + sched) == 0
     text = capsys.readouterr().out
     assert "Adam 0.003 (cosine, warmup 1 steps, to 0.1 x lr)" in text  # the schedule flags reach the families
     raw = pd.read_csv(os.path.join(out, f"schur_{family}_ablation_raw.csv"))
     assert list(dict.fromkeys(raw["gate"])) == gates  # the default gate first
     assert set(raw["construction"]) == {"bias"} and len(raw) == len(gates) * 2 * 2 * 8
     assert f"== flipflop / {family} bias, {gates[0]} ablated" in text
+    fp = pd.read_csv(os.path.join(out, f"schur_{family}_fixed_points.csv"))  # one row per model and gate
+    assert fp["gate"].tolist() == gates * 2 and fp[["align_J", "align_Jab_T_CC"]].stack().between(0, 1).all()
 
 
 def test_family_default_recipe_is_converge_flags_override_it_and_a_rerun_reloads(tmp_path, capsys):

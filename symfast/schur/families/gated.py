@@ -114,6 +114,18 @@ class GatedRNN(nn.Module):
             w["w_hh"] = w_hh
         return _cell(self.kind, w, state, x.to(state.dtype), self.n_hidden)
 
+    def step_recurrent(self, state: torch.Tensor, x: torch.Tensor, W: torch.Tensor,
+                       gate: str | None = None) -> torch.Tensor:
+        """`step` with the ablated gate's slice of weight_hh_l0 replaced by W: [H, H] (every other weight fixed)."""
+        H = self.n_hidden
+        if not isinstance(W, torch.Tensor) or tuple(W.shape) != (H, H):
+            raise ValueError(f"W must be [{H}, {H}], got "
+                             f"{list(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__}")
+        g = GATES[self.kind].index(self.gate if gate is None else _check_gate(self.kind, gate))
+        w_hh = self.weights(state.dtype)["w_hh"].clone()
+        w_hh[g * H:(g + 1) * H] = W.to(state.dtype)
+        return self.step(state, x, w_hh=w_hh)
+
     def rollout_recurrent(self, W: torch.Tensor, x: torch.Tensor, return_hidden: bool = False, gate: str | None = None):
         """Outputs with the ablated gate's slice replaced by each of W: [S, H, H]; float64.
 
@@ -155,6 +167,24 @@ class GateView:
 
     def rollout_recurrent(self, W: torch.Tensor, x: torch.Tensor, return_hidden: bool = False):
         return self.model.rollout_recurrent(W, x, return_hidden=return_hidden, gate=self.gate)
+
+    def step_recurrent(self, state: torch.Tensor, x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        return self.model.step_recurrent(state, x, W, gate=self.gate)
+
+    def step(self, state: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return self.model.step(state, x)
+
+    @property
+    def n_in(self) -> int:
+        return self.model.n_in
+
+    @property
+    def state_size(self) -> int:
+        return self.model.state_size
+
+    @property
+    def readout(self) -> torch.Tensor:
+        return self.model.readout
 
 
 def _check_gate(kind: str, gate: str) -> str:

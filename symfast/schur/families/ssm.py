@@ -98,8 +98,15 @@ class LinearSSM(nn.Module):
 
     def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """One step A h + B x: h [..., H], x [..., I] -> [..., H] (in h's dtype)."""
-        A = self.recurrent_weight(h.dtype)
-        return h @ A.T + x.to(h.dtype) @ self.B.to(h.dtype).T
+        return self.step_recurrent(h, x, self.recurrent_weight(h.dtype))
+
+    def step_recurrent(self, h: torch.Tensor, x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        """One step W h + B x with W: [H, H] in place of A (B fixed), in h's dtype."""
+        H = self.n_hidden
+        if not isinstance(W, torch.Tensor) or tuple(W.shape) != (H, H):
+            raise ValueError(f"W must be [{H}, {H}], got "
+                             f"{list(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__}")
+        return h @ W.to(h.dtype).T + x.to(h.dtype) @ self.B.to(h.dtype).T
 
     def forward(self, x: torch.Tensor, return_hidden: bool = False):
         y, hs = _rollout(self.recurrent_weight(x.dtype), self.B.to(x.dtype), self.C.to(x.dtype), _check_x(self, x))

@@ -190,8 +190,12 @@ class TanhRNN(nn.Module):
 
     def step(self, h: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         """One step tanh(W h + U x): h [..., H], x [..., I] -> [..., H], in h's dtype (W formed in it)."""
-        W = self.recurrent_weight(h.dtype)
-        return torch.tanh(h @ W.T + x.to(h.dtype) @ self.input_weight.to(h.dtype).T)
+        return self.step_recurrent(h, x, self.recurrent_weight(h.dtype))
+
+    def step_recurrent(self, h: torch.Tensor, x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+        """One step tanh(W h + U x) with W: [H, H] in place of the recurrent matrix (U fixed), in h's dtype."""
+        W = _check_square(W, self.n_hidden)
+        return torch.tanh(h @ W.to(h.dtype).T + x.to(h.dtype) @ self.input_weight.to(h.dtype).T)
 
     def forward(self, x: torch.Tensor, return_hidden: bool = False):
         if x.ndim != 3 or x.shape[-1] != self.n_in:
@@ -201,3 +205,10 @@ class TanhRNN(nn.Module):
         hs, _ = self.rnn(x)
         y = torch.nn.functional.linear(hs, self.readout)
         return (y, hs) if return_hidden else y
+
+
+def _check_square(W: torch.Tensor, H: int) -> torch.Tensor:
+    if not isinstance(W, torch.Tensor) or tuple(W.shape) != (H, H):
+        raise ValueError(f"W must be [{H}, {H}], got "
+                         f"{list(W.shape) if isinstance(W, torch.Tensor) else type(W).__name__}")
+    return W
