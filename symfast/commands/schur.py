@@ -28,7 +28,7 @@ import torch
 
 from symfast._io import atomic_write
 from symfast.commands import UsageError
-from symfast.commands.schur_common import SINGLE, ci_column
+from symfast.commands.schur_common import SINGLE, ablated_fixed_point_facts, ci_column, fixed_point_facts, print_fixed_points
 from symfast.commands.schur_common import budget as _budget
 from symfast.commands.schur_common import fmt_ci as _fmt_ci
 from symfast.commands.schur_common import parse_list as _list
@@ -104,8 +104,8 @@ def add_arguments(p) -> None:
                    help="list eigenvalues within this relative distance of alpha * rho (tanh family)")
     p.add_argument("--n-eval", type=int, default=256, help="held-out sequences")
     p.add_argument("--fixed-points", type=int, default=0,
-                   help="gru, lstm, ssm: search fixed and slow points from this many visited states per model "
-                        "(0: no search)")
+                   help="search fixed and slow points from this many visited states per model (0: no search); "
+                        "writes OUT/schur[_<family>]_fixed_points.csv")
     p.add_argument("--refit", action="store_true", help="also report the ridge-refit readout variant")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for training (default: torch's thread count for the fused engine, 1 for torch)")
@@ -175,8 +175,10 @@ def analyse_model(model, task, seed: int, args, sweep, epsilon: float, grid) -> 
     Returns:
         {"ablation": schur_ablation's table, "subspace": removed_direction_projections' rows at
         args.alpha, "blocks": the SchurBlocks at args.alpha, "near_cut": near_cut_eigenvalues'
-        table, "alpha_grid": alpha_stability's table or None, "key": {"fvu", "replay_acc",
-        "converged"} of the full model at args.alpha}.
+        table, "alpha_grid": alpha_stability's table or None, "fixed_points": with args.fixed_points = K
+        > 0, the fixed/slow points from K visited states and each single-block ablation linearised at the
+        slowest (`schur_common.fixed_point_facts`, `ablated_fixed_point_facts`), else None, "key": {"fvu",
+        "replay_acc", "converged"} of the full model at args.alpha}.
     """
     from symfast.schur import schur_blocks
     from symfast.schur.ablation import schur_ablation
@@ -197,7 +199,12 @@ def analyse_model(model, task, seed: int, args, sweep, epsilon: float, grid) -> 
         sb = schur_blocks(W, alpha=args.alpha)
         nc = near_cut_eigenvalues(W, args.alpha, args.near_cut)
         ag = alpha_stability(model, task, grid, n_eval=min(64, args.n_eval)) if grid else None
-    return {"ablation": df, "subspace": pr, "blocks": sb, "near_cut": nc, "alpha_grid": ag,
+        fp = None
+        if getattr(args, "fixed_points", 0):
+            fp, h_star = fixed_point_facts(model, task, args.fixed_points, seed, args.alpha)
+            fp.update(gate="W", **ablated_fixed_point_facts(model, h_star, args.alpha,
+                                                            df[df.alpha == args.alpha].set_index("subset")))
+    return {"ablation": df, "subspace": pr, "blocks": sb, "near_cut": nc, "alpha_grid": ag, "fixed_points": fp,
             "key": {"fvu": float(full["fvu"]), "replay_acc": acc,
                     "converged": converged(task.name, float(full["fvu"]), acc)}}
 
@@ -299,9 +306,8 @@ def run(args) -> int:
     paper_copy = copy_task == make_task("copy")
     if family not in GATES and args.gate != "all":
         raise UsageError(f"--gate applies to --family gru or lstm, not {family}")
-    if family == "tanh" and args.fixed_points:
-        raise UsageError("--fixed-points applies to --family ssm, gru or lstm (for a tanh RNN: "
-                         "symfast.schur.fixedpoints.find_fixed_points)")
+    if args.fixed_points < 0:
+        raise UsageError(f"--fixed-points must be >= 0, got {args.fixed_points}")
     try:
         if args.hidden == "paper":
             hid_of = {t: list(COPY_WIDTHS) if t == "copy" and family == "tanh" else [TASK_WIDTH] for t in tasks}
@@ -371,7 +377,7 @@ def run(args) -> int:
     print(f"settings: recipe {recipe}, {args.seeds} seeds, eps = {epsilon:g}, alphas {sweep}; the paper's budget: "
           f"{_budget(TrainConfig())}")
     print_deviations(recipe, cfg_of, given, family)
-    frames, spectra, facts, projs, schur_T, losses, nears, grids = [], {}, [], [], {}, {}, [], []
+    frames, spectra, facts, projs, schur_T, losses, nears, grids, fps = [], {}, [], [], {}, {}, [], [], []
     if not paper_copy:
         print(f"copy task (a variant, not the paper's): {copy_task.config()}")
     for tname in tasks:
@@ -400,6 +406,8 @@ def run(args) -> int:
                     spectra.setdefault((tname, cn, hidden), []).append((sb.eigvals.numpy(), sb.rho))
                     key = {k: key[k] for k in ("task", "construction", "hidden", "seed", "converged")}
                     nears.append(a["near_cut"].assign(**key))
+                    if a["fixed_points"] is not None:
+                        fps.append({k: key[k] for k in ("task", "construction", "hidden", "seed")} | a["fixed_points"])
                     facts[-1]["n_near_cut_rel"] = len(a["near_cut"])
                     if grid:
                         grids.append(a["alpha_grid"].assign(**key))
@@ -426,10 +434,14 @@ def run(args) -> int:
     atomic_write(os.path.join(args.out, "schur_near_cut.csv"), lambda p: near.to_csv(p, index=False))
     if grids:
         atomic_write(os.path.join(args.out, "schur_alpha_grid.csv"), lambda p: grid_df.to_csv(p, index=False))
+    if fps:
+        atomic_write(os.path.join(args.out, "schur_fixed_points.csv"), lambda p: pd.DataFrame(fps).to_csv(p, index=False))
 
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)
     pd.set_option("display.max_colwidth", 80)
+    if fps:
+        print_fixed_points(fps, args.fixed_points, args.alpha)
     if used.empty:
         _print_convergence(facts, tasks, args.include_unconverged)
         print("\nno converged model: nothing to tabulate (lengthen training or pass --include-unconverged)")
@@ -503,5 +515,6 @@ def run(args) -> int:
     atomic_write(os.path.join(args.out, "schur_loss.png"), lambda p: plots.loss_curves(losses, p))
     print(f"\nwrote {os.path.join(args.out, 'schur_ablation_raw.csv')}, schur_ablation_summary.csv, schur_models.csv, "
           f"schur_subspace.csv, schur_paper_comparison.csv, {png}, schur_stabilisers.png, schur_subspace.png, "
-          "schur_T.png, schur_loss.png, schur_near_cut.csv" + (", schur_alpha_grid.csv" if grids else ""))
+          "schur_T.png, schur_loss.png, schur_near_cut.csv" + (", schur_alpha_grid.csv" if grids else "")
+          + (", schur_fixed_points.csv" if fps else ""))
     return 0

@@ -6,7 +6,8 @@ import pandas as pd
 
 from symfast.commands import UsageError
 
-__all__ = ["SINGLE", "parse_list", "fmt_ci", "stabiliser_table", "budget", "print_deviations"]
+__all__ = ["SINGLE", "parse_list", "fmt_ci", "stabiliser_table", "budget", "print_deviations", "fixed_point_facts",
+           "ablated_fixed_point_facts", "print_fixed_points"]
 
 SINGLE = ("-T_RR", "-T_C->R", "-T_CC")
 
@@ -76,3 +77,58 @@ def print_deviations(recipe: str, cfg_of: dict, given: dict, family: str = "tanh
                              for f, (a, b) in dev.items())
             lines.append(f"  {t} / {cn}: {budget(c)}; deviations from the paper: {what}")
     print("deviations from the paper's training budget:" + ("\n" + "\n".join(lines) if lines else " none"))
+
+
+def fixed_point_facts(model, task, n_starts: int, seed: int, alpha: float) -> tuple:
+    """Fixed/slow points of the model's autonomous map (input held at 0) from n_starts visited states,
+    and the ordered Schur split of the Jacobian at the slowest: (facts, that point h*)."""
+    import torch
+
+    from symfast.schur.fixedpoints import find_fixed_points, step_map, visited_states
+
+    fp = find_fixed_points(step_map(model), visited_states(model, task, n_starts, seed=seed))
+    sb = fp.schur(0, alpha=alpha)
+    nN, nT = float(sb.N.norm()), float(sb.T.norm())
+    return {"n_fixed": int(fp.is_fixed.sum()), "n_slow": int((~fp.is_fixed).sum()), "q_min": float(fp.q[0]),
+            "rho_J": sb.rho, "n_R_J": sb.n_R, "N_over_T_J": nN / nT if nT > 0 else float("nan"),
+            "norm_h": float(torch.linalg.norm(fp.points[0]))}, fp.points[0]
+
+
+def ablated_fixed_point_facts(view, h_star, alpha: float, at) -> dict:
+    """Per single-block ablation of the view's matrix: the ablated map linearised at the intact model's
+    slowest point h* (`ablated_linearisation`), next to the block's behavioural dFVU at the same alpha
+    (`at`: the ablation table at that alpha, indexed by subset)."""
+    from symfast.schur.blocks import subset_name
+    from symfast.schur.fixedpoints import ablated_linearisation
+
+    lin = ablated_linearisation(view, h_star, alpha=alpha)
+    out = {"align_J": lin.alignment}
+    for k, b in enumerate(lin.blocks):
+        out.update({f"rho_Jab_{b}": lin.rho_ablated[k], f"n_slow_Jab_{b}": lin.n_slow_ablated[k],
+                    f"align_Jab_{b}": lin.alignment_ablated[k], f"dfvu_{b}": float(at.loc[subset_name((b,)), "dfvu"])})
+    return out
+
+
+def print_fixed_points(fps: list[dict], n_starts: int, alpha: float) -> None:
+    """The fixed-point rows (one per model and ablated matrix): the points and the Jacobian's split per
+    model, then one line per model, matrix and block: the ablated linearisation beside the block's dFVU."""
+    from symfast.schur.blocks import BLOCKS
+
+    fpd = pd.DataFrame(fps)
+    print(f"\n== fixed and slow points from {n_starts} visited states per model (input held at 0); "
+          f"Jacobian J at the lowest-q point h* in ordered Schur form, alpha = {alpha:g}")
+    base = [c for c in fpd.columns if c not in ("gate", "align_J") and not c.endswith(BLOCKS)]
+    print(fpd.drop_duplicates(subset=[c for c in ("task", "family", "construction", "hidden", "seed") if c in fpd])[base]
+          .to_string(index=False, float_format="{:.3g}".format))
+    print(f"\n== each block removed alone, the ablated map linearised at the same h*: rho, slow modes "
+          f"(|lambda| >= {alpha:g} rho(J)) and readout alignment ||V Q_s||/||V||, intact -> ablated, "
+          "beside the block's dFVU")
+    rows = []
+    for _, r in fpd.iterrows():
+        for b in BLOCKS:
+            rows.append({"task": r["task"], "construction": r["construction"], "H": r["hidden"], "seed": r["seed"],
+                         "matrix": r["gate"], "block": b, "rho": f"{r['rho_J']:.3g} -> {r[f'rho_Jab_{b}']:.3g}",
+                         "slow modes": f"{r['n_R_J']} -> {r[f'n_slow_Jab_{b}']}",
+                         "readout on slow": f"{r['align_J']:.2f} -> {r[f'align_Jab_{b}']:.2f}",
+                         "dFVU": f"{r[f'dfvu_{b}']:.3g}"})
+    print(pd.DataFrame(rows).to_string(index=False))

@@ -16,7 +16,6 @@ eigenvalues and coupling-block masses of every ablated matrix in the tables.
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 
@@ -25,7 +24,8 @@ import torch
 
 from symfast._io import atomic_write
 from symfast.commands import UsageError
-from symfast.commands.schur_common import budget, ci_column, parse_list, print_deviations, stabiliser_table
+from symfast.commands.schur_common import (ablated_fixed_point_facts, budget, ci_column, fixed_point_facts, parse_list,
+                                           print_deviations, print_fixed_points, stabiliser_table)
 
 __all__ = ["run_family"]
 
@@ -80,7 +80,7 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg_of, recip
                 print(f"trained {len(models)} {tname} {family} {cn} H={hidden} models in {time.perf_counter() - t0:.1f} s")
                 for seed, model in enumerate(models):
                     if args.fixed_points:
-                        fp_base, h_star = _fixed_point_facts(model, task, args.fixed_points, seed, args.alpha)
+                        fp_base, h_star = fixed_point_facts(model, task, args.fixed_points, seed, args.alpha)
                     for gate in gates:
                         view = model if gate is None else model.at_gate(gate)
                         df = schur_ablation(view, task, alpha=sweep, n_eval=args.n_eval, n_random=args.n_random,
@@ -104,7 +104,7 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg_of, recip
                         if args.fixed_points:
                             fps.append({"task": tname, "family": family, "construction": cn, "hidden": hidden,
                                         "seed": seed, **fp_base, "gate": key["gate"],
-                                        **_ablated_fixed_point_facts(view, h_star, args.alpha, at)})
+                                        **ablated_fixed_point_facts(view, h_star, args.alpha, at)})
     raw = pd.concat(frames, ignore_index=True)
     raw["noop"] = (raw["stabiliser"] == "no-op").astype(float)
     facts = pd.DataFrame(facts)
@@ -134,35 +134,11 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg_of, recip
     if not args.include_unconverged and not facts.converged.all():
         print("unconverged models are excluded from every table (--include-unconverged keeps them)")
     if fps:
-        print(f"\n== fixed and slow points from {args.fixed_points} visited states per model (input held at 0); "
-              f"Jacobian J at the lowest-q point h* in ordered Schur form, alpha = {args.alpha:g}")
-        fpd = pd.DataFrame(fps)
-        base = [c for c in fpd.columns if c not in ("gate", "align_J") and not c.endswith(BLOCKS)]
-        print(fpd.drop_duplicates(subset=["task", "family", "construction", "hidden", "seed"])[base]
-              .to_string(index=False, float_format="{:.3g}".format))
-        print(f"\n== each block removed alone, the ablated map linearised at the same h*: rho, slow modes "
-              f"(|lambda| >= {args.alpha:g} rho(J)) and readout alignment ||V Q_s||/||V||, intact -> ablated, "
-              "beside the block's dFVU")
-        print(_ablated_table(fpd).to_string(index=False))
+        print_fixed_points(fps, args.fixed_points, args.alpha)
     print(f"\nwrote {stem}ablation_raw.csv, {stem}ablation_summary.csv, {stem}models.csv"
           + (f", {stem}fixed_points.csv" if fps else "") + (f", {figure}" if figure else
                                                              " (no spectra figure: no model in the tables)"))
     return 0
-
-
-def _ablated_table(fpd: pd.DataFrame) -> pd.DataFrame:
-    """One line per model, matrix and block of the fixed-point rows (columns per block) for the printout."""
-    from symfast.schur.blocks import BLOCKS
-
-    rows = []
-    for _, r in fpd.iterrows():
-        for b in BLOCKS:
-            rows.append({"task": r["task"], "construction": r["construction"], "H": r["hidden"], "seed": r["seed"],
-                         "matrix": r["gate"], "block": b, "rho": f"{r['rho_J']:.3g} -> {r[f'rho_Jab_{b}']:.3g}",
-                         "slow modes": f"{r['n_R_J']} -> {r[f'n_slow_Jab_{b}']}",
-                         "readout on slow": f"{r['align_J']:.2f} -> {r[f'align_Jab_{b}']:.2f}",
-                         "dFVU": f"{r[f'dfvu_{b}']:.3g}"})
-    return pd.DataFrame(rows)
 
 
 def _print_tables(summ, facts, used, args, epsilon) -> None:
@@ -193,29 +169,3 @@ def _print_tables(summ, facts, used, args, epsilon) -> None:
               f"no-op in {int(r.noop.sum())}/{len(r)} rows")
     print(f"\n== eps-stabilisers (d_D <= {epsilon:g}): 'S k/n' = k of n seeds, median d_D; no-op = nothing removed")
     print(stabiliser_table(used, keys=KEYS).to_string(index=False))
-
-
-def _fixed_point_facts(model, task, n_starts: int, seed: int, alpha: float) -> dict:
-    """Fixed/slow points of the autonomous map from n_starts visited states, and the Schur split at the slowest."""
-    from symfast.schur.fixedpoints import find_fixed_points, step_map, visited_states
-
-    fp = find_fixed_points(step_map(model), visited_states(model, task, n_starts, seed=seed))
-    sb = fp.schur(0, alpha=alpha)
-    nN, nT = float(sb.N.norm()), float(sb.T.norm())
-    return {"n_fixed": int(fp.is_fixed.sum()), "n_slow": int((~fp.is_fixed).sum()), "q_min": float(fp.q[0]),
-            "rho_J": sb.rho, "n_R_J": sb.n_R, "N_over_T_J": nN / nT if nT > 0 else math.nan,
-            "norm_h": float(torch.linalg.norm(fp.points[0]))}, fp.points[0]
-
-
-def _ablated_fixed_point_facts(view, h_star, alpha: float, at) -> dict:
-    """Per single-block ablation of the view's matrix: the ablated map linearised at the intact model's
-    slowest point h* (`ablated_linearisation`), next to the block's behavioural dFVU at the same alpha."""
-    from symfast.schur.blocks import subset_name
-    from symfast.schur.fixedpoints import ablated_linearisation
-
-    lin = ablated_linearisation(view, h_star, alpha=alpha)
-    out = {"align_J": lin.alignment}
-    for k, b in enumerate(lin.blocks):
-        out.update({f"rho_Jab_{b}": lin.rho_ablated[k], f"n_slow_Jab_{b}": lin.n_slow_ablated[k],
-                    f"align_Jab_{b}": lin.alignment_ablated[k], f"dfvu_{b}": float(at.loc[subset_name((b,)), "dfvu"])})
-    return out

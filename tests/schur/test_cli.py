@@ -54,9 +54,17 @@ def test_schur_cli_excludes_unconverged_and_paper_defaults(tmp_path, capsys):
     out = str(tmp_path / "run")
     assert main(["schur", "--task", "copy", "--construction", "orthogonal", "--seeds", "1", "--hidden", "6",
                  "--epochs", "1", "--batches", "1", "--batch", "4", "--n-eval", "8", "--n-random", "0",
-                 "--alphas", "", "--out", out, "--no-progress", "--recipe", "paper"]) == 0
+                 "--alphas", "", "--out", out, "--no-progress", "--recipe", "paper", "--fixed-points", "3"]) == 0
     text = capsys.readouterr().out
     assert "clip off" in text and "no converged model: nothing to tabulate" in text
+    # --fixed-points on the tanh family: one row per model, each block's linearisation beside its dFVU
+    fp = pd.read_csv(os.path.join(out, "schur_fixed_points.csv"))
+    raw = pd.read_csv(os.path.join(out, "schur_ablation_raw.csv")).set_index("subset")
+    assert len(fp) == 1 and fp.gate.tolist() == ["W"] and fp.n_fixed.iloc[0] + fp.n_slow.iloc[0] >= 1
+    for b in ("T_RR", "T_C->R", "T_CC"):
+        assert fp[f"dfvu_{b}"].iloc[0] == raw.loc[f"-{b}", "dfvu"]
+        assert {f"rho_Jab_{b}", f"n_slow_Jab_{b}", f"align_Jab_{b}"} <= set(fp.columns)
+    assert "each block removed alone, the ablated map linearised" in text
     assert "settings: recipe paper" in text and "epochs 30 -> 1 (flag), batches_per_epoch 128 -> 1 (flag)" in text
     models = pd.read_csv(os.path.join(out, "schur_models.csv"))
     assert not models["converged"].any() and (models["replay_acc"] < 0.99).all()
@@ -74,6 +82,7 @@ def test_schur_cli_bad_input(tmp_path, capsys):
     assert main(["schur", "--n-orders", "-1", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--alpha-grid", "0.9:0.8:0.01", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--near-cut", "0", "--out", str(tmp_path)]) == 2
+    assert main(["schur", "--fixed-points", "-1", "--out", str(tmp_path)]) == 2
     assert main(["schur", "--recipe", "fast", "--out", str(tmp_path)]) == 2
     assert "unknown --recipe 'fast'; expected one of paper, converge" in capsys.readouterr().err
     assert main(["schur", "--task", "copy", "--epochs", "2", "--out", str(tmp_path)]) == 2  # below its curriculum

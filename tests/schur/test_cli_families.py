@@ -103,6 +103,5 @@ def test_family_bad_input(tmp_path, capsys):
     fails(["--gate", "n"], "--gate applies to --family gru or lstm, not tanh")
     fails(["--family", "ssm", "--construction", "diagonal", "--hidden", "5"], "--hidden must be even")
     fails(["--family", "lstm", "--fixed-points", "-1"], "--fixed-points must be >= 0")
-    fails(["--fixed-points", "4"], "--fixed-points applies to --family ssm, gru or lstm")
     fails(["--family", "gru", "--schedule", "constant", "--warmup", "3"],
           "warmup and min_lr_ratio apply to schedule='cosine' only")
