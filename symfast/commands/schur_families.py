@@ -109,7 +109,8 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg_of, recip
     raw["noop"] = (raw["stabiliser"] == "no-op").astype(float)
     facts = pd.DataFrame(facts)
     used = raw if args.include_unconverged else raw[raw.converged]
-    values = ("fvu", "dfvu", "d_D", "removed_rel_T", "sensitivity", "rand_dfvu_mean", "replay_acc", "dfvu_inv",
+    values = ("fvu", "dfvu", "d_D", "removed_rel_T", "sensitivity", "rand_dfvu_mean", "rand_pattern_dfvu_mean",
+              "rand_outside_dfvu_mean", "replay_acc", "dfvu_inv",
               "dfvu_order_min", "dfvu_order_max", "noop")
     summ = summarize(used, by=KEYS + ("alpha", "subset"), values=values) if not used.empty else pd.DataFrame()
     stem = os.path.join(args.out, f"schur_{family}_")
@@ -155,7 +156,9 @@ def _print_tables(summ, facts, used, args, epsilon) -> None:
         cols = {"subset": s["subset"], "FVU": ci_column(s, "fvu"),
                 "dFVU [95% CI]": ci_column(s, "dfvu"),
                 "mass/||T||": s["removed_rel_T_mean"].map("{:.3g}".format),
-                "rand dFVU": s["rand_dfvu_mean_mean"].map("{:.3g}".format),
+                "rand dFVU: pattern / outside / anywhere": [
+                    f"{p:.3g} / {o:.3g} / {a:.3g}" for p, o, a in
+                    s[["rand_pattern_dfvu_mean_mean", "rand_outside_dfvu_mean_mean", "rand_dfvu_mean_mean"]].to_numpy()],
                 "d_D": s["d_D_mean"].map("{:.3g}".format),
                 "dFVU over orderings": [f"{a:.3g}..{b:.3g}" for a, b in
                                         s[["dfvu_order_min_mean", "dfvu_order_max_mean"]].to_numpy()],

@@ -37,6 +37,11 @@ def test_ssm_family_tables_and_the_no_op_control(tmp_path, capsys):
         assert fp[f"dfvu_{b}"].tolist() == pytest.approx(want, abs=1e-12)
     for f in ("schur_ssm_ablation_summary.csv", "schur_ssm_models.csv", "schur_ssm_spectra.png"):
         assert os.path.getsize(os.path.join(out, f)) > 0, f
+    # the three equal-norm random controls (same pattern, outside it, anywhere) are summarised and printed
+    summ = pd.read_csv(os.path.join(out, "schur_ssm_ablation_summary.csv"))
+    for c in ("rand_pattern_dfvu_mean", "rand_outside_dfvu_mean", "rand_dfvu_mean"):
+        assert summ[f"{c}_mean"].notna().any(), c
+    assert "rand dFVU: pattern / outside / anywhere" in text
     models = pd.read_csv(os.path.join(out, "schur_ssm_models.csv"))
     masses = models[["mass_T_RR", "mass_T_C->R", "mass_T_CC"]]
     assert (masses[models.construction == "diagonal"].to_numpy() <= 1e-12).all()  # normal: no coupling mass
