@@ -72,8 +72,8 @@ def add_arguments(p):
     p.add_argument("--flip-closed", action="store_true",
                    help="with --patches: add the mirror of every patch (the set is closed under the flip)")
     p.add_argument("--activations", default=None,
-                   help="with --exactness: comma-separated activations (default tanh,sigmoid,odd_poly,relu); with "
-                        "--identifiability (default tanh,sigmoid)")
+                   help="comma-separated activations (default: tanh,sigmoid,odd_poly,relu with --exactness; "
+                        "tanh,sigmoid with --identifiability)")
     p.add_argument("--polish", default=None,
                    help="with --exactness (MLP): comma-separated penalty weights above the Adam sweep's largest "
                         "(e.g. 1e5,1e6,1e7), each a full-batch L-BFGS polish stage continuing the path (default: "
