@@ -33,7 +33,7 @@ import torch
 
 from symfast._progress import Progress, reporter
 from symfast.layerwise.attention import Attention, planted_attention, permutation_param_error, recover_attention_action
-from symfast.layerwise.exactness import (EXACT_RATIO_BAR, SLOPE_BAR, _markdown, combine_verdicts, fit_slope,
+from symfast.layerwise.exactness import (EXACT_RATIO_BAR, SLOPE_BAR, _markdown, combine_verdicts, fit_slope, seed_medians,
                                          slope_and_ratio)
 from symfast.ops.matching import assign
 from symfast.report.claim import Claim, Verdict
@@ -358,8 +358,7 @@ def attention_summary(table: pd.DataFrame, split: str = "fit") -> pd.DataFrame:
     t = table[table["split"] == split]
     cols = ["end_to_end", "task_loss", "task_error", "head_error", "head_random", "head_ratio", "match_error",
             "match_random", "fixed_heads", "teacher_error"]
-    out = t.groupby(["task", "lam"], sort=False)[cols].median().reset_index()
-    out.insert(2, "seeds", t.groupby(["task", "lam"], sort=False).size().values)
+    out = seed_medians(t, ["task", "lam"], cols)
     out["perm_true"] = t.groupby(["task", "lam"], sort=False)["perm_true"].mean().values
     return out
 

@@ -504,15 +504,22 @@ def exactness_sweep(data: ImageData, activations=ACTIVATIONS, settings: Exactnes
     return ExactnessResult(table, pd.DataFrame(fits), exactness_claims(table, s.bootstrap), s)
 
 
+def seed_medians(t: pd.DataFrame, keys: list, cols: list) -> pd.DataFrame:
+    """Medians of `cols` per `keys` group (in order of appearance), with each group's row count as a
+    "seeds" column right after the keys: the summary tables of the exactness, attention and
+    identifiability sweeps."""
+    out = t.groupby(keys, sort=False)[cols].median().reset_index()
+    out.insert(len(keys), "seeds", t.groupby(keys, sort=False).size().values)
+    return out
+
+
 def summary_table(table: pd.DataFrame) -> pd.DataFrame:
     """Medians over the fit seeds per (activation, lam): the table the figure and the guide show."""
     t = table[table["split"] == "fit"]
     cols = ["end_to_end", "end_to_end_data", "accuracy", "layer1_error", "layer1_bias_error", "layer1_random",
             "layer1_ratio", "layer2_error", "layer2_random", "layer1_near_linear", "dead_units", "duplicate_units"]
     cols = [c for c in cols if c in t.columns]
-    out = t.groupby(["activation", "lam"], sort=False)[cols].median().reset_index()
-    out.insert(2, "seeds", t.groupby(["activation", "lam"], sort=False).size().values)
-    return out
+    return seed_medians(t, ["activation", "lam"], cols)
 
 
 def format_exactness(res: ExactnessResult) -> str:

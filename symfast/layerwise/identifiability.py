@@ -32,7 +32,7 @@ from symfast._progress import Progress, reporter
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
 from symfast.layerwise.exactness import (TRAINED_ACCURACY, ExactnessSettings, _markdown, covering_inputs, measure,
-                                         train_sweep)
+                                         seed_medians, train_sweep)
 from symfast.report.claim import MIN_SEEDS, Claim
 
 __all__ = ["IdentifiabilitySettings", "IdentifiabilityResult", "identifiability_sweep", "identifiability_claims",
@@ -92,9 +92,10 @@ class IdentifiabilitySettings:
 
     def exactness(self, weight_decay: float) -> ExactnessSettings:
         """The `ExactnessSettings` one grid cell trains with."""
-        return ExactnessSettings(lams=tuple(self.lams), seeds=self.seeds, heldout_seeds=self.heldout_seeds,
-                                 seed_offset=self.seed_offset, sizes=tuple(self.sizes), steps=self.steps, lr=self.lr,
-                                 batch=self.batch, covering=self.covering, bootstrap=self.bootstrap,
+        shared = ("lams", "seeds", "heldout_seeds", "seed_offset", "sizes", "steps", "lr", "batch", "covering",
+                  "bootstrap")  # the fields this class has in common with ExactnessSettings
+        kw = {f: getattr(self, f) for f in shared}
+        return ExactnessSettings(**{**kw, "lams": tuple(self.lams), "sizes": tuple(self.sizes)},
                                  weight_decay=float(weight_decay))
 
 
@@ -276,9 +277,7 @@ def regime_summary(table: pd.DataFrame) -> pd.DataFrame:
     t = table[table["split"] == "fit"]
     keys = ["activation", "scale", "weight_decay"]
     cols = [c for c in SUMMARY_COLUMNS if c in t.columns]
-    out = t.groupby(keys, sort=False)[cols].median().reset_index()
-    out.insert(3, "seeds", t.groupby(keys, sort=False).size().values)
-    return out
+    return seed_medians(t, keys, cols)
 
 
 def format_identifiability(res: IdentifiabilityResult) -> str:
