@@ -60,8 +60,6 @@ def run_family(args, tasks, constructions, hid_of, sweep, epsilon, cfg_of, recip
         gates = [None]
     if "diagonal" in constructions and any(h % 2 for v in hid_of.values() for h in v):
         raise UsageError(f"--hidden must be even for the diagonal SSM (2x2 blocks), got {args.hidden}")
-    if args.fixed_points < 0:
-        raise UsageError(f"--fixed-points must be >= 0, got {args.fixed_points}")
     print(f"settings: recipe {recipe}, family {family}, {args.seeds} seeds, eps = {epsilon:g}, alphas {sweep}")
     print_deviations(recipe, cfg_of, given, family)
     frames, facts, fps, spectra = [], [], [], {}
