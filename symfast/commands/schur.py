@@ -77,11 +77,12 @@ def add_arguments(p) -> None:
     p.add_argument("--cayley-neg", type=int, default=None,
                    help="cayley models: the number of -1 entries of the fixed diagonal D of the scaled Cayley map "
                         "W = (I + A)^{-1} (I - A) D (arXiv 1707.09520); 0 is the plain map (default: the recipe's)")
-    from symfast.schur.rnn.model import CAYLEY_INITS, SPREAD
+    from symfast.schur.rnn.model import CAYLEY_INITS, LATTICE, SPREAD
     p.add_argument("--cayley-init", choices=CAYLEY_INITS, default=None,
                    help="cayley models: the init of the generator; identity = W near I (the paper's construction), "
                         f"spread = W's eigenvalue angles drawn uniformly over (-{SPREAD:g} pi, {SPREAD:g} pi) in a "
-                        "random basis (default: the recipe's)")
+                        f"random basis, lattice = the same angles on the multiples of 2 pi / {LATTICE} "
+                        "(default: the recipe's)")
     p.add_argument("--schedule", choices=("constant", "cosine"), default=None,
                    help="learning-rate schedule (default: the recipe's): cosine = linear warmup, then a cosine decay")
     p.add_argument("--warmup", type=int, default=None, help="warmup steps of the cosine schedule (default: the recipe's)")

@@ -22,7 +22,8 @@ class TrainConfig:
     cayley_neg: the number of -1 entries of D in the scaled Cayley map W = cayley(P) D of "cayley"
     models (see `TanhRNN`); 0 is the paper's plain map. Other constructions ignore it.
     cayley_init: the init of "cayley" models' generator P (see `TanhRNN`): "identity" (the paper's
-    construction, W near I) or "spread" (W's eigenvalue angles spread over the circle). Other
+    construction, W near I), "spread" (W's eigenvalue angles spread over the circle) or "lattice"
+    (the same angles on the multiples of 2 pi / 8, the copy task's replay period). Other
     constructions ignore it.
     """
 
@@ -39,7 +40,7 @@ class TrainConfig:
     min_lr_ratio: float = 0.0  # the cosine schedule's final learning rate, as a fraction of lr
     curriculum: int = 0  # epochs of shortened sequences before the full task (see `task_at`); 0: none
     cayley_neg: int = 0  # -1 entries of the scaled Cayley map's D (cayley models only); 0: the plain map
-    cayley_init: str = "identity"  # init of the Cayley generator (cayley models only): "identity" or "spread"
+    cayley_init: str = "identity"  # init of the Cayley generator (cayley models only): see CAYLEY_INITS
 
     def check(self) -> None:
         """Raise ValueError on a budget no engine can train with."""

@@ -24,7 +24,10 @@ Python loop per step); the readout V is a separate parameter. Constructions of W
                   Init of P (`cayley_init`): "identity" (the default) P = 0.1/sqrt(H) randn, so W
                   starts near I with every eigenvalue near +1; "spread" (`spread_generator`) W
                   starts as rotations by angles drawn uniformly in (-SPREAD pi, SPREAD pi) in a
-                  random orthonormal basis, so its eigenvalues start spread over the unit circle.
+                  random orthonormal basis, so its eigenvalues start spread over the unit circle;
+                  "lattice" the same with the angles drawn from the multiples of 2 pi / LATTICE inside
+                  (-SPREAD pi, SPREAD pi): the angles a period-LATTICE oscillator needs (the cyclic
+                  copy task replays 8 symbols), which converged orthogonal copy models approach.
 (`torch.nn.utils.parametrizations.orthogonal(orthogonal_map="cayley")` uses a different
 generator layout and evaluates in the weight's dtype, hence the small module here.)
 """
@@ -36,13 +39,15 @@ import torch
 from torch import nn
 from torch.nn.utils import parametrize
 
-__all__ = ["TanhRNN", "CONSTRUCTIONS", "CAYLEY_INITS", "SPREAD", "cayley", "spread_generator"]
+__all__ = ["TanhRNN", "CONSTRUCTIONS", "CAYLEY_INITS", "SPREAD", "LATTICE", "cayley", "spread_generator"]
 
 CONSTRUCTIONS = ("dense", "orthogonal", "normal", "cayley")
-CAYLEY_INITS = ("identity", "spread")
+CAYLEY_INITS = ("identity", "spread", "lattice")
 # The "spread" init's widest angle as a fraction of pi: below 1 so that tan(theta / 2), the size of
 # the generator A, stays bounded (tan(0.45 pi) = 6.3).
 SPREAD = 0.9
+# The "lattice" init's angles are multiples of 2 pi / LATTICE: the copy task's replay period.
+LATTICE = 8
 
 
 def cayley(P: torch.Tensor, d: torch.Tensor | None = None) -> torch.Tensor:
@@ -54,19 +59,27 @@ def cayley(P: torch.Tensor, d: torch.Tensor | None = None) -> torch.Tensor:
     return W if d is None else W * d.to(P.dtype)  # right-multiplying by D scales column j by d_j
 
 
-def spread_generator(H: int, generator: torch.Generator | None = None, spread: float = SPREAD):
+def spread_generator(H: int, generator: torch.Generator | None = None, spread: float = SPREAD,
+                     lattice: int | None = None):
     """(P [H, H] float64, theta [H // 2]) with cayley(P) = Q R(theta) Q^T: R block-diagonal with 2 x 2
     rotations [[cos t, -sin t], [sin t, cos t]] by the angles theta ~ U(-spread pi, spread pi) (and a 1
     for odd H), Q orthonormal from the QR of a Gaussian matrix. W's eigenvalues are exp(+-i theta_j)
-    (and 1 for odd H).
+    (and 1 for odd H). With `lattice` = n, each angle is instead drawn uniformly from the multiples
+    k 2 pi / n with |k 2 pi / n| < spread pi.
 
     Cayley maps the skew block [[0, t], [-t, 0]] to the rotation by 2 arctan(t), so A0 has those
     blocks with t = tan(theta / 2), A = Q A0 Q^T, and P = A / 2 (so P - P^T = A). Draws theta, then Q,
     from `generator`."""
-    if int(H) < 1 or not 0 < spread < 1:
-        raise ValueError(f"spread_generator: need H >= 1 and 0 < spread < 1, got H={H}, spread={spread}")
+    if int(H) < 1 or not 0 < spread < 1 or (lattice is not None and int(lattice) < 2):
+        raise ValueError(f"spread_generator: need H >= 1, 0 < spread < 1 and lattice None or >= 2, got H={H}, "
+                         f"spread={spread}, lattice={lattice}")
     g, f64 = generator, torch.float64
-    theta = (2 * torch.rand(H // 2, generator=g, dtype=f64) - 1) * spread * math.pi
+    if lattice is None:
+        theta = (2 * torch.rand(H // 2, generator=g, dtype=f64) - 1) * spread * math.pi
+    else:  # the multiples k 2 pi / n strictly inside (-spread pi, spread pi)
+        kmax = math.ceil(spread * lattice / 2) - 1
+        k = torch.randint(-kmax, kmax + 1, (H // 2,), generator=g)
+        theta = k.to(f64) * (2 * math.pi / lattice)
     t = torch.tan(theta / 2)
     A0 = torch.zeros(H, H, dtype=f64)
     i = torch.arange(0, 2 * (H // 2), 2)
@@ -97,8 +110,9 @@ class TanhRNN(nn.Module):
         generator: optional torch.Generator for a reproducible init.
         cayley_neg: number k of -1 entries of the scaled Cayley map's D, 0..H ("cayley" only;
             0: the plain map).
-        cayley_init: "identity" (default: W near I) or "spread" (W's eigenvalue angles spread over
-            (-SPREAD pi, SPREAD pi), `spread_generator`); "cayley" only.
+        cayley_init: "identity" (default: W near I), "spread" (W's eigenvalue angles spread over
+            (-SPREAD pi, SPREAD pi), `spread_generator`) or "lattice" (the same on the multiples of
+            2 pi / LATTICE); "cayley" only.
 
     Shapes: forward(x [B, T, I]) -> y [B, T, O] (and h [B, T, H] with return_hidden).
     Parameters: `rnn` (torch.nn.RNN: U = weight_ih_l0 [H, I], W = weight_hh_l0 [H, H], or for
@@ -129,8 +143,8 @@ class TanhRNN(nn.Module):
         g = generator
         U = (2 * torch.rand(H, self.n_in, generator=g) - 1) * k
         V = (2 * torch.rand(self.n_out, H, generator=g) - 1) * k
-        if recurrent == "cayley" and cayley_init == "spread":
-            W = spread_generator(H, g)[0].float()  # the generator P
+        if recurrent == "cayley" and cayley_init != "identity":
+            W = spread_generator(H, g, lattice=LATTICE if cayley_init == "lattice" else None)[0].float()  # P
         elif recurrent == "cayley":
             W = 0.1 * k * torch.randn(H, H, generator=g)  # the generator P
         elif recurrent == "dense":
