@@ -56,7 +56,11 @@ def add_arguments(p) -> None:
     p.add_argument("--copy-replay", choices=("cyclic", "once"), default=None,
                    help="copy task: replay the sequence again and again over 128 steps (cyclic, the default) or "
                         "once (L steps); the task variants are ours, not the paper's (tanh family only)")
-    p.add_argument("--seeds", type=int, default=3, help="number of seeds (0..seeds-1)")
+    from symfast.schur.paper import PAPER_SEEDS
+    p.add_argument("--seeds", type=int, default=PAPER_SEEDS,
+                   help=f"number of seeds (0..seeds-1); beyond {PAPER_SEEDS}, the paper's, the comparison with the "
+                        f"paper is also read on seeds {PAPER_SEEDS}.. alone, a held-out replicate "
+                        "(schur_paper_replicates.csv)")
     p.add_argument("--hidden", default="paper",
                    help="hidden units H, a comma list; 'paper': 56,64,72 for the tanh family on copy, 64 otherwise")
     p.add_argument("--construction", default="paper",
@@ -273,7 +277,7 @@ def _print_convergence(facts, tasks, include_unconverged) -> None:
 def run(args) -> int:
     from symfast.schur import plots
     from symfast.schur.ablation import EPSILON, summarize
-    from symfast.schur.paper import COPY_WIDTHS, TASK_WIDTH, compare_with_paper
+    from symfast.schur.paper import COPY_WIDTHS, PAPER_SEEDS, TASK_WIDTH, compare_replicates, compare_with_paper
     from symfast.schur.recipes import RECIPE_NAMES, recipe_config
     from symfast.schur.rnn import TrainConfig, make_task
     from symfast.schur.families import FAMILY_CONSTRUCTIONS, GATES
@@ -427,7 +431,9 @@ def run(args) -> int:
               "nonadditivity", "fvu_refit", "dfvu_order_min", "dfvu_order_median", "dfvu_order_max",
               "order_dependent", "replay_order_min", "replay_order_max", "dfvu_inv", "replay_acc_inv",
               "removed_rel_T_inv", "rand_pattern_dfvu_mean", "rand_outside_dfvu_mean", "noop")
-    summ = summarize(used, by=("task", "construction", "hidden", "alpha", "subset"), values=values)
+    def summarise(rows):
+        return summarize(rows, by=("task", "construction", "hidden", "alpha", "subset"), values=values)
+    summ = summarise(used)
     atomic_write(os.path.join(args.out, "schur_ablation_raw.csv"), lambda p: raw.to_csv(p, index=False))
     atomic_write(os.path.join(args.out, "schur_ablation_summary.csv"), lambda p: summ.to_csv(p, index=False))
     atomic_write(os.path.join(args.out, "schur_models.csv"), lambda p: facts.to_csv(p, index=False))
@@ -507,6 +513,15 @@ def run(args) -> int:
     print(show[["table", "setting", "subset", "metric", "paper", "ours", "n", "verdict", "reason"]]
           .to_string(index=False))
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in cmp["verdict"].value_counts().items()))
+    if args.seeds > PAPER_SEEDS and not used.empty and (used.seed >= PAPER_SEEDS).any():
+        reps = compare_replicates(used if paper_copy else used[used.task != "copy"], summarise, alpha=0.9)
+        atomic_write(os.path.join(args.out, "schur_paper_replicates.csv"), lambda p: reps.to_csv(p, index=False))
+        print(f"\n== the same verdicts on the paper's seeds 0..{PAPER_SEEDS - 1} (the recipes were chosen on them) "
+              f"and on the held-out seeds {PAPER_SEEDS}..{args.seeds - 1}")
+        print(reps[["table", "setting", "subset", "n_paper_seeds", "verdict_paper_seeds", "n_heldout",
+                    "verdict_heldout", "verdict_all", "replicated"]].to_string(index=False))
+        r = reps.replicated.dropna()
+        print(f"replicated: {int(r.sum())} of {len(r)} verdicts with converged models in both seed sets")
     png = os.path.join(args.out, "schur_ablation.png")
     used_facts = facts if args.include_unconverged else facts[facts.converged]
     atomic_write(png, lambda p: plots.ablation_figure(used, spectra, args.alpha, used_facts, p))

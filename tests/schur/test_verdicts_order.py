@@ -1,5 +1,6 @@
 """Verdicts against the paper: order-dependent numbers are never held; Cayley rows are by construction."""
 import pandas as pd
+import pytest
 
 from symfast.report.claim import VERDICTS
 from symfast.schur.claims import schur_claims
@@ -63,3 +64,37 @@ def test_every_paper_number_is_its_own_row(tmp_path):
     assert len(claims) == expected
     assert all(c.verdict == "by construction" or "no converged model" in c.reason for c in claims)
     assert not any(c.tested for c in claims)
+
+
+def _seed_rows(seeds, dfvu):
+    """Per-model rows of flip-flop -T_C->R (orthogonal, H = 64, alpha 0.9) with the given dFVU per seed."""
+    return pd.DataFrame([{"task": "flipflop", "construction": "orthogonal", "hidden": 64, "alpha": 0.9,
+                          "subset": "-T_C->R", "seed": s, "dfvu": d, "order_dependent": 0.0}
+                         for s, d in zip(seeds, dfvu)])
+
+
+def test_replicates_read_the_verdict_on_each_seed_set():
+    """The paper's seeds (0-2) near the published 0.0945, the held-out seeds (3-8) far from it: the first
+    set holds, the second misses, and the row says it did not replicate; a row without models in both
+    sets has no replication value."""
+    from symfast.schur.ablation import summarize
+    from symfast.schur.paper import compare_replicates
+
+    def summarise(rows):
+        return summarize(rows, by=("task", "construction", "hidden", "alpha", "subset"),
+                         values=("dfvu", "order_dependent"))
+    used = pd.concat([_seed_rows([0, 1, 2], [0.094, 0.095, 0.0945]),
+                      _seed_rows([3, 4, 5, 6, 7, 8], [0.50, 0.52, 0.49, 0.51, 0.50, 0.505])], ignore_index=True)
+    reps = compare_replicates(used, summarise)
+    r = reps.set_index(["table", "setting", "subset"]).loc[("cross-task", "flipflop orthogonal H=64 alpha=0.9",
+                                                            "-T_C->R")]
+    assert (r.n_paper_seeds, r.n_heldout, r.n_all) == (3, 6, 9)
+    assert (r.verdict_paper_seeds, r.verdict_heldout) == ("held", "missed") and r.replicated == False  # noqa: E712
+    assert reps[(reps.n_paper_seeds == 0) | (reps.n_heldout == 0)].replicated.isna().all()
+    same = compare_replicates(pd.concat([_seed_rows([0, 1, 2], [0.094, 0.095, 0.0945]),
+                                         _seed_rows([3, 4, 5], [0.0944, 0.0946, 0.0945])]), summarise)
+    row = same.set_index(["table", "setting", "subset"]).loc[("cross-task", "flipflop orthogonal H=64 alpha=0.9",
+                                                              "-T_C->R")]
+    assert row.verdict_heldout == "held" and row.replicated == True  # noqa: E712
+    with pytest.raises(ValueError, match="held-out"):
+        compare_replicates(_seed_rows([0, 1, 2], [0.1, 0.1, 0.1]), summarise)
