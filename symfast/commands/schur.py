@@ -111,22 +111,20 @@ def add_arguments(p) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="threads for training (default: torch's thread count for the fused engine, 1 for torch)")
     p.add_argument("--engine", choices=("fused", "torch"), default="fused",
-                   help="tanh training: all models of the run (every task, seed, width, construction and training "
-                        "setting) at once through the fused kernel, or torch.nn.RNN one model at a time; GRU and SSM: all seeds of a construction as one "
+                   help="tanh training: all models of a task (every seed, width and construction) at once through the "
+                        "fused kernel, or torch.nn.RNN one model at a time; GRU and SSM: all seeds of a construction as one "
                         "batched ensemble, or one model at a time (the LSTM: one at a time under either)")
     p.add_argument("--out", default="schur_out", help="output directory")
     p.add_argument("--no-progress", action="store_true")
 
 
-def _train_tasks(jobs, args, ckdir) -> list[dict]:
-    """Every model the run needs, per job (task, cells, cfg): {(construction, hidden): ([model per seed],
-    [losses per seed])}, in the order of `jobs`.
+def _train_task(task, cells, args, cfg, ckdir) -> dict:
+    """Every model of `task` the run needs, {(construction, hidden): ([model per seed], [losses per seed])}.
 
-    `cells`: the (construction, hidden) pairs of the job's task; `cfg`: one TrainConfig, or
-    {construction: TrainConfig} (a recipe's per-construction settings). A model whose checkpoint in
-    `ckdir` is complete and of this run's settings is loaded; all the others, of every task,
-    construction, width and training settings, train together in one `train_many` call (one fused
-    kernel call per step for the models whose batches have the same shape, widths and channels
+    `cfg`: one TrainConfig, or {construction: TrainConfig} (a recipe's per-construction settings).
+    A model whose checkpoint in `ckdir` is complete and of this run's settings is loaded; all the
+    others, of every construction, width and training settings, train together in one `train_many`
+    call (one fused kernel call per step for the models whose batches have the same shape, widths
     padded), each resuming from a partly trained checkpoint of its own. The result of each model
     does not depend on which others it trains with.
     """
@@ -139,41 +137,34 @@ def _train_tasks(jobs, args, ckdir) -> list[dict]:
             return _load(path)
         except ValueError as e:
             raise UsageError(str(e)) from None
+    cfg_of = cfg if isinstance(cfg, dict) else {cn: cfg for cn, _ in cells}  # construction -> TrainConfig
     seeds = list(range(args.seeds))
-    keys, task_of, cfg_of, paths = [], {}, {}, {}  # key: (job, construction, hidden, seed)
-    for j, (task, cells, cfg) in enumerate(jobs):
-        for cn, hidden in cells:
-            for s in seeds:
-                key = (j, cn, hidden, s)
-                keys.append(key)
-                task_of[key], cfg_of[key] = task, cfg[cn] if isinstance(cfg, dict) else cfg
-                paths[key] = os.path.join(ckdir, f"{task.name}_{cn}_H{hidden}_s{s}.pt")
+    keys = [(cn, hidden, s) for cn, hidden in cells for s in seeds]
+    paths = {key: os.path.join(ckdir, f"{task.name}_{key[0]}_H{key[1]}_s{key[2]}.pt") for key in keys}
     models, losses = {}, {}
     for key in keys:
-        _, cn, hidden, _ = key
+        cn, hidden, _ = key
         if os.path.exists(paths[key]):
             m, t, info = load_checkpoint(paths[key])
-            tr, c = {**vars(TrainConfig()), **info["train"]}, cfg_of[key]  # older files: no schedule fields
-            if (t == task_of[key] and m.n_hidden == hidden and m.recurrent == cn and info["epoch"] == c.epochs
+            tr, c = {**vars(TrainConfig()), **info["train"]}, cfg_of[cn]  # older files: no schedule fields
+            if (t == task and m.n_hidden == hidden and m.recurrent == cn and info["epoch"] == c.epochs
                     and all(tr[f] == getattr(c, f) for f in FIELDS)):
                 models[key], losses[key] = m, info["losses"]
     todo = [key for key in keys if key not in models]
     if todo:
-        cfgs = [cfg_of[key] for key in todo]
-        names = "+".join(dict.fromkeys(task_of[key].name for key in todo))
+        cfgs = [cfg_of[cn] for cn, _, _ in todo]
         t0 = time.perf_counter()
-        trained = train_many([task_of[key] for key in todo], [key[3] for key in todo], [key[2] for key in todo],
-                             [key[1] for key in todo], cfgs, checkpoints=[paths[key] for key in todo],
-                             progress=not args.no_progress)
-        print(f"trained {len(todo)} {names} models ({len(keys) - len(todo)} loaded, "
+        trained = train_many(task, [s for _, _, s in todo], [h for _, h, _ in todo], [cn for cn, _, _ in todo], cfgs,
+                             checkpoints=[paths[key] for key in todo], progress=not args.no_progress)
+        print(f"trained {len(todo)} {task.name} models ({len(keys) - len(todo)} loaded, "
               f"{len({repr(c) for c in cfgs})} training settings) in one {cfgs[0].engine} run: "
               f"{time.perf_counter() - t0:.1f} s")
         models.update(zip(todo, trained))
         # --epochs 0 trains nothing and writes no checkpoint: no losses to show
         losses.update((key, load_checkpoint(paths[key])[2]["losses"] if os.path.exists(paths[key]) else [])
                       for key in todo)
-    return [{(cn, hidden): ([models[(j, cn, hidden, s)] for s in seeds], [losses[(j, cn, hidden, s)] for s in seeds])
-             for cn, hidden in cells} for j, (_, cells, _) in enumerate(jobs)]
+    return {(cn, hidden): ([models[(cn, hidden, s)] for s in seeds], [losses[(cn, hidden, s)] for s in seeds])
+            for cn, hidden in cells}
 
 
 def analyse_model(model, task, seed: int, args, sweep, epsilon: float, grid) -> dict:
@@ -392,12 +383,10 @@ def run(args) -> int:
     frames, spectra, facts, projs, schur_T, losses, nears, grids, fps = [], {}, [], [], {}, {}, [], [], []
     if not paper_copy:
         print(f"copy task (a variant, not the paper's): {copy_task.config()}")
-    task_of = {tname: copy_task if tname == "copy" else make_task(tname) for tname in tasks}
-    trained_of = dict(zip(tasks, _train_tasks(  # every task's models in one call, then the analyses task by task
-        [(task_of[tname], [(cn, h) for cn in cons_of[tname] for h in hid_of[tname]],
-          {cn: cfg_of[(tname, cn)] for cn in cons_of[tname]}) for tname in tasks], args, os.path.join(args.out, "ckpt"))))
     for tname in tasks:
-        task, trained = task_of[tname], trained_of[tname]
+        task = copy_task if tname == "copy" else make_task(tname)
+        trained = _train_task(task, [(cn, h) for cn in cons_of[tname] for h in hid_of[tname]], args,
+                              {cn: cfg_of[(tname, cn)] for cn in cons_of[tname]}, os.path.join(args.out, "ckpt"))
         for cn in cons_of[tname]:
             for hidden in hid_of[tname]:
                 models, losses[f"{tname} / {cn}, H = {hidden}"] = trained[(cn, hidden)]

@@ -136,8 +136,7 @@ def _spy_train_many(monkeypatch):
 
     def spy(task, seeds, widths, recurrents, cfg, **kw):
         engines = {c.engine for c in ([cfg] if isinstance(cfg, rnn.TrainConfig) else cfg)}
-        names = "+".join(dict.fromkeys(t.name for t in ([task] if hasattr(task, "name") else task)))
-        calls.append((names, list(seeds), list(widths), list(recurrents), *engines))
+        calls.append((task.name, list(seeds), list(widths), list(recurrents), *engines))
         return real(task, seeds, widths, recurrents, cfg, **kw)
     monkeypatch.setattr(rnn, "train_many", spy)
     return calls
@@ -161,7 +160,7 @@ def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tm
            "cayley": TrainConfig(epochs=3, batches_per_epoch=2, batch=4, lr=3e-3, schedule="cosine", warmup=1,
                                  clip=1.0, curriculum=1, cayley_init="spread")}
     ck = str(tmp_path / "ckpt")
-    first = schur._train_tasks([(task, cells, cfg)], args, ck)[0]
+    first = schur._train_task(task, cells, args, cfg, ck)
     assert len(calls) == 1 and calls[0][4] == "fused"
     assert sorted(zip(calls[0][3], calls[0][2], calls[0][1])) == sorted((cn, h, s) for cn, h in cells for s in (0, 1))
     assert sorted(first) == sorted(cells)
@@ -173,14 +172,14 @@ def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tm
     for cn, h, s in gone:
         os.remove(os.path.join(ck, f"copy_{cn}_H{h}_s{s}.pt"))
     calls.clear()
-    again = schur._train_tasks([(task, cells, cfg)], args, ck)[0]
+    again = schur._train_task(task, cells, args, cfg, ck)
     assert [(c[3], c[2], c[1]) for c in calls] == [(["orthogonal", "cayley"], [6, 9], [0, 1])]
     for cell, (models, losses) in first.items():
         for a, b, la, lb in zip(models, again[cell][0], losses, again[cell][1]):
             assert la == lb and all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters())), cell
     calls.clear()
-    via_torch = schur._train_tasks([(task, cells, {cn: replace(c, engine="torch") for cn, c in cfg.items()})], args,
-                                   str(tmp_path / "torch"))[0]
+    via_torch = schur._train_task(task, cells, args, {cn: replace(c, engine="torch") for cn, c in cfg.items()},
+                                  str(tmp_path / "torch"))
     assert [c[4] for c in calls] == ["torch"]
     for cell, (models, _) in first.items():
         for a, b in zip(models, via_torch[cell][0]):
@@ -198,10 +197,10 @@ def test_schur_cli_copy_variant_flags_build_the_task(tmp_path, capsys, monkeypat
     class Stop(Exception):
         pass
 
-    def stop(jobs, *a, **kw):
-        seen.extend(task for task, _, _ in jobs)
+    def stop(task, *a, **kw):
+        seen.append(task)
         raise Stop
-    monkeypatch.setattr(schur, "_train_tasks", stop)
+    monkeypatch.setattr(schur, "_train_task", stop)
     with pytest.raises(Stop):
         main(["schur", "--task", "copy", "--copy-length", "5", "--copy-symbols", "3", "--copy-delay", "2",
               "--copy-replay", "once", "--out", str(tmp_path / "run"), "--no-progress"])

@@ -235,21 +235,3 @@ def test_one_call_needs_one_engine_and_one_config_per_model():
         rnn.train_many(task, [0, 1], [4, 4], ["dense", "dense"], [_CONSTANT])
     with pytest.raises(ValueError, match="curriculum must be"):
         train_models(task, [0], [4], ["dense"], [TrainConfig(epochs=1, curriculum=2)])
-
-
-def test_tasks_of_other_channels_and_lengths_in_one_call_equal_separate_calls():
-    """Bit for bit: flip-flop (3 inputs, 3 outputs) and sine (1 and 1) models of the same T share kernel
-    calls with their channels zero-padded (mask 0 on the padded outputs), context (T = 7) runs in a call of
-    its own, in the same steps; each task's models end as when trained in a call of their own."""
-    tasks = [rnn.FlipFlop(T=9), rnn.SineGeneration(T=9), rnn.ContextIntegration(T=7, t_on=1, t_off=5)]
-    spec = ([0, 1, 0, 2], [6, 8, 5, 6], ["cayley", "dense", "orthogonal", "normal"])
-    on = [tasks[0], tasks[1], tasks[1], tasks[2]]
-    cfgs = [_CURRICULUM, _CONSTANT, _CURRICULUM, _CONSTANT]
-    together = train_models(on, *spec, cfgs, progress=False)
-    for t in tasks:
-        ks = [k for k in range(4) if on[k] is t]
-        alone = train_models(t, *([v[k] for k in ks] for v in spec), [cfgs[k] for k in ks], progress=False)
-        for k, a in zip(ks, alone):
-            assert (together[k].n_in, together[k].n_out) == (t.n_in, t.n_out)
-            for name, p in _params(a).items():
-                assert torch.equal(_params(together[k])[name], p), (t.name, k, name)

@@ -65,18 +65,17 @@ def train_seeds(task: Task, seeds, n_hidden: int = 64, recurrent: str = "orthogo
     return train_many(task, seeds, [n_hidden] * len(seeds), [recurrent] * len(seeds), cfg, checkpoints, progress)
 
 
-def train_many(task, seeds, widths, recurrents, cfg=None, checkpoints=None,
+def train_many(task: Task, seeds, widths, recurrents, cfg=None, checkpoints=None,
                progress: Progress = False) -> list[TanhRNN]:
-    """Train one model per entry: model k on task (one Task for all, or task[k]) with seed seeds[k],
-    width widths[k], construction recurrents[k] and settings cfg (one TrainConfig for all, or cfg[k]);
-    each gets exactly what `train` with those settings gives it.
+    """Train one model per entry on `task`: model k with seed seeds[k], width widths[k],
+    construction recurrents[k] and settings cfg (one TrainConfig for all, or cfg[k]); each gets
+    exactly what `train` with those settings gives it.
 
     The engine "fused" trains all of them in one call of the fused kernel per step, whatever their
     settings (widths padded to the widest; see `symfast.schur.rnn.train_fused.train_models`), on
     `threads` threads; "torch" trains them one after another on torch.nn.RNN.
 
     Args:
-        task: a Task, or a sequence of one per model.
         seeds, widths, recurrents: one entry per model (equal lengths).
         cfg: a TrainConfig (default: the paper's budget) or a sequence of one per model, which may
             differ in everything but engine and threads (`config.model_configs`).
@@ -90,9 +89,6 @@ def train_many(task, seeds, widths, recurrents, cfg=None, checkpoints=None,
         raise ValueError(f"need one width and one construction per seed, got {len(seeds)} seeds, "
                          f"{len(widths)} widths, {len(recurrents)} constructions")
     cfgs = model_configs(cfg, len(seeds))
-    tasks = [task] * len(seeds) if isinstance(task, Task) else list(task)
-    if len(tasks) != len(seeds) or not all(isinstance(t, Task) for t in tasks):
-        raise ValueError(f"task must be a Task or one Task per model ({len(seeds)}), got {task!r}")
     if checkpoints is not None and len(checkpoints) != len(seeds):
         raise ValueError(f"need one checkpoint path per model, got {len(checkpoints)} for {len(seeds)}")
     prev_threads = torch.get_num_threads()
@@ -101,8 +97,8 @@ def train_many(task, seeds, widths, recurrents, cfg=None, checkpoints=None,
     try:
         if cfgs[0].engine == "fused":
             from symfast.schur.rnn.train_fused import train_models
-            return train_models(tasks, seeds, widths, recurrents, cfgs, checkpoints, progress)
-        return [_train_one(tasks[k], s, h, r, cfgs[k], None if checkpoints is None else checkpoints[k], progress)
+            return train_models(task, seeds, widths, recurrents, cfgs, checkpoints, progress)
+        return [_train_one(task, s, h, r, cfgs[k], None if checkpoints is None else checkpoints[k], progress)
                 for k, (s, h, r) in enumerate(zip(seeds, widths, recurrents))]
     finally:
         torch.set_num_threads(prev_threads)

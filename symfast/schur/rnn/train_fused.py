@@ -1,39 +1,22 @@
 """Training many TanhRNNs at once through the fused ensemble kernel (`symfast.ops.rnn_train`).
 
-Each model keeps what one-at-a-time training gives it: its own init (TanhRNN from its seed and its
-settings), its own batches (seeded by (seed, epoch, batch), from `config.task_at` under its own
-curriculum), its own loss (masked MSE), its own learning rate per step (`config.lr_at` of its own
-settings), its own gradient clipping and its own Adam. Models of one call may have different
-training settings (one TrainConfig per model, differing in anything but engine and threads:
-epochs, batch size and batches per epoch, rate, schedule, clipping, curriculum, Cayley init...).
+Each model keeps what one-at-a-time training gives it: its own init (TanhRNN from its seed),
+its own batches (seeded by (seed, epoch, batch)), its own loss (masked MSE) and Adam with
+the same hyper-parameters. Adam is elementwise, so one torch.optim.Adam over the models'
+stacked parameters is each model's own Adam (step counts agree: models that start together
+step together), and so is the learning rate of each step (`config.lr_at`). Gradient clipping, when asked, clips each model's norm separately. Models of
+different widths share one call: parameters are zero-padded to the widest, and `widths`
+makes the kernel ignore the padding (which therefore stays exactly zero, Cayley included).
+Per-model checkpoints (model, Adam state and losses) are written in the format of the
+one-at-a-time path, so either path resumes the other's checkpoints.
 
-The models of equal settings resumed at the same epoch form a cohort: its parameters are stacked
-(leading dim = model) under one torch.optim.Adam, which is each model's own Adam because Adam is
-elementwise and the cohort's models share a step count, with the cohort's learning rate at each
-step. Every cohort starts at the first step of the call, at its own epoch, and leaves the call
-after its last epoch (where its models are written back). Per step, the cohorts whose batches have
-the same shape [S, T] share one kernel call; a curriculum's shorter sequences get a call of their
-own rather than a tail padded with mask 0 (the padded tail is bit-identical but the kernel still
-runs its steps: on the copy grid's curriculum shapes one padded call took 17-29 % more CPU time
-than two calls; docs/guide/schur.md).
-Models of different widths share a call: parameters are zero-padded to the widest model of the
-call, and `widths` makes the kernel ignore the padding (which therefore stays exactly zero, Cayley
-included). Clipping sums each model's gradient norm over its own width only. Models of different
-tasks (one Task per model) share a call too, and a kernel call when their batches have the same
-shape (flip-flop and sine: T = 100): inputs, input weights, targets and readouts are zero-padded to
-the most channels, with mask 0 on the padded outputs, which add exact zeros to the loss, its
-denominator and every gradient. Per-model
-checkpoints (model, Adam state and losses, the model's own settings) are written in the format
-of the one-at-a-time path, so either path resumes the other's checkpoints.
-
-Per step, each distinct batch (task at the epoch, batch size, seed) is drawn once and shared by
-every model that trains on it (the copy grid's 36 models draw 3 batches per shape, not 36); a
-mask that is the same for every output channel is passed as [B, S, T]. The Cayley models' W and
+Per step, each distinct seed's batch is drawn once and shared by every model with that seed
+(the copy grid's 36 models draw 3 batches, not 36), written into buffers allocated once; a mask
+that is the same for every output channel is passed as [B, S, T]. The Cayley models' W and
 its gradient are formed on each model's own width (one solve, two products: `_cayley_grad`), and
 the kernel ignores the padding, so a model's result does not depend on the models it is trained
-with (bit for bit): a run resumed with its models at different epochs ends where an
-uninterrupted one ends, and a model trained beside models of other settings or tasks ends where
-it ends among its own.
+with (bit for bit): a run resumed with its models split over several groups ends where an
+uninterrupted one ends.
 
 Threads: only the kernel call runs on the caller's torch thread count (`cfg.threads` under
 `train_seeds`; the kernel puts one thread on each model); everything else in the step runs on one
@@ -51,7 +34,6 @@ from symfast.ops.rnn_train import rnn_train_step
 from symfast.schur.rnn.checkpoint import resume, save_checkpoint
 from symfast.schur.rnn.config import batch_seed, cayley_options, lr_at, model_configs, task_at
 from symfast.schur.rnn.model import TanhRNN, cayley
-from symfast.schur.rnn.tasks import Task
 
 __all__ = ["train_models"]
 
@@ -77,13 +59,11 @@ def _unpad(p: torch.Tensor, name: str, H: int) -> torch.Tensor:
 
 def train_models(task, seeds, widths, recurrents, cfg, checkpoints=None, progress: Progress = False,
                  backend: str = "auto") -> list[TanhRNN]:
-    """Train len(seeds) TanhRNNs together, model k on task (or task[k]) with seed seeds[k], width
-    widths[k], construction recurrents[k] and settings cfg (or cfg[k]).
+    """Train len(seeds) TanhRNNs on `task` together, model k with seed seeds[k], width widths[k],
+    construction recurrents[k] and settings cfg (or cfg[k]).
 
     Args:
-        task: a Task for every model, or a sequence of one per model (tasks whose batches have the
-            same shape [S, T] share kernel calls, their inputs and outputs zero-padded to the most
-            channels with mask 0 on the padded outputs). seeds, widths, recurrents: one entry per model.
+        task: a Task. seeds, widths, recurrents: one entry per model.
         cfg: a TrainConfig for every model, or a sequence of one per model; they may differ in
             everything but engine and threads (`config.model_configs`).
         checkpoints: optional list of .pt paths, one per model, rewritten every epoch (a partly
@@ -101,61 +81,55 @@ def train_models(task, seeds, widths, recurrents, cfg, checkpoints=None, progres
     if checkpoints is not None and len(checkpoints) != n:
         raise ValueError(f"need one checkpoint path per model, got {len(checkpoints)} for {n}")
     cfgs = model_configs(cfg, n)
-    tasks = [task] * n if isinstance(task, Task) else list(task)
-    if len(tasks) != n or not all(isinstance(t, Task) for t in tasks):
-        raise ValueError(f"task must be a Task or one Task per model ({n}), got {task!r}")
     kernel_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # every small op (init, sampling, Cayley, Adam) on one thread: see the module doc
     try:
-        return _train_models(tasks, seeds, widths, recurrents, cfgs, checkpoints, progress, backend, kernel_threads)
+        return _train_models(task, seeds, widths, recurrents, cfgs, checkpoints, progress, backend, kernel_threads)
     finally:
         torch.set_num_threads(kernel_threads)
 
 
-def _train_models(tasks, seeds, widths, recurrents, cfgs, checkpoints, progress, backend, kernel_threads):
+def _train_models(task, seeds, widths, recurrents, cfgs, checkpoints, progress, backend, kernel_threads):
     n = len(seeds)
-    models = [TanhRNN(t.n_in, int(h), t.n_out, recurrent=r, generator=torch.Generator().manual_seed(int(s)),
+    models = [TanhRNN(task.n_in, int(h), task.n_out, recurrent=r, generator=torch.Generator().manual_seed(int(s)),
                       **cayley_options(c, r))
-              for t, s, h, r, c in zip(tasks, seeds, widths, recurrents, cfgs)]
+              for s, h, r, c in zip(seeds, widths, recurrents, cfgs)]
     opts = [torch.optim.Adam(m.parameters(), lr=c.lr) for m, c in zip(models, cfgs)]
     losses = [[] for _ in range(n)]
-    starts = [(resume(checkpoints[k], models[k], opts[k], tasks[k], int(seeds[k]), cfgs[k], losses[k]) if checkpoints
+    starts = [(resume(checkpoints[k], models[k], opts[k], task, int(seeds[k]), cfgs[k], losses[k]) if checkpoints
                else 0) for k in range(n)]
     todo = [k for k in range(n) if starts[k] < cfgs[k].epochs]
     if not todo:
         return models
-    # a cohort: the models of one task and equal settings resumed at the same epoch (one stacked tensor per
-    # parameter, one Adam)
-    key = [(repr(tasks[k]), repr(replace(cfgs[k], seed=0)), starts[k]) for k in range(n)]
+    # a cohort: the models of equal settings resumed at the same epoch (one stacked tensor per parameter, one Adam)
+    key = [(repr(replace(cfgs[k], seed=0)), starts[k]) for k in range(n)]
     Hm = max(models[k].n_hidden for k in todo)
-    cohorts = [_Cohort([k for k in todo if key[k] == kc], tasks, cfgs, starts, models, opts, Hm)
+    cohorts = [_Cohort([k for k in todo if key[k] == kc], cfgs, starts, models, opts, Hm)
                for kc in dict.fromkeys(key[k] for k in todo)]
     rep = reporter(progress, "symfast.schur")
     rounds = max(c.steps for c in cohorts)
-    bar = rep.bar(rounds, desc=f"{'+'.join(dict.fromkeys(tasks[k].name for k in todo))} x{len(todo)} models (fused)")
+    bar = rep.bar(rounds, desc=f"{task.name} x{len(todo)} models (fused)")
     bufs = {}  # per group of cohorts sharing a kernel call: [B, S, T, .] inputs, targets, mask, refilled every step
     for i in range(rounds):  # every cohort starts at round 0, at its own epoch
         active = [c for c in cohorts if i < c.steps]
         drawn, rows = {}, {}  # each distinct batch (task at the epoch, size, seed) is drawn once per step
         for c in active:
             ep, b = c.position(i)
-            tk = task_at(c.task, c.cfg, ep)
+            tk = task_at(task, c.cfg, ep)
             rows[c] = [(repr(tk), c.cfg.batch, batch_seed(int(seeds[k]), ep, b)) for k in c.members]
             for r in rows[c]:
                 if r not in drawn:
                     x, y, m = tk.sample(r[1], seed=r[2])
                     drawn[r] = (x, y, m, bool(torch.equal(m, m[..., :1].expand_as(m))))
-        calls = {}  # cohorts whose batches have the same shape [S, T] share one kernel call
+        calls = {}  # cohorts whose batches have the same shape share one kernel call
         for c in active:
-            calls.setdefault(tuple(drawn[rows[c][0]][0].shape[:2]), []).append(c)
+            calls.setdefault(tuple(drawn[rows[c][0]][0].shape), []).append(c)
         step_losses = []
         for group in calls.values():
             ids = tuple(id(c) for c in group)
             batch = [drawn[r] for c in group for r in rows[c]]
-            I, O = max(c.task.n_in for c in group), max(c.task.n_out for c in group)
-            flat = all(d[3] and d[1].shape[-1] == O for d in batch)  # one mask for all outputs: [S, T] per model
-            ts = [[_chan(d[0], I) for d in batch], [_chan(d[1], O) for d in batch],
-                  [d[2][..., 0] if flat else _chan(d[2], O) for d in batch]]
+            flat = all(d[3] for d in batch)  # one mask for all outputs: [S, T] per model
+            ts = [[d[0] for d in batch], [d[1] for d in batch], [d[2][..., 0] if flat else d[2] for d in batch]]
             if ids not in bufs or any(buf.shape[1:] != t[0].shape for buf, t in zip(bufs[ids], ts)):
                 bufs[ids] = [torch.empty(len(batch), *t[0].shape, dtype=t[0].dtype) for t in ts]
             for buf, t in zip(bufs[ids], ts):
@@ -164,8 +138,8 @@ def _train_models(tasks, seeds, widths, recurrents, cfgs, checkpoints, progress,
             Hs = [h for c in group for h in c.Hs]
             torch.set_num_threads(kernel_threads)  # the kernel runs its models on kernel_threads threads
             try:
-                st = rnn_train_step(_cat(Ws), _cat([_chan(c.stacked[c.iU].detach(), I) for c in group]),
-                                    _cat([_chan(c.stacked[c.iV].detach(), O, -2) for c in group]), *bufs[ids],
+                st = rnn_train_step(_cat(Ws), _cat([c.stacked[c.iU].detach() for c in group]),
+                                    _cat([c.stacked[c.iV].detach() for c in group]), *bufs[ids],
                                     widths=torch.tensor(Hs, dtype=torch.int64) if min(Hs) != Hm else None,
                                     backend=backend)
             finally:
@@ -173,7 +147,7 @@ def _train_models(tasks, seeds, widths, recurrents, cfgs, checkpoints, progress,
             j = 0
             for c, W in zip(group, Ws):
                 sl = slice(j, j + len(c.members))
-                c.step(i, W, st.dW[sl], _unchan(st.dU[sl], c.task.n_in), _unchan(st.dV[sl], c.task.n_out, -2))
+                c.step(i, W, st.dW[sl], st.dU[sl], st.dV[sl])
                 for k, v in zip(c.members, st.loss[sl].tolist()):
                     losses[k].append(v)
                 j = sl.stop
@@ -185,7 +159,7 @@ def _train_models(tasks, seeds, widths, recurrents, cfgs, checkpoints, progress,
                 c.write_back(models, opts)
             if b == c.cfg.batches_per_epoch - 1 and checkpoints:
                 for k in c.members:
-                    save_checkpoint(checkpoints[k], models[k], c.task, replace(c.cfg, seed=int(seeds[k])),
+                    save_checkpoint(checkpoints[k], models[k], task, replace(c.cfg, seed=int(seeds[k])),
                                     epoch=ep + 1, optimizer=opts[k], losses=losses[k])
         if rep:
             bar.set_postfix(loss=f"{float(torch.cat(step_losses).mean()):.4f}", refresh=False)
@@ -198,27 +172,13 @@ def _cat(ts: list[torch.Tensor]) -> torch.Tensor:
     return ts[0] if len(ts) == 1 else torch.cat(ts)
 
 
-def _chan(t: torch.Tensor, n: int, dim: int = -1) -> torch.Tensor:
-    """t with its channels (dim, counted from the end) zero-padded to n. The padded input channels add
-    exact zeros to every product, the padded outputs (zero readout rows, zero targets, mask 0) exact
-    zeros to the loss and the gradients, so the models of fewer channels train bit for bit as alone."""
-    k = n - t.shape[dim]
-    return t if k == 0 else torch.nn.functional.pad(t, [0, 0] * (-dim - 1) + [0, k])
-
-
-def _unchan(g: torch.Tensor, n: int, dim: int = -1) -> torch.Tensor:
-    """The first n channels (dim) of a gradient, contiguous (as its parameter is)."""
-    return g if g.shape[dim] == n else g.narrow(dim, 0, n).contiguous()
-
-
 class _Cohort:
-    """Models of one call with the same task and settings (`cfg`) resumed at the same epoch: their parameters
+    """Models of one call with the same settings (`cfg`) resumed at the same epoch: their parameters
     stacked (zero-padded to the call's widest model Hm, leading dim = model) under one Adam, one
     learning rate and one clipping threshold per step; the same step count for all of them."""
 
-    def __init__(self, members, tasks, cfgs, starts, models, opts, Hm):
-        self.members, self.task = members, tasks[members[0]]
-        self.cfg, self.start = cfgs[members[0]], starts[members[0]]
+    def __init__(self, members, cfgs, starts, models, opts, Hm):
+        self.members, self.cfg, self.start = members, cfgs[members[0]], starts[members[0]]
         self.steps = (self.cfg.epochs - self.start) * self.cfg.batches_per_epoch
         # parameters by position (every construction lists V, U, then W or the Cayley generator P)
         self.names = [nm if nm in ("readout", "rnn.weight_ih_l0") else "W" for nm, _ in models[members[0]].named_parameters()]
