@@ -1,22 +1,35 @@
 """Training many TanhRNNs at once through the fused ensemble kernel (`symfast.ops.rnn_train`).
 
-Each model keeps what one-at-a-time training gives it: its own init (TanhRNN from its seed),
-its own batches (seeded by (seed, epoch, batch)), its own loss (masked MSE) and Adam with
-the same hyper-parameters. Adam is elementwise, so one torch.optim.Adam over the models'
-stacked parameters is each model's own Adam (step counts agree: models that start together
-step together), and so is the learning rate of each step (`config.lr_at`). Gradient clipping, when asked, clips each model's norm separately. Models of
-different widths share one call: parameters are zero-padded to the widest, and `widths`
-makes the kernel ignore the padding (which therefore stays exactly zero, Cayley included).
-Per-model checkpoints (model, Adam state and losses) are written in the format of the
-one-at-a-time path, so either path resumes the other's checkpoints.
+Each model keeps what one-at-a-time training gives it: its own init (TanhRNN from its seed and its
+settings), its own batches (seeded by (seed, epoch, batch), from `config.task_at` under its own
+curriculum), its own loss (masked MSE), its own learning rate per step (`config.lr_at` of its own
+settings), its own gradient clipping and its own Adam. Models of one call may have different
+training settings (one TrainConfig per model, differing in anything but engine and threads:
+epochs, batch size and batches per epoch, rate, schedule, clipping, curriculum, Cayley init...).
 
-Per step, each distinct seed's batch is drawn once and shared by every model with that seed
-(the copy grid's 36 models draw 3 batches, not 36), written into buffers allocated once; a mask
-that is the same for every output channel is passed as [B, S, T]. The Cayley models' W and
+The models of equal settings resumed at the same epoch form a cohort: its parameters are stacked
+(leading dim = model) under one torch.optim.Adam, which is each model's own Adam because Adam is
+elementwise and the cohort's models share a step count, with the cohort's learning rate at each
+step. Every cohort starts at the first step of the call, at its own epoch, and leaves the call
+after its last epoch (where its models are written back). Per step, the cohorts whose batches have
+the same shape share one kernel call; a curriculum's shorter sequences get a call of their own
+rather than a tail padded with mask 0 (the padded tail is bit-identical, but the kernel still
+runs its steps: on the copy grid's curriculum shapes one padded call took 15-32 % more CPU time
+than two calls; docs/guide/schur.md). Models of different widths share a call: parameters are
+zero-padded to the widest model of the call, and `widths` makes the kernel ignore the padding
+(which therefore stays exactly zero, Cayley included). Clipping sums each model's gradient norm
+over its own width only. Per-model checkpoints (model, Adam state and losses, the model's own
+settings) are written in the format of the one-at-a-time path, so either path resumes the
+other's checkpoints.
+
+Per step, each distinct batch (task at the epoch, batch size, seed) is drawn once and shared by
+every model that trains on it (the copy grid's 36 models draw 3 batches per shape, not 36); a
+mask that is the same for every output channel is passed as [B, S, T]. The Cayley models' W and
 its gradient are formed on each model's own width (one solve, two products: `_cayley_grad`), and
 the kernel ignores the padding, so a model's result does not depend on the models it is trained
-with (bit for bit): a run resumed with its models split over several groups ends where an
-uninterrupted one ends.
+with (bit for bit): a run resumed with its models at different epochs ends where an
+uninterrupted one ends, and a model trained beside models of other settings ends where it ends
+among its own.
 
 Threads: only the kernel call runs on the caller's torch thread count (`cfg.threads` under
 `train_seeds`; the kernel puts one thread on each model); everything else in the step runs on one
@@ -112,38 +125,16 @@ def _train_models(task, seeds, widths, recurrents, cfgs, checkpoints, progress, 
     bufs = {}  # per group of cohorts sharing a kernel call: [B, S, T, .] inputs, targets, mask, refilled every step
     for i in range(rounds):  # every cohort starts at round 0, at its own epoch
         active = [c for c in cohorts if i < c.steps]
-        drawn, rows = {}, {}  # each distinct batch (task at the epoch, size, seed) is drawn once per step
-        for c in active:
-            ep, b = c.position(i)
-            tk = task_at(task, c.cfg, ep)
-            rows[c] = [(repr(tk), c.cfg.batch, batch_seed(int(seeds[k]), ep, b)) for k in c.members]
-            for r in rows[c]:
-                if r not in drawn:
-                    x, y, m = tk.sample(r[1], seed=r[2])
-                    drawn[r] = (x, y, m, bool(torch.equal(m, m[..., :1].expand_as(m))))
+        rows, drawn = _draw(task, seeds, active, i)
         calls = {}  # cohorts whose batches have the same shape share one kernel call
         for c in active:
             calls.setdefault(tuple(drawn[rows[c][0]][0].shape), []).append(c)
+        bufs = {ids: v for ids, v in bufs.items() if ids in {tuple(map(id, g)) for g in calls.values()}}
         step_losses = []
         for group in calls.values():
-            ids = tuple(id(c) for c in group)
-            batch = [drawn[r] for c in group for r in rows[c]]
-            flat = all(d[3] for d in batch)  # one mask for all outputs: [S, T] per model
-            ts = [[d[0] for d in batch], [d[1] for d in batch], [d[2][..., 0] if flat else d[2] for d in batch]]
-            if ids not in bufs or any(buf.shape[1:] != t[0].shape for buf, t in zip(bufs[ids], ts)):
-                bufs[ids] = [torch.empty(len(batch), *t[0].shape, dtype=t[0].dtype) for t in ts]
-            for buf, t in zip(bufs[ids], ts):
-                torch.stack(t, out=buf)
             Ws = [c.weights() for c in group]
-            Hs = [h for c in group for h in c.Hs]
-            torch.set_num_threads(kernel_threads)  # the kernel runs its models on kernel_threads threads
-            try:
-                st = rnn_train_step(_cat(Ws), _cat([c.stacked[c.iU].detach() for c in group]),
-                                    _cat([c.stacked[c.iV].detach() for c in group]), *bufs[ids],
-                                    widths=torch.tensor(Hs, dtype=torch.int64) if min(Hs) != Hm else None,
-                                    backend=backend)
-            finally:
-                torch.set_num_threads(1)
+            st = _kernel_call(group, Ws, [drawn[r] for c in group for r in rows[c]], bufs, Hm, kernel_threads,
+                              backend)
             j = 0
             for c, W in zip(group, Ws):
                 sl = slice(j, j + len(c.members))
@@ -152,7 +143,6 @@ def _train_models(task, seeds, widths, recurrents, cfgs, checkpoints, progress, 
                     losses[k].append(v)
                 j = sl.stop
             step_losses.append(st.loss)
-        bufs = {ids: v for ids, v in bufs.items() if ids in {tuple(id(c) for c in g) for g in calls.values()}}
         for c in active:  # each cohort's epoch ends: its checkpoints, and its models once trained
             ep, b = c.position(i)
             if b == c.cfg.batches_per_epoch - 1 and (checkpoints or ep == c.cfg.epochs - 1):
@@ -166,6 +156,41 @@ def _train_models(task, seeds, widths, recurrents, cfgs, checkpoints, progress, 
         bar.update(1)
     bar.close()
     return models
+
+
+def _draw(task, seeds, active, i):
+    """The batches of round i: ({cohort: one key per model}, {key: (x, y, mask, mask the same for every
+    output)}), each distinct batch (task at the epoch, batch size, seed) drawn once."""
+    rows, drawn = {}, {}
+    for c in active:
+        ep, b = c.position(i)
+        tk = task_at(task, c.cfg, ep)
+        rows[c] = [(repr(tk), c.cfg.batch, batch_seed(int(seeds[k]), ep, b)) for k in c.members]
+        for r in rows[c]:
+            if r not in drawn:
+                x, y, m = tk.sample(r[1], seed=r[2])
+                drawn[r] = (x, y, m, bool(torch.equal(m, m[..., :1].expand_as(m))))
+    return rows, drawn
+
+
+def _kernel_call(group, Ws, batch, bufs, Hm, kernel_threads, backend):
+    """One kernel call for the cohorts of `group` (recurrent weights Ws), model by model on `batch`; the
+    inputs are stacked into bufs[the group's ids], allocated again only when their shape changes."""
+    ids = tuple(map(id, group))
+    flat = all(d[3] for d in batch)  # one mask for all outputs: [S, T] per model (0/1 masks: the same sums)
+    ts = [[d[0] for d in batch], [d[1] for d in batch], [d[2][..., 0] if flat else d[2] for d in batch]]
+    if ids not in bufs or any(buf.shape[1:] != t[0].shape for buf, t in zip(bufs[ids], ts)):
+        bufs[ids] = [torch.empty(len(batch), *t[0].shape, dtype=t[0].dtype) for t in ts]
+    for buf, t in zip(bufs[ids], ts):
+        torch.stack(t, out=buf)
+    Hs = [h for c in group for h in c.Hs]
+    torch.set_num_threads(kernel_threads)  # the kernel runs its models on kernel_threads threads
+    try:
+        return rnn_train_step(_cat(Ws), _cat([c.stacked[c.iU].detach() for c in group]),
+                              _cat([c.stacked[c.iV].detach() for c in group]), *bufs[ids],
+                              widths=torch.tensor(Hs, dtype=torch.int64) if min(Hs) != Hm else None, backend=backend)
+    finally:
+        torch.set_num_threads(1)
 
 
 def _cat(ts: list[torch.Tensor]) -> torch.Tensor:
