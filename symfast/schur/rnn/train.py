@@ -71,9 +71,10 @@ def train_many(task: Task, seeds, widths, recurrents, cfg=None, checkpoints=None
     construction recurrents[k] and settings cfg (one TrainConfig for all, or cfg[k]); each gets
     exactly what `train` with those settings gives it.
 
-    The engine "fused" trains all of them in one call of the fused kernel per step, whatever their
-    settings (widths padded to the widest; see `symfast.schur.rnn.train_fused.train_models`), on
-    `threads` threads; "torch" trains them one after another on torch.nn.RNN.
+    The engine "fused" trains all of them together, whatever their settings: per step one call of
+    the fused kernel for the models whose batches have the same shape (widths padded to the widest;
+    see `symfast.schur.rnn.train_fused.train_models`), on `threads` threads; "torch" trains them one
+    after another on torch.nn.RNN.
 
     Args:
         seeds, widths, recurrents: one entry per model (equal lengths).

@@ -206,9 +206,10 @@ class _Cohort:
         self.members, self.cfg, self.start = members, cfgs[members[0]], starts[members[0]]
         self.steps = (self.cfg.epochs - self.start) * self.cfg.batches_per_epoch
         # parameters by position (every construction lists V, U, then W or the Cayley generator P)
-        self.names = [nm if nm in ("readout", "rnn.weight_ih_l0") else "W" for nm, _ in models[members[0]].named_parameters()]
+        self.names = [nm if nm in ("readout", "rnn.weight_ih_l0") else "W"
+                      for nm, _ in models[members[0]].named_parameters()]
         self.iV, self.iU, self.iW = (self.names.index(nm) for nm in ("readout", "rnn.weight_ih_l0", "W"))
-        self.Hs, self.Hm = [models[k].n_hidden for k in members], Hm
+        self.Hs = [models[k].n_hidden for k in members]
         with torch.no_grad():
             self.stacked = [torch.stack([_pad(list(models[k].parameters())[i].detach(), nm, Hm) for k in members])
                             .requires_grad_() for i, nm in enumerate(self.names)]
