@@ -115,9 +115,9 @@ def add_arguments(p) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="threads for training (default: torch's thread count for the fused engine, 1 for torch)")
     p.add_argument("--engine", choices=("fused", "torch"), default="fused",
-                   help="tanh training: all models of a task (every seed, width and construction) at once through the "
-                        "fused kernel, or torch.nn.RNN one model at a time; GRU and SSM: all seeds of a construction as one "
-                        "batched ensemble, or one model at a time (the LSTM: one at a time under either)")
+                   help="tanh training: all models of a task (every seed, width, construction and training setting) at "
+                        "once through the fused kernel, or torch.nn.RNN one model at a time; GRU and SSM: all seeds of a "
+                        "construction as one batched ensemble, or one model at a time (the LSTM: one at a time under either)")
     p.add_argument("--out", default="schur_out", help="output directory")
     p.add_argument("--no-progress", action="store_true")
 
@@ -127,9 +127,10 @@ def _train_task(task, cells, args, cfg, ckdir) -> dict:
 
     `cfg`: one TrainConfig, or {construction: TrainConfig} (a recipe's per-construction settings).
     A model whose checkpoint in `ckdir` is complete and of this run's settings is loaded; all the
-    others of the same settings, of every construction and width, train together in one `train_many`
-    call (one fused kernel call per step, widths padded), each resuming from a partly trained
-    checkpoint of its own. The result of each model does not depend on which others it trains with.
+    others, of every construction, width and training settings, train together in one `train_many`
+    call (one fused kernel call per step for the models whose batches have the same shape, widths
+    padded), each resuming from a partly trained checkpoint of its own. The result of each model
+    does not depend on which others it trains with.
     """
     from symfast.schur.recipes import FIELDS
     from symfast.schur.rnn import TrainConfig, train_many
@@ -154,17 +155,18 @@ def _train_task(task, cells, args, cfg, ckdir) -> dict:
                     and all(tr[f] == getattr(c, f) for f in FIELDS)):
                 models[key], losses[key] = m, info["losses"]
     todo = [key for key in keys if key not in models]
-    for c in {repr(cfg_of[cn]): cfg_of[cn] for cn, _, _ in todo}.values():  # one run per distinct config
-        group = [key for key in todo if cfg_of[key[0]] == c]
+    if todo:
+        cfgs = [cfg_of[cn] for cn, _, _ in todo]
         t0 = time.perf_counter()
-        trained = train_many(task, [s for _, _, s in group], [h for _, h, _ in group], [cn for cn, _, _ in group], c,
-                             checkpoints=[paths[key] for key in group], progress=not args.no_progress)
-        print(f"trained {len(group)} {task.name} models ({len(keys) - len(todo)} loaded) in one "
-              f"{c.engine} run: {time.perf_counter() - t0:.1f} s")
-        models.update(zip(group, trained))
+        trained = train_many(task, [s for _, _, s in todo], [h for _, h, _ in todo], [cn for cn, _, _ in todo], cfgs,
+                             checkpoints=[paths[key] for key in todo], progress=not args.no_progress)
+        print(f"trained {len(todo)} {task.name} models ({len(keys) - len(todo)} loaded, "
+              f"{len({repr(c) for c in cfgs})} training settings) in one {cfgs[0].engine} run: "
+              f"{time.perf_counter() - t0:.1f} s")
+        models.update(zip(todo, trained))
         # --epochs 0 trains nothing and writes no checkpoint: no losses to show
         losses.update((key, load_checkpoint(paths[key])[2]["losses"] if os.path.exists(paths[key]) else [])
-                      for key in group)
+                      for key in todo)
     return {(cn, hidden): ([models[(cn, hidden, s)] for s in seeds], [losses[(cn, hidden, s)] for s in seeds])
             for cn, hidden in cells}
 

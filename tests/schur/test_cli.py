@@ -135,16 +135,18 @@ def _spy_train_many(monkeypatch):
     calls, real = [], rnn.train_many
 
     def spy(task, seeds, widths, recurrents, cfg, **kw):
-        calls.append((task.name, list(seeds), list(widths), list(recurrents), cfg.engine))
+        engines = {c.engine for c in ([cfg] if isinstance(cfg, rnn.TrainConfig) else cfg)}
+        calls.append((task.name, list(seeds), list(widths), list(recurrents), *engines))
         return real(task, seeds, widths, recurrents, cfg, **kw)
     monkeypatch.setattr(rnn, "train_many", spy)
     return calls
 
 
 def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tmp_path, monkeypatch):
-    """All models of a task (every construction, width and seed) train in one call; with some
-    checkpoints gone, one call trains just those, to the same weights bit for bit; --engine torch
-    goes through the same path."""
+    """All models of a task (every construction, width, seed and training setting: here a recipe's
+    per-construction configs) train in one call; with some checkpoints gone, one call trains just
+    those, to the same weights bit for bit; --engine torch goes through the same path."""
+    from dataclasses import replace
     from types import SimpleNamespace
 
     import torch
@@ -154,14 +156,17 @@ def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tm
     calls = _spy_train_many(monkeypatch)
     task, args = Copy(length=3, replay=5, scored=5), SimpleNamespace(seeds=2, no_progress=True)
     cells = [(cn, h) for cn in ("orthogonal", "cayley") for h in (6, 9)]
-    cfg = TrainConfig(epochs=2, batches_per_epoch=2, batch=4)
+    cfg = {"orthogonal": TrainConfig(epochs=2, batches_per_epoch=2, batch=4),
+           "cayley": TrainConfig(epochs=3, batches_per_epoch=2, batch=4, lr=3e-3, schedule="cosine", warmup=1,
+                                 clip=1.0, curriculum=1, cayley_init="spread")}
     ck = str(tmp_path / "ckpt")
     first = schur._train_task(task, cells, args, cfg, ck)
     assert len(calls) == 1 and calls[0][4] == "fused"
     assert sorted(zip(calls[0][3], calls[0][2], calls[0][1])) == sorted((cn, h, s) for cn, h in cells for s in (0, 1))
     assert sorted(first) == sorted(cells)
     for (cn, h), (models, losses) in first.items():
-        assert [(m.recurrent, m.n_hidden) for m in models] == [(cn, h)] * 2 and [len(v) for v in losses] == [4, 4]
+        n = 2 * cfg[cn].epochs
+        assert [(m.recurrent, m.n_hidden) for m in models] == [(cn, h)] * 2 and [len(v) for v in losses] == [n, n]
     assert not torch.equal(first[("orthogonal", 6)][0][0].W, first[("orthogonal", 6)][0][1].W)  # seeds differ
     gone = [("cayley", 9, 1), ("orthogonal", 6, 0)]
     for cn, h, s in gone:
@@ -173,8 +178,8 @@ def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tm
         for a, b, la, lb in zip(models, again[cell][0], losses, again[cell][1]):
             assert la == lb and all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters())), cell
     calls.clear()
-    via_torch = schur._train_task(task, cells, args, TrainConfig(epochs=2, batches_per_epoch=2, batch=4,
-                                                                  engine="torch"), str(tmp_path / "torch"))
+    via_torch = schur._train_task(task, cells, args, {cn: replace(c, engine="torch") for cn, c in cfg.items()},
+                                  str(tmp_path / "torch"))
     assert [c[4] for c in calls] == ["torch"]
     for cell, (models, _) in first.items():
         for a, b in zip(models, via_torch[cell][0]):

@@ -131,3 +131,107 @@ def test_train_many_engines_agree_and_check_lengths():
             assert torch.allclose(_params(a)[name], p, atol=2e-5, rtol=1e-4), name
     with pytest.raises(ValueError, match="one width and one construction per seed"):
         rnn.train_many(task, [0, 1], [7], ["dense", "dense"], TrainConfig(**cfg), progress=False)
+
+
+def _losses(paths):
+    return [torch.load(p, weights_only=True)["losses"] for p in paths]
+
+
+# two settings that differ in everything a model's training depends on: a curriculum (other sequence
+# lengths), a warmed-up cosine rate, clipping and the Cayley init, against a constant rate without
+# clipping for fewer epochs
+_CURRICULUM = TrainConfig(epochs=2, batches_per_epoch=3, batch=6, lr=3e-3, schedule="cosine", warmup=2,
+                          min_lr_ratio=0.1, clip=0.05, curriculum=1, cayley_init="spread")
+_CONSTANT = TrainConfig(epochs=1, batches_per_epoch=3, batch=6, lr=2e-3)
+
+
+def test_models_of_different_settings_in_one_call_equal_separate_calls(tmp_path):
+    """Bit for bit (weights and loss histories): models of three settings (a curriculum with a cosine
+    rate and clipping; a constant rate for fewer epochs; the same with clipping) trained in one call
+    equal each setting's models trained in a call of their own."""
+    task = rnn.Copy(length=3, replay=6, scored=6)
+    clipped = TrainConfig(**{**vars(_CONSTANT), "clip": 0.05})
+    spec = ([0, 1, 0, 2, 1], [8, 6, 8, 8, 7], ["dense", "cayley", "orthogonal", "normal", "dense"])
+    cfgs = [_CURRICULUM, _CURRICULUM, _CONSTANT, clipped, _CONSTANT]
+    mixed_paths = [str(tmp_path / f"mixed{k}.pt") for k in range(5)]
+    mixed = train_models(task, *spec, cfgs, checkpoints=mixed_paths, progress=False)
+    for c in (_CURRICULUM, _CONSTANT, clipped):
+        ks = [k for k in range(5) if cfgs[k] is c]
+        paths = [str(tmp_path / f"alone{k}.pt") for k in ks]
+        alone = train_models(task, *([v[k] for k in ks] for v in spec), c, checkpoints=paths, progress=False)
+        assert _losses(paths) == _losses([mixed_paths[k] for k in ks])
+        assert [len(v) for v in _losses(paths)] == [c.epochs * 3] * len(ks)
+        for k, a in zip(ks, alone):
+            for name, p in _params(a).items():
+                assert torch.equal(_params(mixed[k])[name], p), (k, name)
+    assert not torch.equal(mixed[0].W, mixed[4].W)  # the settings made a difference
+
+
+def test_mixed_settings_widths_and_batch_sizes_equal_each_model_alone():
+    """Clipped Cayley and dense models of widths 5, 8 and 11 beside unclipped ones of another batch size
+    (a kernel call of their own) end as each model trained alone: the clipping norm is summed over a
+    model's own width, so the padding to the widest model does not change its rounding."""
+    task = rnn.FlipFlop(T=9)
+    small = TrainConfig(epochs=1, batches_per_epoch=2, batch=4)
+    spec = ([0, 1, 2, 3, 0], [5, 11, 8, 11, 5], ["cayley", "dense", "cayley", "orthogonal", "normal"])
+    cfgs = [_CURRICULUM, _CURRICULUM, _CURRICULUM, small, small]
+    together = train_models(task, *spec, cfgs, progress=False)
+    for k, m in enumerate(together):
+        alone = train_models(task, [spec[0][k]], [spec[1][k]], [spec[2][k]], cfgs[k], progress=False)[0]
+        assert m.n_hidden == alone.n_hidden
+        for name, p in _params(alone).items():
+            assert torch.equal(_params(m)[name], p), (k, name)
+
+
+def test_resume_of_a_mixed_call_is_exact(tmp_path, monkeypatch):
+    """A call of three settings interrupted with its models at different epochs (one at epoch 1 of 2,
+    one not started, one finished, one at epoch 1 of 3) resumes, training only what is left, to exactly
+    the weights, Adam states and losses of the uninterrupted call."""
+    import shutil
+
+    from symfast.schur.rnn import train_fused
+    task = rnn.SineGeneration(T=8)
+    spec = ([0, 1, 2, 3], [6, 8, 6, 7], ["orthogonal", "cayley", "dense", "normal"])
+    longer = TrainConfig(**{**vars(_CONSTANT), "epochs": 3})
+    cfgs = [_CURRICULUM, _CURRICULUM, _CONSTANT, longer]
+    full_paths = [str(tmp_path / f"full{k}.pt") for k in range(4)]
+    cut_paths = [str(tmp_path / f"cut{k}.pt") for k in range(4)]
+    real_save, real_step = train_fused.save_checkpoint, train_fused.rnn_train_step
+    model_steps = []
+
+    def snapshot(path, *a, epoch, **kw):  # keep the checkpoints of models 0, 2 and 3 as after their first epoch
+        real_save(path, *a, epoch=epoch, **kw)
+        if epoch == 1 and path != full_paths[1]:
+            shutil.copy(path, path.replace("full", "cut"))
+
+    def counted(W, *a, **kw):
+        model_steps.append(W.shape[0])
+        return real_step(W, *a, **kw)
+    monkeypatch.setattr(train_fused, "save_checkpoint", snapshot)
+    monkeypatch.setattr(train_fused, "rnn_train_step", counted)
+    full = train_models(task, *spec, cfgs, checkpoints=full_paths, progress=False)
+    monkeypatch.setattr(train_fused, "save_checkpoint", real_save)
+    assert sum(model_steps) == 3 * (2 + 2 + 1 + 3)
+    model_steps.clear()
+    resumed = train_models(task, *spec, cfgs, checkpoints=cut_paths, progress=False)
+    assert sum(model_steps) == 3 * (1 + 2 + 0 + 2)  # only the epochs left
+    for k, (a, b) in enumerate(zip(full, resumed)):
+        for name, p in _params(a).items():
+            assert torch.equal(_params(b)[name], p), (k, name)
+        ca, cb = torch.load(full_paths[k], weights_only=True), torch.load(cut_paths[k], weights_only=True)
+        assert ca["losses"] == cb["losses"] and ca["epoch"] == cb["epoch"] == cfgs[k].epochs
+        for i, st in ca["optimizer"]["state"].items():
+            for key, v in st.items():
+                assert torch.equal(cb["optimizer"]["state"][i][key], v), (k, i, key)
+
+
+def test_one_call_needs_one_engine_and_one_config_per_model():
+    task = rnn.FlipFlop(T=5)
+    with pytest.raises(ValueError, match="must share engine"):
+        rnn.train_many(task, [0, 1], [4, 4], ["dense", "dense"], [_CONSTANT, TrainConfig(engine="torch")])
+    with pytest.raises(ValueError, match="must share threads"):
+        train_models(task, [0, 1], [4, 4], ["dense", "dense"], [_CONSTANT, TrainConfig(threads=2)])
+    with pytest.raises(ValueError, match="one TrainConfig per model"):
+        rnn.train_many(task, [0, 1], [4, 4], ["dense", "dense"], [_CONSTANT])
+    with pytest.raises(ValueError, match="curriculum must be"):
+        train_models(task, [0], [4], ["dense"], [TrainConfig(epochs=1, curriculum=2)])

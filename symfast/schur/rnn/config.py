@@ -6,9 +6,12 @@ from dataclasses import dataclass
 
 from symfast.schur.rnn.model import CAYLEY_INITS
 
-__all__ = ["TrainConfig", "SCHEDULES", "batch_seed", "lr_at", "task_at", "cayley_options"]
+__all__ = ["TrainConfig", "SCHEDULES", "RUN_SETTINGS", "model_configs", "batch_seed", "lr_at", "task_at",
+           "cayley_options"]
 
 SCHEDULES = ("constant", "cosine")
+# settings of a training run rather than of a model: one value for all the models trained in one call
+RUN_SETTINGS = ("engine", "threads")
 
 
 @dataclass
@@ -62,6 +65,35 @@ class TrainConfig:
             raise ValueError(f"cayley_init must be one of {CAYLEY_INITS}, got {self.cayley_init!r}")
         if self.schedule == "constant" and (self.warmup or self.min_lr_ratio):
             raise ValueError("warmup and min_lr_ratio apply to schedule='cosine' only")
+
+
+def model_configs(cfg, n: int) -> list[TrainConfig]:
+    """One checked TrainConfig per model of a call training n models: `cfg` (a TrainConfig, or None for
+    the default) for all of them, or a sequence of n TrainConfigs, one per model.
+
+    Models of one call may differ in every setting but RUN_SETTINGS (engine and threads); their seed
+    field is ignored (each model's seed is passed beside it).
+
+    Raises:
+        ValueError: a sequence of the wrong length or holding something else than TrainConfigs, a
+            config failing `TrainConfig.check`, or configs that differ in a run setting.
+    """
+    if cfg is None or isinstance(cfg, TrainConfig):
+        cfgs = [cfg or TrainConfig()] * n
+    else:
+        try:
+            cfgs = list(cfg)
+        except TypeError:
+            raise ValueError(f"cfg must be a TrainConfig or one TrainConfig per model, got {cfg!r}") from None
+        if len(cfgs) != n or not all(isinstance(c, TrainConfig) for c in cfgs):
+            raise ValueError(f"need one TrainConfig per model ({n}), got {len(cfgs)} entries "
+                             f"({sorted({type(c).__name__ for c in cfgs})})")
+    for c in {id(c): c for c in cfgs}.values():
+        c.check()
+    for f in RUN_SETTINGS:
+        if len({getattr(c, f) for c in cfgs}) > 1:
+            raise ValueError(f"the models of one call must share {f}, got {sorted({str(getattr(c, f)) for c in cfgs})}")
+    return cfgs
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:

@@ -16,7 +16,7 @@ import torch
 
 from symfast._progress import Progress, reporter
 from symfast.schur.rnn.checkpoint import load_checkpoint, resume, save_checkpoint
-from symfast.schur.rnn.config import TrainConfig, batch_seed, cayley_options, lr_at, task_at
+from symfast.schur.rnn.config import TrainConfig, batch_seed, cayley_options, lr_at, model_configs, task_at
 from symfast.schur.rnn.model import TanhRNN
 from symfast.schur.rnn.tasks import EVAL_SEED, Task, fvu
 
@@ -65,38 +65,41 @@ def train_seeds(task: Task, seeds, n_hidden: int = 64, recurrent: str = "orthogo
     return train_many(task, seeds, [n_hidden] * len(seeds), [recurrent] * len(seeds), cfg, checkpoints, progress)
 
 
-def train_many(task: Task, seeds, widths, recurrents, cfg: TrainConfig | None = None, checkpoints=None,
+def train_many(task: Task, seeds, widths, recurrents, cfg=None, checkpoints=None,
                progress: Progress = False) -> list[TanhRNN]:
-    """Train one model per entry on `task`: model k with seed seeds[k], width widths[k] and
-    construction recurrents[k]; each gets exactly what `train` with those settings gives it.
+    """Train one model per entry on `task`: model k with seed seeds[k], width widths[k],
+    construction recurrents[k] and settings cfg (one TrainConfig for all, or cfg[k]); each gets
+    exactly what `train` with those settings gives it.
 
-    cfg.engine "fused" trains all of them in one call of the fused kernel (widths padded to the
-    widest; see `symfast.schur.rnn.train_fused.train_models`), on cfg.threads threads; "torch"
-    trains them one after another on torch.nn.RNN.
+    The engine "fused" trains all of them together, whatever their settings: per step one call of
+    the fused kernel for the models whose batches have the same shape (widths padded to the widest;
+    see `symfast.schur.rnn.train_fused.train_models`), on `threads` threads; "torch" trains them one
+    after another on torch.nn.RNN.
 
     Args:
         seeds, widths, recurrents: one entry per model (equal lengths).
+        cfg: a TrainConfig (default: the paper's budget) or a sequence of one per model, which may
+            differ in everything but engine and threads (`config.model_configs`).
         checkpoints: optional list of paths, one per model, rewritten every epoch; a partly trained
             checkpoint of the same run resumes at its epoch.
     """
-    cfg = cfg or TrainConfig()
     seeds, widths, recurrents = [int(s) for s in seeds], [int(h) for h in widths], list(recurrents)
-    cfg.check()
     if not seeds:
         raise ValueError("empty seeds")
     if not len(seeds) == len(widths) == len(recurrents):
         raise ValueError(f"need one width and one construction per seed, got {len(seeds)} seeds, "
                          f"{len(widths)} widths, {len(recurrents)} constructions")
+    cfgs = model_configs(cfg, len(seeds))
     if checkpoints is not None and len(checkpoints) != len(seeds):
         raise ValueError(f"need one checkpoint path per model, got {len(checkpoints)} for {len(seeds)}")
     prev_threads = torch.get_num_threads()
-    if cfg.threads:
-        torch.set_num_threads(int(cfg.threads))
+    if cfgs[0].threads:
+        torch.set_num_threads(int(cfgs[0].threads))
     try:
-        if cfg.engine == "fused":
+        if cfgs[0].engine == "fused":
             from symfast.schur.rnn.train_fused import train_models
-            return train_models(task, seeds, widths, recurrents, cfg, checkpoints, progress)
-        return [_train_one(task, s, h, r, cfg, None if checkpoints is None else checkpoints[k], progress)
+            return train_models(task, seeds, widths, recurrents, cfgs, checkpoints, progress)
+        return [_train_one(task, s, h, r, cfgs[k], None if checkpoints is None else checkpoints[k], progress)
                 for k, (s, h, r) in enumerate(zip(seeds, widths, recurrents))]
     finally:
         torch.set_num_threads(prev_threads)
