@@ -62,7 +62,8 @@ def add_arguments(p):
                    help="with --identifiability: compare the groups at matched end-to-end error instead: every net is "
                         "trained along a longer penalty ladder and read at the first weight whose end-to-end error "
                         "lies in a fixed band (nets that never do are excluded and counted); writes "
-                        "identifiability_matched.csv/.md/.png, identifiability_matched_paths.csv, claims.csv")
+                        "identifiability_matched.csv/.md/.png, identifiability_matched_paths.csv, identifiability_matched_last.csv (every net "
+                        "read at the ladder's last weight, the unmatched contrast), claims.csv")
     p.add_argument("--patches", action="store_true",
                    help="run the natural-image patch study instead: patches of scikit-image's bundled photographs "
                         "(needs scikit-image), the flip-equivariant tanh autoencoder and a control, layer-1 filters "
@@ -219,8 +220,9 @@ def _run_matched(args, acts, data, grid, t0: float) -> int:
     if args.quick:  # a smoke run's rows are not evidence
         res.claims = not_comparable(res.claims, "not converged", "--quick: smaller nets, fewer steps, scales, seeds "
                                     "and ladder weights than the documented run")
-    atomic_write(os.path.join(args.out, "identifiability_matched_paths.csv"),
-                 lambda p: res.paths.to_csv(p, index=False))
+    for name, t in (("paths", res.paths), ("last", res.last)):
+        atomic_write(os.path.join(args.out, f"identifiability_matched_{name}.csv"),
+                     lambda p, t=t: t.to_csv(p, index=False))
     _write_sweep(args.out, "identifiability_matched", res, format_matched(res), matched_summary, plot_matched, t0)
     return 0
 

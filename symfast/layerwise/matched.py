@@ -104,14 +104,18 @@ class MatchedResult:
             `read_index`'s, or the ladder's last for excluded nets), match (`IN_BAND` or why
             the net is excluded), then `measure(..., reduced=True)`'s columns.
         paths: the end-to-end error of every net at every weight of the ladder.
-        fits: per activation and split, the groups of in-band nets (`effect_test`) with their
-            geometric-mean end-to-end errors and the count of excluded nets.
+        last: every net read at the ladder's last weight instead, as the identifiability sweep reads
+            its nets (no matching; the contrast that shows what the matching changes).
+        fits: per activation, split and reading ("matched": the in-band nets; "last weight": all
+            nets of `last`), the two groups (`effect_test`) with their geometric-mean end-to-end
+            errors and the count of excluded nets; only the matched held-out reading has a verdict.
         claims: `matched_claims` of the table (held-out seeds only).
         settings: the `MatchedSettings` used.
     """
 
     table: pd.DataFrame
     paths: pd.DataFrame
+    last: pd.DataFrame
     fits: pd.DataFrame
     claims: list
     settings: MatchedSettings
@@ -175,7 +179,8 @@ def matched_sweep(data: ImageData, activations=ACTIVATIONS, settings: MatchedSet
     """
     s = settings or MatchedSettings()
     lo, hi = s.limits
-    rows, paths = [], []
+    top = max(s.grid.lams)
+    rows, paths, last = [], [], []
     for act, sc, wd, test, cover, split, nets in trained_cells(data, activations, s.grid, progress,
                                                                "matched identifiability"):
         R = flip_matrix(test.shape)
@@ -185,11 +190,14 @@ def matched_sweep(data: ImageData, activations=ACTIVATIONS, settings: MatchedSet
         paths.append(cell)
         for r in band_reads(cell, lo, hi).to_dict("records"):
             rows.append({**r, **measure(nets[(r["lam"], r["seed"])], test, cover, reduced=True)})
-    table = pd.DataFrame(rows)
-    fits = pd.DataFrame([{"activation": act, "split": part, **_fit_row(
-        table[(table["activation"] == act) & (table["split"] == part)], s.grid.bootstrap)}
-        for act in activations for part in ("fit", "heldout")])
-    return MatchedResult(table, pd.concat(paths, ignore_index=True), fits, matched_claims(table, s), s)
+            last.append(rows[-1] if r["lam"] == top else
+                        {**r, "lam": top, **measure(nets[(top, r["seed"])], test, cover, reduced=True)})
+    table, last = pd.DataFrame(rows), pd.DataFrame(last)
+    fits = pd.DataFrame([{"activation": act, "split": part, "reading": reading, **_fit_row(
+        t[(t["activation"] == act) & (t["split"] == part)], s.grid.bootstrap, reading == "matched")}
+        for act in activations for part in ("fit", "heldout")
+        for reading, t in (("matched", table), ("last weight", last))])
+    return MatchedResult(table, pd.concat(paths, ignore_index=True), last, fits, matched_claims(table, s), s)
 
 
 def _log_gap(ident: pd.DataFrame, lin: pd.DataFrame) -> float:
@@ -201,11 +209,12 @@ def _geo(t: pd.DataFrame) -> float:
     return float(10 ** np.log10(t["end_to_end"]).mean()) if len(t) else float("nan")
 
 
-def _fit_row(t: pd.DataFrame, bootstrap: int) -> dict:
-    inb = t[t["match"] == IN_BAND]
+def _fit_row(t: pd.DataFrame, bootstrap: int, matched: bool = True) -> dict:
+    """The group comparison of one split's nets: the in-band ones (matched), or all of them."""
+    inb = t[t["match"] == IN_BAND] if matched else t
     _, ident, lin = _groups(inb)
-    return {**_effect_row(inb, bootstrap), "excluded": int((t["match"] != IN_BAND).sum()),
-            "e2e_identifiable": _geo(ident), "e2e_linear": _geo(lin)}
+    return {**_effect_row(inb, bootstrap), "excluded": len(t) - len(inb), "e2e_identifiable": _geo(ident),
+            "e2e_linear": _geo(lin)}
 
 
 def matched_claims(table: pd.DataFrame, settings: MatchedSettings | None = None) -> list:
@@ -282,7 +291,7 @@ def format_matched(res: MatchedResult) -> str:
     for _, f in res.fits.iterrows():
         has = "diff" in f and pd.notna(f.get("diff"))
         iv = lambda k: f"{f[k]:.2f} [{f[k + '_lo']:.2f}, {f[k + '_hi']:.2f}]" if has else "-"  # noqa: E731
-        eff.append({"activation": f["activation"], "seeds": f["split"],
+        eff.append({"activation": f["activation"], "seeds": f["split"], "reading": f["reading"],
                     "in band / nets": f"{f['nets']} / {f['nets'] + f['excluded']}",
                     "excluded": f["excluded"], "trained": f["trained"],
                     "n identifiable": f["n_identifiable"], "e2e identifiable": f"{f['e2e_identifiable']:.2e}",
@@ -290,8 +299,9 @@ def format_matched(res: MatchedResult) -> str:
                     "e2e near-linear": f"{f['e2e_linear']:.2e}", "ratio near-linear": iv("linear"),
                     "difference": iv("diff"), "rule": f["verdict"] if has else "a group is empty"})
     lines = [head, "", "### Medians over the fit seeds' in-band nets", "", _markdown(summ, fmt), "",
-             f"### Layer-1 error / random ({RATIO_COLUMN}) by group at matched error, 95 % bootstrap intervals over "
-             "nets (e2e: geometric mean)", "", _markdown(pd.DataFrame(eff), {}), "",
+             f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets (e2e: "
+             "geometric mean; matched: the in-band nets; last weight: every net at the ladder's last weight, the "
+             "unmatched contrast, no verdict)", "", _markdown(pd.DataFrame(eff), {}), "",
              f"### Verdicts (held-out seeds; fixed before the run: band [{lo:.1e}, {hi:.1e}], tolerance "
              f"{MATCH_TOLERANCE:g} decade, margin {EFFECT_MARGIN:g})", "",
              _markdown(pd.DataFrame([{"claim": c.claim, "measured": c.measured, "verdict": c.label}

@@ -136,6 +136,13 @@ def test_tiny_sweep_reads_every_net_at_its_in_band_weight(tmp_path):
             assert np.log(r["end_to_end"] / s.target) ** 2 <= dist.min() ** 2 + 1e-12
         else:
             assert inside.empty
+    # the contrast: every net at the ladder's last weight, the same measurement where the weights agree
+    last = res.last
+    assert (last["lam"] == 100.0).all() and list(last["seed"]) == list(t["seed"])
+    same = t["lam"].to_numpy() == 100.0
+    np.testing.assert_allclose(last.loc[same, RATIO_COLUMN], t.loc[same, RATIO_COLUMN])
+    assert list(res.fits["reading"]) == ["matched", "last weight"] * 2
+    assert (res.fits.loc[res.fits["reading"] == "last weight", "excluded"] == 0).all()
     (c,) = res.claims
     assert c.verdict in VERDICTS and c == matched_claims(t[t["split"] == "heldout"], s)[0]
     assert len(matched_summary(t)) <= 1 and "### Verdicts" in format_matched(res)
