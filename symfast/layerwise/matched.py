@@ -15,12 +15,14 @@ sub-model) at the weight of the ladder whose end-to-end error lies in the band
 [`TARGET` / 10^`BAND`, `TARGET` x 10^`BAND`], the one closest to `TARGET` if several do
 (`read_index`), so both groups are compared at the same end-to-end error. A net that never enters
 the band (above it at every weight, below it at every weight, or jumping over it between two
-weights) is excluded and counted, and gives no verdict. Groups, the
-training gate and the effect rule are the identifiability sweep's (`group_claim`: layer-1 near-linear
-fraction, now at the read weight, < `SATURATED_BELOW` or > `LINEAR_ABOVE`; margin `EFFECT_MARGIN`).
-One more condition: the groups count as matched only if their mean log10 end-to-end errors differ by
-less than `MATCH_TOLERANCE` decades, else the row is not comparable ("not matched"). The verdict is
-read on held-out seeds from `HELDOUT_OFFSET` on, which no earlier run of either sweep looked at.
+weights) is excluded and counted, and gives no verdict. Groups, the training gate and the effect
+rule are the identifiability sweep's (`group_claim`: layer-1 near-linear fraction, now at the read
+weight, < `SATURATED_BELOW` or > `LINEAR_ABOVE`; margin `EFFECT_MARGIN`). One more condition: the
+groups count as matched only if their mean log10 end-to-end errors differ by less than
+`MATCH_TOLERANCE` decades, else the row is not comparable ("not matched"). The verdict is read on
+held-out seeds from `HELDOUT_OFFSET` on, which no earlier run of either sweep looked at. Every net is
+also read at the ladder's last weight, as the identifiability sweep reads its nets
+(`MatchedResult.last`): the contrast that shows what the matching changes, without a verdict.
 """
 from __future__ import annotations
 
@@ -39,8 +41,7 @@ from symfast.layerwise.projection import equivariance_error
 
 __all__ = ["MatchedSettings", "MatchedResult", "matched_sweep", "matched_claims", "read_index", "matched_summary",
            "format_matched", "plot_matched", "band_reads", "LADDER", "TARGET", "BAND", "MATCH_TOLERANCE",
-           "HELDOUT_OFFSET",
-           "IN_BAND"]
+           "HELDOUT_OFFSET", "IN_BAND"]
 
 # Fixed in the code before the measured run, from a pilot on fit seeds 0-2 only (tanh, sigmoid, relu
 # paths along this ladder). The ladder starts two decades below the identifiability sweep's
