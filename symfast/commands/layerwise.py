@@ -7,6 +7,7 @@ Examples:
     symfast layerwise --exactness --out runs/exact  # layer error vs end-to-end error along a penalty sweep
     symfast layerwise --exactness --model attention --out runs/exact_att  # the same for attention heads
     symfast layerwise --identifiability --out runs/ident  # layer error / random vs near-linear fraction, regime grid
+    symfast layerwise --identifiability --matched --out runs/ident_matched  # the same at matched end-to-end error
     symfast layerwise --patches --quick --out runs/patches  # flip-equivariant autoencoder on natural-image patches
 """
 from __future__ import annotations
@@ -57,6 +58,12 @@ def add_arguments(p):
                         "trained as in --exactness up to a fixed penalty weight, over input scales x weight decays "
                         "(near-linear to saturated units); layer-1 error / random against the near-linear fraction and "
                         "a verdict on held-out seeds; writes identifiability.csv/.md/.png, claims.csv")
+    p.add_argument("--matched", action="store_true",
+                   help="with --identifiability: compare the groups at matched end-to-end error instead: every net is "
+                        "trained along a longer penalty ladder and read at the first weight whose end-to-end error "
+                        "lies in a fixed band (nets that never do are excluded and counted); writes "
+                        "identifiability_matched.csv/.md/.png, identifiability_matched_paths.csv, identifiability_matched_last.csv (every net "
+                        "read at the ladder's last weight, the unmatched contrast), claims.csv")
     p.add_argument("--patches", action="store_true",
                    help="run the natural-image patch study instead: patches of scikit-image's bundled photographs "
                         "(needs scikit-image), the flip-equivariant tanh autoencoder and a control, layer-1 filters "
@@ -93,7 +100,8 @@ def add_arguments(p):
                    help="default: 0 with --suite (the training seed of every model, the one the claims' bars were "
                         "set after; a fresh value gives a held-out replicate, symfast reproduce uses 1000), 1000 with "
                         "--exactness (the first held-out seed; the fit seeds are 0, 1, ...), 3 with --identifiability "
-                        "(held-out seeds 3, 4, 5; fit seeds 0, 1, 2)")
+                        "(held-out seeds 3, 4, 5; fit seeds 0, 1, 2), 6 with --identifiability --matched (held-out "
+                        "seeds 6, 7, 8)")
     p.add_argument("--equivariance-weight", type=float, default=1.0, help="weight of the equivariance loss term")
     p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW weight decay (e.g. 0.5)")
     p.add_argument("--steps", type=int, default=1500, help="training steps per model (--suite --quick uses smaller fixed budgets)")
@@ -181,21 +189,41 @@ def _activation_list(args, default: tuple) -> tuple:
 def _run_identifiability(args, data) -> int:
     from symfast.layerwise.identifiability import (ACTIVATIONS, IdentifiabilitySettings, format_identifiability,
                                                    identifiability_sweep, plot_identifiability, regime_summary)
+    from symfast.layerwise.matched import HELDOUT_OFFSET, LADDER
     from symfast.report.claim import not_comparable
 
     acts = _activation_list(args, ACTIVATIONS)
     with input_errors("--identifiability settings"):
         extra = {} if args.seed_offset is None else dict(seed_offset=args.seed_offset)
-        s = (IdentifiabilitySettings(scales=(0.1, 10.0), weight_decays=(0.0,), seeds=1, heldout_seeds=3,
-                                     sizes=(16, 8), steps=150, bootstrap=400, **extra) if args.quick
+        if args.matched:  # the ladder and the held-out seeds of the matched design
+            extra = {"lams": LADDER[-5::2] if args.quick else LADDER, "seed_offset": HELDOUT_OFFSET, **extra}
+        s = (IdentifiabilitySettings(**{**dict(scales=(0.1, 10.0), weight_decays=(0.0,), seeds=1, heldout_seeds=3,
+                                               sizes=(16, 8), steps=150, bootstrap=400), **extra}) if args.quick
              else IdentifiabilitySettings(**extra))
     t0 = time.perf_counter()
+    if args.matched:
+        return _run_matched(args, acts, data, s, t0)
     res = identifiability_sweep(data, acts, s, progress=not args.quiet)
     if args.quick:  # as for the exactness sweep: a smoke run's rows are not evidence
         res.claims = not_comparable(res.claims, "not converged", "--quick: smaller nets, fewer steps, scales and "
                                     "seeds than the documented run")
     _write_sweep(args.out, "identifiability", res, format_identifiability(res), regime_summary, plot_identifiability,
                  t0)
+    return 0
+
+
+def _run_matched(args, acts, data, grid, t0: float) -> int:
+    from symfast.layerwise.matched import MatchedSettings, format_matched, matched_summary, matched_sweep, plot_matched
+    from symfast.report.claim import not_comparable
+
+    res = matched_sweep(data, acts, MatchedSettings(grid=grid), progress=not args.quiet)
+    if args.quick:  # a smoke run's rows are not evidence
+        res.claims = not_comparable(res.claims, "not converged", "--quick: smaller nets, fewer steps, scales, seeds "
+                                    "and ladder weights than the documented run")
+    for name, t in (("paths", res.paths), ("last", res.last)):
+        atomic_write(os.path.join(args.out, f"identifiability_matched_{name}.csv"),
+                     lambda p, t=t: t.to_csv(p, index=False))
+    _write_sweep(args.out, "identifiability_matched", res, format_matched(res), matched_summary, plot_matched, t0)
     return 0
 
 
@@ -354,6 +382,8 @@ def run(args) -> int:
 
     if sum(map(bool, (args.exactness, args.suite, args.patches, args.identifiability))) > 1:
         raise UsageError("--exactness, --suite, --identifiability and --patches are separate runs; pick one")
+    if args.matched and not args.identifiability:
+        raise UsageError("--matched is for --identifiability")
     if args.identifiability and args.model not in ("mlp", "classifier"):
         raise UsageError(f"--identifiability runs with --model mlp, got --model {args.model}")
     if args.polish is not None and not (args.exactness and args.model in ("mlp", "classifier")):

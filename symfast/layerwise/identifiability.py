@@ -36,6 +36,7 @@ from symfast.layerwise.exactness import (TRAINED_ACCURACY, ExactnessSettings, _m
 from symfast.report.claim import MIN_SEEDS, Claim
 
 __all__ = ["IdentifiabilitySettings", "IdentifiabilityResult", "identifiability_sweep", "identifiability_claims",
+           "trained_cells", "group_claim", "theorem_note",
            "effect_test", "regime_summary", "format_identifiability", "plot_identifiability", "scaled",
            "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE", "EFFECT_MARGIN", "RATIO_COLUMN"]
 
@@ -125,15 +126,17 @@ def scaled(data: ImageData, s: float) -> ImageData:
     return ImageData((data.x * np.float32(s)).astype(np.float32), data.y, data.shape, data.name)
 
 
-def identifiability_sweep(data: ImageData, activations=ACTIVATIONS, settings: IdentifiabilitySettings | None = None,
-                          progress: Progress = False) -> IdentifiabilityResult:
-    """Train flip-invariant classifiers per activation over scales x weight decays and read each one.
+def trained_cells(data: ImageData, activations, s: IdentifiabilitySettings, progress: Progress = False,
+                  label: str = "identifiability"):
+    """Train the regime grid: yield, per (activation, scale, weight decay) cell, (activation, scale,
+    weight_decay, test, cover, split, nets).
 
     The split, the covering inputs (drawn from the scaled training images, same generator seed as the
-    exactness sweep) and the training are the exactness sweep's; each (activation, scale, weight decay)
-    cell trains its fit and held-out seeds stacked, and every net is measured at the last penalty weight.
+    exactness sweep) and the training are the exactness sweep's: each cell trains its fit and held-out
+    seeds stacked along `s.lams` (`train_sweep`). test: the scaled held-out digits; cover: those and as
+    many covering inputs (where the end-to-end error and the near-linear fraction are read); split:
+    {seed: "fit" or "heldout"}; nets: {(lam, seed): MLP}. `label` starts each progress line.
     """
-    s = settings or IdentifiabilitySettings()
     if not activations:
         raise ValueError("no activation given")
     for a in activations:
@@ -142,20 +145,31 @@ def identifiability_sweep(data: ImageData, activations=ACTIVATIONS, settings: Id
     perm = flip_permutation(data.shape)
     split = {**{sd: "fit" for sd in range(s.seeds)},
              **{sd: "heldout" for sd in range(s.seed_offset, s.seed_offset + s.heldout_seeds)}}
-    top = max(s.lams)
-    rows = []
     for act in activations:
         for sc in s.scales:
             train, test = scaled(train0, sc), scaled(test0, sc)
             cover = np.concatenate([test.x, covering_inputs(train.x, perm, s.covering)(
                 len(test.x), torch.Generator().manual_seed(2 ** 31 - 1)).numpy()])
             for wd in s.weight_decays:
-                reporter(progress, "symfast.layerwise")(f"identifiability: {act}, scale {sc:g}, weight decay {wd:g}, "
+                reporter(progress, "symfast.layerwise")(f"{label}: {act}, scale {sc:g}, weight decay {wd:g}, "
                                                         f"{len(split)} seeds")
-                nets = train_sweep(train, act, s.lams, list(split), s.exactness(wd))
-                for sd in split:
-                    rows.append({"activation": act, "scale": float(sc), "weight_decay": float(wd), "lam": top,
-                                 "seed": sd, "split": split[sd], **measure(nets[(top, sd)], test, cover, reduced=True)})
+                yield act, float(sc), float(wd), test, cover, split, train_sweep(train, act, s.lams, list(split),
+                                                                                 s.exactness(wd))
+
+
+def identifiability_sweep(data: ImageData, activations=ACTIVATIONS, settings: IdentifiabilitySettings | None = None,
+                          progress: Progress = False) -> IdentifiabilityResult:
+    """Train flip-invariant classifiers per activation over scales x weight decays and read each one.
+
+    The grid is trained by `trained_cells`; every net is measured at the last penalty weight.
+    """
+    s = settings or IdentifiabilitySettings()
+    top = max(s.lams)
+    rows = []
+    for act, sc, wd, test, cover, split, nets in trained_cells(data, activations, s, progress):
+        for sd in split:
+            rows.append({"activation": act, "scale": sc, "weight_decay": wd, "lam": top, "seed": sd,
+                         "split": split[sd], **measure(nets[(top, sd)], test, cover, reduced=True)})
     table = pd.DataFrame(rows)
     fits = pd.DataFrame([{"activation": act, "split": part, **_effect_row(
         table[(table["activation"] == act) & (table["split"] == part)], s.bootstrap)}
@@ -207,21 +221,65 @@ def _effect_row(t: pd.DataFrame, bootstrap: int) -> dict:
     return row
 
 
-def identifiability_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
-    """One verdict row per activation ("identifiability effect"), read on the held-out seeds only.
+def group_claim(t: pd.DataFrame, claim: str, expected: str, note: str, bootstrap: int = 1000, check=None) -> Claim:
+    """The verdict row of one activation's held-out rows `t` by the module's rule.
 
-    Nets whose test accuracy is below `TRAINED_ACCURACY` (the exactness claims' gate) did not train and
-    enter no group. Held when the identifiable group's mean `RATIO_COLUMN` is lower than the near-linear
-    group's by at least `EFFECT_MARGIN` (95 % interval of the difference above it) with non-overlapping
-    group intervals; missed when the difference's interval lies below `EFFECT_MARGIN`; not comparable
-    when either group has fewer than `symfast.report.claim.MIN_SEEDS` trained held-out nets, or the
-    interval straddles the margin.
+    Nets below `TRAINED_ACCURACY` enter no group. Held when the identifiable group's mean `RATIO_COLUMN`
+    is lower than the near-linear group's by at least `EFFECT_MARGIN` (95 % interval of the difference
+    above it) with non-overlapping group intervals; missed when the difference's interval lies below
+    `EFFECT_MARGIN`; not comparable when no net trained, either group has fewer than
+    `symfast.report.claim.MIN_SEEDS` trained nets, or the interval straddles the margin.
+
+    check: optional f(identifiable rows, near-linear rows) -> (text, why), called once both groups are
+    large enough: `text` is added to the measured column; a non-empty `why` makes the row not
+    comparable with that reason (a further condition of the design, e.g. matched errors).
+    """
+    trained, ident, lin = _groups(t)
+    counts = (f"{len(ident)} identifiable and {len(lin)} near-linear among the {len(trained)} trained of "
+              f"{len(t)} held-out nets")
+    if t.empty or trained.empty:
+        why = ("no held-out nets" if t.empty
+               else f"not trained: no held-out net reached test accuracy {TRAINED_ACCURACY:g}")
+        return Claim("layerwise", claim, expected, counts, "not comparable", note, why)
+    if len(ident) < MIN_SEEDS or len(lin) < MIN_SEEDS:
+        return Claim("layerwise", claim, expected, counts, "not comparable", note,
+                     f"too few seeds: a group has fewer than {MIN_SEEDS} trained held-out nets")
+    text, why = check(ident, lin) if check else ("", "")
+    e = effect_test(ident[RATIO_COLUMN], lin[RATIO_COLUMN], bootstrap)
+    measured = (f"ratio {e['ident']:.2f} [{e['ident_lo']:.2f}, {e['ident_hi']:.2f}] (identifiable) vs "
+                f"{e['linear']:.2f} [{e['linear_lo']:.2f}, {e['linear_hi']:.2f}] (near-linear); difference "
+                f"{e['diff']:.2f} [{e['diff_lo']:.2f}, {e['diff_hi']:.2f}]; {counts}; "
+                + (f"{text}; " if text else "") + f"seeds {int(t['seed'].min())}..{int(t['seed'].max())}")
+    if why:
+        return Claim("layerwise", claim, expected, measured, "not comparable", note, why)
+    if e["verdict"] == "held":
+        return Claim("layerwise", claim, expected, measured, "held",
+                     f"the difference's interval lies above {EFFECT_MARGIN:g} and the groups' intervals do not "
+                     f"overlap; {note}")
+    if e["verdict"] == "missed":
+        return Claim("layerwise", claim, expected, measured, "missed",
+                     f"the difference's interval lies below {EFFECT_MARGIN:g}; {note}")
+    return Claim("layerwise", claim, expected, measured, "not comparable", note,
+                 f"interval too wide: the difference's interval straddles {EFFECT_MARGIN:g} or the groups' "
+                 "intervals overlap")
+
+
+def theorem_note(act: str) -> tuple:
+    """(kind, note) for an activation: whether its identifiability is proven, and what a miss means."""
+    from symfast.layerwise.claims import PROVEN
+
+    kind = "proven" if act in PROVEN else "conjectural"
+    return kind, ("identifiability is conjectured, not proven, for this activation: a miss does not contradict the "
+                  "theorem" if kind == "conjectural" else "the theorem's hypothesis holds for this activation")
+
+
+def identifiability_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
+    """One verdict row per activation ("identifiability effect"), read on the held-out seeds only, by
+    `group_claim`'s rule.
 
     Returns:
         list of `Claim` (study "layerwise"), one per activation in the table.
     """
-    from symfast.layerwise.claims import PROVEN
-
     need = ("activation", "seed", "split", "accuracy", "layer1_near_linear", RATIO_COLUMN)
     missing = [c for c in need if c not in table.columns]
     if missing:
@@ -229,41 +287,12 @@ def identifiability_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
     claims = []
     for act in dict.fromkeys(table["activation"]):
         t = table[(table["activation"] == act) & (table["split"] == "heldout")]
-        kind = "proven" if act in PROVEN else "conjectural"
+        kind, note = theorem_note(act)
         claim = f"Identifiability effect: saturated units fit the recovered action better ({act}, identifiability {kind})"
         expected = (f"layer-1 error / random (identifiable sub-model) of nets with near-linear fraction < "
                     f"{SATURATED_BELOW:g} lower by >= {EFFECT_MARGIN:g} than of nets with > {LINEAR_ABOVE:g}, "
                     f"non-overlapping 95 % intervals (held-out seeds, trained nets)")
-        note = ("identifiability is conjectured, not proven, for this activation: a miss does not contradict the "
-                "theorem" if kind == "conjectural" else "the theorem's hypothesis holds for this activation")
-        trained, ident, lin = _groups(t)
-        counts = (f"{len(ident)} identifiable and {len(lin)} near-linear among the {len(trained)} trained of "
-                  f"{len(t)} held-out nets")
-        if t.empty or trained.empty:
-            why = "no held-out nets" if t.empty else (f"not trained: no held-out net reached test accuracy "
-                                                       f"{TRAINED_ACCURACY:g}")
-            claims.append(Claim("layerwise", claim, expected, counts, "not comparable", note, why))
-            continue
-        if len(ident) < MIN_SEEDS or len(lin) < MIN_SEEDS:
-            claims.append(Claim("layerwise", claim, expected, counts, "not comparable", note,
-                                f"too few seeds: a group has fewer than {MIN_SEEDS} trained held-out nets"))
-            continue
-        e = effect_test(ident[RATIO_COLUMN], lin[RATIO_COLUMN], bootstrap)
-        measured = (f"ratio {e['ident']:.2f} [{e['ident_lo']:.2f}, {e['ident_hi']:.2f}] (identifiable) vs "
-                    f"{e['linear']:.2f} [{e['linear_lo']:.2f}, {e['linear_hi']:.2f}] (near-linear); difference "
-                    f"{e['diff']:.2f} [{e['diff_lo']:.2f}, {e['diff_hi']:.2f}]; {counts}; seeds "
-                    f"{int(t['seed'].min())}..{int(t['seed'].max())}")
-        if e["verdict"] == "held":
-            claims.append(Claim("layerwise", claim, expected, measured, "held",
-                                f"the difference's interval lies above {EFFECT_MARGIN:g} and the groups' intervals "
-                                f"do not overlap; {note}"))
-        elif e["verdict"] == "missed":
-            claims.append(Claim("layerwise", claim, expected, measured, "missed",
-                                f"the difference's interval lies below {EFFECT_MARGIN:g}; {note}"))
-        else:
-            claims.append(Claim("layerwise", claim, expected, measured, "not comparable", note,
-                                f"interval too wide: the difference's interval straddles {EFFECT_MARGIN:g} or the "
-                                "groups' intervals overlap"))
+        claims.append(group_claim(t, claim, expected, note, bootstrap))
     return claims
 
 
