@@ -96,7 +96,8 @@ def _fake_layerwise_with_exactness(args) -> int:
     if not (args.exactness or args.identifiability):
         return _fake_layerwise(args)
     os.makedirs(args.out, exist_ok=True)
-    name = ("identifiability effect (tanh): saturated units fit better" if args.identifiability else
+    name = ("identifiability at matched error (tanh): saturated units fit better" if getattr(args, "matched", False)
+            else "identifiability effect (tanh): saturated units fit better" if args.identifiability else
             "attention exactness (teacher): head permutation" if args.model == "attention" else
             "exactness (tanh): layer-1 error closes")
     write_claims(os.path.join(args.out, "claims.csv"), [
@@ -117,6 +118,8 @@ def test_exactness_verdicts_join_the_layerwise_section_and_quick_says_it_skipped
     assert not (out / "layerwise" / "exactness").exists()
     assert not (out / "layerwise" / "exactness_attention").exists()
     assert not (out / "layerwise" / "identifiability").exists()
+    assert "Skipped at --quick: the identifiability comparison at matched" in md
+    assert not (out / "layerwise" / "identifiability_matched").exists()
     out = tmp_path / "full"  # the full run's argv, stood in for by the fake command
     assert main(["reproduce", "--only", "layerwise", "--out", str(out)]) == 0
     md = (out / "report.md").read_text()
@@ -124,6 +127,9 @@ def test_exactness_verdicts_join_the_layerwise_section_and_quick_says_it_skipped
     assert "symfast layerwise --exactness --out" in md
     assert "symfast layerwise --exactness --model attention --out" in md
     assert "| layerwise | attention exactness (teacher): head permutation |" in md
-    assert [f[0] for f in rep.FOLLOW_UPS["layerwise"]] == ["exactness", "exactness_attention", "identifiability"]
+    assert [f[0] for f in rep.FOLLOW_UPS["layerwise"]] == ["exactness", "exactness_attention", "identifiability",
+                                                           "identifiability_matched"]
     assert "symfast layerwise --identifiability --out" in md
     assert "| layerwise | identifiability effect (tanh): saturated units fit better |" in md
+    assert "symfast layerwise --identifiability --matched --out" in md
+    assert "| layerwise | identifiability at matched error (tanh): saturated units fit better |" in md

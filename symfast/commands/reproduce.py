@@ -63,7 +63,8 @@ STUDIES = [
 # --quick` took 82 s (51 s CPU) on 2 busy cores, more than the quick reproduce should grow by, and its
 # rows could only say "not comparable: not converged"; so --quick skips it and the report says so. The same
 # holds for the attention sweep (`layerwise --exactness --model attention --quick`: 202 s, 41 s CPU, on 2 busy cores)
-# and for the identifiability sweep (`layerwise --identifiability --quick`: 47 s, 18 s CPU, on 2 busy cores).
+# and for the identifiability sweeps (`layerwise --identifiability --quick`: 47 s, 18 s CPU, on 2 busy cores;
+# the matched one, `--identifiability --matched`, about 6 min of CPU per activation at full size).
 FOLLOW_UPS = {
     "layerwise": [("exactness", None, ["layerwise", "--exactness"],
                    "the exactness sweep (layer-1 error against end-to-end error along a penalty sweep, verdicts on "
@@ -76,6 +77,10 @@ FOLLOW_UPS = {
                   ("identifiability", None, ["layerwise", "--identifiability"],
                    "the identifiability sweep (layer-1 error / random of invariant MLPs against their near-linear "
                    "fraction over input scales x weight decays, verdicts on held-out seeds) runs only in the full "
+                   "reproduce; its --quick form's rows could only be 'not comparable: not converged'"),
+                  ("identifiability_matched", None, ["layerwise", "--identifiability", "--matched"],
+                   "the identifiability comparison at matched end-to-end error (every net read where its "
+                   "end-to-end error lands in a fixed band, verdicts on held-out seeds) runs only in the full "
                    "reproduce; its --quick form's rows could only be 'not comparable: not converged'")],
 }
 
