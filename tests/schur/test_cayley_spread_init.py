@@ -105,3 +105,21 @@ def test_bad_cayley_init():
     for H, s in ((0, 0.5), (4, 1.0), (4, 0.0)):
         with pytest.raises(ValueError, match="spread_generator"):
             spread_generator(H, spread=s)
+
+
+def test_lattice_init_puts_every_angle_on_a_multiple_of_2pi_over_8():
+    """cayley_init="lattice": W's eigenvalue angles are the drawn multiples of 2 pi / LATTICE, each inside
+    (-SPREAD pi, SPREAD pi) (so 180 degrees, which the plain map cannot reach, is never drawn), and at
+    H = 64 every non-zero allowed multiple occurs; a lattice below 2 is refused."""
+    from symfast.schur.rnn.model import LATTICE
+    step = 2 * math.pi / LATTICE
+    m = _model(64, seed=1, init="lattice")
+    a = _angles(m.recurrent_weight(torch.float64).detach())
+    k = a / step
+    assert float((k - k.round()).abs().max()) < 1e-4
+    assert bool((a.abs() < SPREAD * math.pi).all())
+    got = set(k.round().int().tolist())
+    assert {-3, -2, -1, 1, 2, 3} <= got <= {-3, -2, -1, 0, 1, 2, 3}
+    assert m.config()["cayley_init"] == "lattice"
+    with pytest.raises(ValueError, match="lattice"):
+        spread_generator(4, lattice=1)
