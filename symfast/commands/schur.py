@@ -537,5 +537,7 @@ def run(args) -> int:
     print(f"\nwrote {os.path.join(args.out, 'schur_ablation_raw.csv')}, schur_ablation_summary.csv, schur_models.csv, "
           f"schur_subspace.csv, schur_paper_comparison.csv, {png}, schur_stabilisers.png, schur_subspace.png, "
           "schur_T.png, schur_loss.png, schur_near_cut.csv" + (", schur_alpha_grid.csv" if grids else "")
-          + (", schur_fixed_points.csv" if fps else ""))
+          + (", schur_fixed_points.csv" if fps else "")
+          + (", schur_paper_replicates.csv" if os.path.exists(os.path.join(args.out, "schur_paper_replicates.csv"))
+             and args.seeds > PAPER_SEEDS else ""))
     return 0

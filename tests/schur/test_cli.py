@@ -33,6 +33,7 @@ def test_schur_cli_tiny(tmp_path, capsys, monkeypatch):
     assert "over orderings min / med / max" in text and "stability over the alpha grid" in text
     for f in ["schur_near_cut.csv", "schur_alpha_grid.csv"]:
         assert os.path.exists(os.path.join(out, f)), f
+    assert not os.path.exists(os.path.join(out, "schur_paper_replicates.csv"))  # no seeds beyond the paper's 3
     cmp = pd.read_csv(os.path.join(out, "schur_paper_comparison.csv"))
     assert (cmp[cmp.setting.str.contains("cayley")]["verdict"] == "by construction").all()
     ck = sorted(os.listdir(os.path.join(out, "ckpt")))
@@ -213,3 +214,19 @@ def test_schur_cli_copy_variant_flags_build_the_task(tmp_path, capsys, monkeypat
                 ["--task", "copy", "--family", "gru", "--copy-replay", "once"]):
         assert main(["schur", *bad, "--out", str(tmp_path / "bad")]) == 2
         assert "copy" in capsys.readouterr().err
+
+
+def test_schur_cli_reads_the_verdicts_on_held_out_seeds_beyond_the_papers_three(tmp_path, capsys):
+    """--seeds 4 (at H = 64, the width the paper's task numbers are for): the comparison with the paper is also written for seeds 0-2 and for seed 3 alone, each
+    row's verdicts from the models of that seed set only (with 3 seeds or fewer none is written:
+    test_schur_cli_tiny)."""
+    out = tmp_path / "run"
+    argv = ["schur", "--task", "flipflop", "--hidden", "64", "--epochs", "1", "--batches", "1", "--batch", "4",
+            "--n-eval", "8", "--n-random", "1", "--n-orders", "1", "--alphas", "0.9", "--alpha-grid", "",
+            "--include-unconverged", "--no-progress", "--recipe", "paper"]
+    assert main([*argv, "--seeds", "4", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "held-out seeds 3..3" in text and "tested verdicts" in text
+    reps = pd.read_csv(out / "schur_paper_replicates.csv")
+    row = reps[(reps.table == "cross-task") & (reps.setting.str.startswith("flipflop")) & (reps.subset == "-T_C->R")]
+    assert row[["n_paper_seeds", "n_heldout", "n_all"]].values.tolist() == [[3, 1, 4]]
