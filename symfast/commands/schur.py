@@ -515,6 +515,7 @@ def run(args) -> int:
     print(show[["table", "setting", "subset", "metric", "paper", "ours", "n", "verdict", "reason"]]
           .to_string(index=False))
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in cmp["verdict"].value_counts().items()))
+    reps = None
     if args.seeds > PAPER_SEEDS and not used.empty and (used.seed >= PAPER_SEEDS).any():
         reps = compare_replicates(used if paper_copy else used[used.task != "copy"], summarise, alpha=0.9)
         atomic_write(os.path.join(args.out, "schur_paper_replicates.csv"), lambda p: reps.to_csv(p, index=False))
@@ -538,6 +539,5 @@ def run(args) -> int:
           f"schur_subspace.csv, schur_paper_comparison.csv, {png}, schur_stabilisers.png, schur_subspace.png, "
           "schur_T.png, schur_loss.png, schur_near_cut.csv" + (", schur_alpha_grid.csv" if grids else "")
           + (", schur_fixed_points.csv" if fps else "")
-          + (", schur_paper_replicates.csv" if os.path.exists(os.path.join(args.out, "schur_paper_replicates.csv"))
-             and args.seeds > PAPER_SEEDS else ""))
+          + (", schur_paper_replicates.csv" if reps is not None else ""))
     return 0

@@ -319,23 +319,40 @@ def format_identifiability(res: IdentifiabilityResult) -> str:
             f"(identifiable) and > {LINEAR_ABOVE:g} (near-linear), trained nets only (test accuracy >= "
             f"{TRAINED_ACCURACY:g}).")
     summ = regime_summary(res.table)
-    fmt = {c: (lambda v: f"{v:.2e}") if c == "end_to_end" else (lambda v: f"{v:.3g}") for c in summ.columns}
     eff = []
     for _, f in res.fits.iterrows():
-        has = "diff" in f and pd.notna(f.get("diff"))
-        iv = lambda k: f"{f[k]:.2f} [{f[k + '_lo']:.2f}, {f[k + '_hi']:.2f}]" if has else "-"  # noqa: E731
+        has = group_fit_done(f)
+        iv = lambda k: group_interval(f, k)  # noqa: E731
         eff.append({"activation": f["activation"], "seeds": f["split"], "trained / nets": f"{f['trained']} / {f['nets']}",
                     "n identifiable": f["n_identifiable"], "ratio identifiable": iv("ident"),
                     "n near-linear": f["n_linear"], "ratio near-linear": iv("linear"),
                     "difference": iv("diff"), "rule": f["verdict"] if has else "a group is empty"})
-    lines = [head, "", "### Medians over the fit seeds", "", _markdown(summ, fmt), "",
+    lines = [head, "", "### Medians over the fit seeds", "", _markdown(summ, summary_formats(summ)), "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets", "",
              _markdown(pd.DataFrame(eff), {}), "",
              f"### Verdicts (held-out seeds; fixed before any run: margin {EFFECT_MARGIN:g}, groups < "
-             f"{SATURATED_BELOW:g} and > {LINEAR_ABOVE:g})", "",
-             _markdown(pd.DataFrame([{"claim": c.claim, "measured": c.measured, "verdict": c.label}
-                                     for c in res.claims]), {})]
+             f"{SATURATED_BELOW:g} and > {LINEAR_ABOVE:g})", "", claims_markdown(res.claims)]
     return "\n".join(lines)
+
+
+def summary_formats(summ: pd.DataFrame) -> dict:
+    """Cell formats of a medians table: end-to-end errors in scientific notation, the rest to 3 digits."""
+    return {c: (lambda v: f"{v:.2e}") if c == "end_to_end" else (lambda v: f"{v:.3g}") for c in summ.columns}
+
+
+def group_fit_done(f) -> bool:
+    """Whether a group-comparison row (`group_claim`'s fit) has both groups, hence a difference."""
+    return "diff" in f and pd.notna(f.get("diff"))
+
+
+def group_interval(f, key: str) -> str:
+    """'mean [lo, hi]' of column `key` of a group-comparison row, '-' when a group is empty."""
+    return f"{f[key]:.2f} [{f[key + '_lo']:.2f}, {f[key + '_hi']:.2f}]" if group_fit_done(f) else "-"
+
+
+def claims_markdown(claims) -> str:
+    """The verdict rows as a markdown table (claim, measured, verdict)."""
+    return _markdown(pd.DataFrame([{"claim": c.claim, "measured": c.measured, "verdict": c.label} for c in claims]), {})
 
 
 def plot_identifiability(table: pd.DataFrame, path=None):

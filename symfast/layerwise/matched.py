@@ -36,7 +36,8 @@ from symfast.layerwise.data import ImageData, flip_matrix
 from symfast.layerwise.exactness import TRAINED_ACCURACY, _markdown, measure, seed_medians
 from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, LINEAR_ABOVE, RATIO_COLUMN,
                                                SATURATED_BELOW, SUMMARY_COLUMNS, IdentifiabilitySettings, _effect_row,
-                                               _groups, group_claim, plot_identifiability, theorem_note, trained_cells)
+                                               _groups, claims_markdown, group_claim, group_fit_done, group_interval,
+                                               plot_identifiability, summary_formats, theorem_note, trained_cells)
 from symfast.layerwise.projection import equivariance_error
 
 __all__ = ["MatchedSettings", "MatchedResult", "matched_sweep", "matched_claims", "read_index", "matched_summary",
@@ -287,11 +288,10 @@ def format_matched(res: MatchedResult) -> str:
             f"accuracy >= {TRAINED_ACCURACY:g}); matched if the groups' mean log10 end-to-end errors differ by < "
             f"{MATCH_TOLERANCE:g} decade.")
     summ = matched_summary(res.table)
-    fmt = {c: (lambda v: f"{v:.2e}") if c == "end_to_end" else (lambda v: f"{v:.3g}") for c in summ.columns}
     eff = []
     for _, f in res.fits.iterrows():
-        has = "diff" in f and pd.notna(f.get("diff"))
-        iv = lambda k: f"{f[k]:.2f} [{f[k + '_lo']:.2f}, {f[k + '_hi']:.2f}]" if has else "-"  # noqa: E731
+        has = group_fit_done(f)
+        iv = lambda k: group_interval(f, k)  # noqa: E731
         eff.append({"activation": f["activation"], "seeds": f["split"], "reading": f["reading"],
                     "in band / nets": f"{f['nets']} / {f['nets'] + f['excluded']}",
                     "excluded": f["excluded"], "trained": f["trained"],
@@ -299,14 +299,12 @@ def format_matched(res: MatchedResult) -> str:
                     "ratio identifiable": iv("ident"), "n near-linear": f["n_linear"],
                     "e2e near-linear": f"{f['e2e_linear']:.2e}", "ratio near-linear": iv("linear"),
                     "difference": iv("diff"), "rule": f["verdict"] if has else "a group is empty"})
-    lines = [head, "", "### Medians over the fit seeds' in-band nets", "", _markdown(summ, fmt), "",
+    lines = [head, "", "### Medians over the fit seeds' in-band nets", "", _markdown(summ, summary_formats(summ)), "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets (e2e: "
              "geometric mean; matched: the in-band nets; last weight: every net at the ladder's last weight, the "
              "unmatched contrast, no verdict)", "", _markdown(pd.DataFrame(eff), {}), "",
              f"### Verdicts (held-out seeds; fixed before the run: band [{lo:.1e}, {hi:.1e}], tolerance "
-             f"{MATCH_TOLERANCE:g} decade, margin {EFFECT_MARGIN:g})", "",
-             _markdown(pd.DataFrame([{"claim": c.claim, "measured": c.measured, "verdict": c.label}
-                                     for c in res.claims]), {})]
+             f"{MATCH_TOLERANCE:g} decade, margin {EFFECT_MARGIN:g})", "", claims_markdown(res.claims)]
     return "\n".join(lines)
 
 

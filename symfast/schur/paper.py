@@ -197,9 +197,9 @@ def compare_replicates(used, summarise, alpha: float = 0.9, split: int = PAPER_S
     out = None
     for name, part in (("paper_seeds", used[used.seed < split]), ("heldout", used[used.seed >= split]),
                        ("all", used)):
-        cmp = compare_with_paper(summarise(part), alpha=alpha) if len(part) else None
-        if cmp is None:  # no converged model in this seed set: compare an empty summary
-            cmp = compare_with_paper(summarise(used).iloc[0:0], alpha=alpha)
+        # no model in this seed set: an empty summary of the same columns (every row "not comparable", n = 0)
+        summ = summarise(part) if len(part) else summarise(used).iloc[:0]
+        cmp = compare_with_paper(summ, alpha=alpha)
         cmp = cmp[key + ["ours", "n", "verdict"]].rename(columns={c: f"{c}_{name}" for c in ("ours", "n", "verdict")})
         out = cmp if out is None else out.merge(cmp, on=key, how="outer", sort=False)
     both = (out.n_paper_seeds > 0) & (out.n_heldout > 0)
