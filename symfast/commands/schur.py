@@ -92,6 +92,8 @@ def add_arguments(p) -> None:
     p.add_argument("--warmup", type=int, default=None, help="warmup steps of the cosine schedule (default: the recipe's)")
     p.add_argument("--min-lr-ratio", type=float, default=None,
                    help="the cosine schedule's final learning rate as a fraction of --lr (default: the recipe's)")
+    p.add_argument("--curriculum", type=int, default=None,
+                   help="first epochs trained on shortened sequences, growing to the full task (default: the recipe's)")
     p.add_argument("--epsilon", type=float, default=None,
                    help="tolerance on the rollout distance d_D for eps-stabilisers (default 0.05)")
     p.add_argument("--include-unconverged", action="store_true",
@@ -357,6 +359,7 @@ def run(args) -> int:
     given = {f: v for f, v in (("epochs", args.epochs), ("batches_per_epoch", args.batches), ("batch", args.batch),
                                ("lr", args.lr), ("clip", args.clip), ("schedule", args.schedule),
                                ("warmup", args.warmup), ("min_lr_ratio", args.min_lr_ratio),
+                               ("curriculum", args.curriculum),
                                ("cayley_neg", args.cayley_neg), ("cayley_init", args.cayley_init))
              if v is not None}  # explicit flags win
     if given.get("schedule") == "constant":  # a constant rate has no warmup or floor (unless given: an error)
