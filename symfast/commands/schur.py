@@ -57,6 +57,12 @@ def add_arguments(p) -> None:
                    help="copy task: replay the sequence again and again over 128 steps (cyclic, the default) or "
                         "once (L steps); the task variants are ours, not the paper's (tanh family only)")
     from symfast.schur.paper import PAPER_SEEDS
+    p.add_argument("--copy-family", action="store_true",
+                   help="run the copy task over its family of definitions (L 8/16/32 x K 4/8 x cyclic/once; "
+                        "orthogonal, H 64 unless given) into OUT/<setting>, and test the paper's copy pattern in each "
+                        "(copy_family_pattern.csv, copy_family.png)")
+    p.add_argument("--copy-settings", default=None,
+                   help="with --copy-family: a comma list of settings, e.g. cyclic_L8_K4,once_L16_K4 (default: all)")
     p.add_argument("--seeds", type=int, default=PAPER_SEEDS,
                    help=f"number of seeds (0..seeds-1); beyond {PAPER_SEEDS}, the paper's, the comparison with the "
                         f"paper is also read on seeds {PAPER_SEEDS}.. alone, a held-out replicate "
@@ -288,6 +294,11 @@ def run(args) -> int:
     from symfast.schur.rnn.model import CONSTRUCTIONS
     from symfast.schur.subspace import damage_predictors
 
+    if args.copy_family:
+        from symfast.commands.schur_copy_family import run_copy_family
+        return run_copy_family(args, run)
+    if args.copy_settings is not None:
+        raise UsageError("--copy-settings applies to --copy-family")
     tasks = _list(args.task, TASK_NAMES, "task")
     family = args.family
     if family == "tanh":

@@ -19,7 +19,7 @@ from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
 from symfast.schur.blocks import BLOCKS
 
 __all__ = ["ablation_figure", "schur_form", "stabilisers", "predictors", "loss_curves", "noop_line", "NORMAL_TOL",
-           "OKABE_ITO", "spectra_and_masses"]
+           "OKABE_ITO", "spectra_and_masses", "copy_family"]
 
 NORMAL_TOL = 1e-10  # ||N|| / ||T|| below this: W is normal to rounding, every ablation removes nothing
 ROW_HEIGHT = 3.4  # inches per (task, construction, H) row of the ablation figure: ~410 px, well under a screen
@@ -459,4 +459,40 @@ def loss_curves(losses: dict, path=None, ax=None, window: int = 16):
                  fontsize=FONT)
     if ax.get_legend_handles_labels()[0]:
         legend_outside(ax)
+    return finish(fig, path, created)
+
+
+def copy_family(pattern: pd.DataFrame, seeds: str = "all", path=None, ax=None):
+    """The paper's copy pattern per copy definition: replay accuracy after -T_CC (lowest over the
+    within-sector orderings) and after -T_C->R, mean and 95% interval over converged models, with
+    the two thresholds of `symfast.schur.copy_family.pattern_verdict` and each setting's verdict.
+
+    Args:
+        pattern: `symfast.schur.copy_family.pattern_table` output.
+        seeds: which seed set's rows to draw (its "seeds" column, e.g. "all" or "3-9").
+        path: optional PNG path. ax: optional axes to draw into.
+    """
+    from symfast.schur.copy_family import FAR_BELOW, HARMLESS
+
+    rows = pattern[pattern.seeds == seeds]
+    if rows.empty:
+        raise ValueError(f"no rows for the seed set {seeds!r}; the table has {sorted(set(pattern.seeds))}")
+    fig, ax, created = axes_or_new(ax, figsize=(max(6.0, 0.75 * len(rows) + 2.0), 4.2))
+    x = np.arange(len(rows))
+    for k, (key, label, colour, dx) in enumerate((("cc_lowest", "−T_CC, lowest over orderings", OKABE_ITO[4], -0.12),
+                                                  ("cr", "−T_C→R", OKABE_ITO[0], 0.12))):
+        mu, lo, hi = (rows[f"{key}_{s}"].to_numpy(float) for s in ("mean", "lo", "hi"))
+        err = np.vstack([np.nan_to_num(mu - lo), np.nan_to_num(hi - mu)])
+        ax.errorbar(x + dx, mu, yerr=err, fmt="o", color=colour, ms=5, capsize=3, label=label)
+    ax.axhline(HARMLESS, color=OKABE_ITO[4], ls="--", lw=0.8, label=f"(a) harmless: ≥ {HARMLESS:.2f}")
+    ax.axhline(FAR_BELOW, color=OKABE_ITO[0], ls=":", lw=0.8, label=f"(b) far below: < {FAR_BELOW:.2f}")
+    names = [f"{r.setting.replace('_', ' ')}\n{r.converged}/{r.models} conv.\n{r.verdict}" for r in rows.itertuples()]
+    ax.set_xticks(x, names, fontsize=SMALL, rotation=0)
+    ax.set_ylabel("replay accuracy after the ablation", fontsize=FONT)
+    lows = rows[["cc_lowest_lo", "cr_lo", "cc_lowest_mean", "cr_mean"]].to_numpy(float)
+    lows = lows[np.isfinite(lows)]
+    ax.set_ylim(min(0.4, float(lows.min()) - 0.05) if lows.size else 0.4, 1.03)
+    ax.set_title(f"The paper's copy pattern per copy definition (seeds {seeds})", fontsize=FONT)
+    ax.grid(axis="y", color="0.9")
+    legend_outside(ax, "below", ncol=2)
     return finish(fig, path, created)

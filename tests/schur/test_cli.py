@@ -230,3 +230,17 @@ def test_schur_cli_reads_the_verdicts_on_held_out_seeds_beyond_the_papers_three(
     reps = pd.read_csv(out / "schur_paper_replicates.csv")
     row = reps[(reps.table == "cross-task") & (reps.setting.str.startswith("flipflop")) & (reps.subset == "-T_C->R")]
     assert row[["n_paper_seeds", "n_heldout", "n_all"]].values.tolist() == [[3, 1, 4]]
+
+
+def test_schur_cli_curriculum_flag(tmp_path, capsys):
+    from symfast.schur.rnn.checkpoint import load_checkpoint
+    out = str(tmp_path / "run")
+    argv = ["schur", "--task", "flipflop", "--seeds", "1", "--hidden", "4", "--epochs", "2", "--batches", "1",
+            "--batch", "4", "--n-eval", "8", "--n-random", "0", "--alphas", "", "--alpha-grid", "", "--recipe", "paper",
+            "--out", out, "--no-progress"]
+    assert main(argv + ["--curriculum", "1"]) == 0
+    assert "curriculum" in capsys.readouterr().out  # printed as a deviation from the paper's budget
+    _, _, info = load_checkpoint(os.path.join(out, "ckpt", "flipflop_orthogonal_H4_s0.pt"))
+    assert info["train"]["curriculum"] == 1
+    assert main(argv + ["--curriculum", "3", "--out", str(tmp_path / "bad")]) == 2
+    assert "curriculum must be in 0..epochs (2), got 3" in capsys.readouterr().err
