@@ -477,7 +477,7 @@ def copy_family(pattern: pd.DataFrame, seeds: str = "all", path=None, ax=None):
     rows = pattern[pattern.seeds == seeds]
     if rows.empty:
         raise ValueError(f"no rows for the seed set {seeds!r}; the table has {sorted(set(pattern.seeds))}")
-    fig, ax, created = axes_or_new(ax, figsize=(max(6.0, 0.75 * len(rows) + 2.0), 4.2))
+    fig, ax, created = axes_or_new(ax, figsize=(max(6.0, 0.95 * len(rows) + 2.0), 4.4))
     x = np.arange(len(rows))
     for k, (key, label, colour, dx) in enumerate((("cc_lowest", "−T_CC, lowest over orderings", OKABE_ITO[4], -0.12),
                                                   ("cr", "−T_C→R", OKABE_ITO[0], 0.12))):
@@ -486,7 +486,8 @@ def copy_family(pattern: pd.DataFrame, seeds: str = "all", path=None, ax=None):
         ax.errorbar(x + dx, mu, yerr=err, fmt="o", color=colour, ms=5, capsize=3, label=label)
     ax.axhline(HARMLESS, color=OKABE_ITO[4], ls="--", lw=0.8, label=f"(a) harmless: ≥ {HARMLESS:.2f}")
     ax.axhline(FAR_BELOW, color=OKABE_ITO[0], ls=":", lw=0.8, label=f"(b) far below: < {FAR_BELOW:.2f}")
-    names = [f"{r.setting.replace('_', ' ')}\n{r.converged}/{r.models} conv.\n{r.verdict}" for r in rows.itertuples()]
+    names = [f"{r.setting.replace('_', ' ')}\n{r.converged}/{r.models} conv.\n{r.verdict.replace(' ', chr(10))}"
+             for r in rows.itertuples()]
     ax.set_xticks(x, names, fontsize=SMALL, rotation=0)
     ax.set_ylabel("replay accuracy after the ablation", fontsize=FONT)
     lows = rows[["cc_lowest_lo", "cr_lo", "cc_lowest_mean", "cr_mean"]].to_numpy(float)
