@@ -20,9 +20,8 @@ from symfast.commands import UsageError
 
 # the family's model: orthogonal init at H = 64 (the paper's copy widths are 56 / 64 / 72)
 FAMILY_CONSTRUCTION, FAMILY_HIDDEN = "orthogonal", "64"
-# TrainConfig field -> the flag attribute it is given by (for the settings with a longer budget)
-_TRAIN_FLAGS = {"epochs": "epochs", "lr": "lr", "clip": "clip", "schedule": "schedule", "warmup": "warmup",
-                "min_lr_ratio": "min_lr_ratio", "curriculum": "curriculum"}
+# the TrainConfig fields a longer budget sets, each also the name of its command-line flag's attribute
+_BUDGET_FIELDS = ("epochs", "lr", "clip", "schedule", "warmup", "min_lr_ratio", "curriculum")
 
 
 def _settings(arg: str | None):
@@ -72,9 +71,9 @@ def run_copy_family(args, run_one) -> int:
         if args.hidden == "paper":
             sub.hidden = FAMILY_HIDDEN
         if s.long_budget:  # flags given on the command line win, as in any run
-            for field, attr in _TRAIN_FLAGS.items():
-                if getattr(sub, attr) is None:
-                    setattr(sub, attr, getattr(long_cfg, field))
+            for field in _BUDGET_FIELDS:
+                if getattr(sub, field) is None:
+                    setattr(sub, field, getattr(long_cfg, field))
         print(f"\n######## copy setting {s.name} ({s.bits:g} bits"
               + (", the longer budget" if s.long_budget else "") + f") -> {sub.out}")
         rc = run_one(sub)

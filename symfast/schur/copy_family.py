@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from symfast.report.claim import TOLERANCE
 from symfast.schur.ablation import summarize
 from symfast.schur.paper import CONVERGENCE, PAPER_COPY, PAPER_SEEDS
 
@@ -35,8 +36,9 @@ __all__ = ["CopySetting", "FAMILY", "ONCE_DELAY", "HARMLESS", "FAR_BELOW", "MIN_
            "pattern_verdict", "pattern_table", "ablation_table"]
 
 ONCE_DELAY = 10  # blank steps before a single replay: the network must hold the sequence through them
-HARMLESS = 1.00 - 0.05  # (a): the paper's -T_CC replay accuracy minus the report's accuracy band
-FAR_BELOW = CONVERGENCE["copy"][1] - 2 * 0.05  # (b): 0.89, twice the band under the convergence target
+_BAND = TOLERANCE["accuracy"].absolute  # the report's accuracy band, 0.05
+HARMLESS = PAPER_COPY["-T_CC"] - _BAND  # (a): 0.95, the paper's -T_CC replay accuracy minus the band
+FAR_BELOW = CONVERGENCE["copy"][1] - 2 * _BAND  # (b): 0.89, twice the band under the convergence target
 MIN_CONVERGED = 3  # the paper's seed count: fewer converged models give no verdict
 
 

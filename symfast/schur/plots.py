@@ -479,8 +479,8 @@ def copy_family(pattern: pd.DataFrame, seeds: str = "all", path=None, ax=None):
         raise ValueError(f"no rows for the seed set {seeds!r}; the table has {sorted(set(pattern.seeds))}")
     fig, ax, created = axes_or_new(ax, figsize=(max(6.0, 0.95 * len(rows) + 2.0), 4.4))
     x = np.arange(len(rows))
-    for k, (key, label, colour, dx) in enumerate((("cc_lowest", "−T_CC, lowest over orderings", OKABE_ITO[4], -0.12),
-                                                  ("cr", "−T_C→R", OKABE_ITO[0], 0.12))):
+    for key, label, colour, dx in (("cc_lowest", "−T_CC, lowest over orderings", OKABE_ITO[4], -0.12),
+                                   ("cr", "−T_C→R", OKABE_ITO[0], 0.12)):
         mu, lo, hi = (rows[f"{key}_{s}"].to_numpy(float) for s in ("mean", "lo", "hi"))
         err = np.vstack([np.nan_to_num(mu - lo), np.nan_to_num(hi - mu)])
         ax.errorbar(x + dx, mu, yerr=err, fmt="o", color=colour, ms=5, capsize=3, label=label)
