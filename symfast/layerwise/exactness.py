@@ -35,7 +35,7 @@ from symfast.report.claim import Claim, Verdict, ranking_verdict
 __all__ = ["ExactnessSettings", "ExactnessResult", "exactness_sweep", "train_sweep", "covering_inputs", "measure",
            "fit_slope", "exactness_claims", "plot_exactness", "format_exactness", "ACTIVATIONS", "SLOPE_BAR",
            "EXACT_RATIO_BAR", "MIN_DECADES", "COLUMNS", "LAYER_COLUMNS", "summary_table", "slope_and_ratio",
-           "combine_verdicts", "polish_net"]
+           "combine_verdicts", "polish_net", "E2E_MEASURES"]
 
 # Fixed before the first sweep was run, not after: the relation "layer error -> 0 as end-to-end error
 # -> 0" holds when the fitted log-log slope lies above SLOPE_BAR (the layer error falls at least as
@@ -52,8 +52,12 @@ TRAINED_ACCURACY = 0.5
 ACTIVATIONS = ("tanh", "sigmoid", "odd_poly", "relu")
 
 # One row per trained net (`ExactnessResult.table`); the per-layer columns are layer1_*, layer2_*, output_*.
-COLUMNS = ["activation", "lam", "seed", "split", "end_to_end", "end_to_end_data", "accuracy"]
+COLUMNS = ["activation", "lam", "seed", "split", "end_to_end", "end_to_end_data", "end_to_end_law", "accuracy"]
 LAYER_COLUMNS = ["error", "bias_error", "random", "ratio"]
+# The end-to-end errors a relation is read against (column: words): on held-out covering inputs (test
+# digits and as many fresh samples of the covering law), and on the fresh law samples alone, the inputs
+# the penalty covers (exact there, on an open set, an analytic net is exact on all of R^n).
+E2E_MEASURES = {"end_to_end": "end-to-end error", "end_to_end_law": "end-to-end error on the covering law"}
 
 
 @dataclass(frozen=True)
@@ -282,7 +286,7 @@ def _layer_names(n: int) -> list:
     return [f"layer{l + 1}" for l in range(n - 1)] + ["output"]
 
 
-def measure(net: MLP, test: ImageData, cover: np.ndarray, reduced: bool = False) -> dict:
+def measure(net: MLP, test: ImageData, cover: np.ndarray, reduced: bool = False, law: np.ndarray | None = None) -> dict:
     """One trained invariant classifier read against the flip: a table row (without its keys).
 
     Args:
@@ -291,9 +295,11 @@ def measure(net: MLP, test: ImageData, cover: np.ndarray, reduced: bool = False)
         reduced: also read the identifiable sub-model (`identifiable_submodel` on `cover`): per layer
             its recovered action's error, random error and ratio (columns <layer>_<c>_reduced), and
             the near-linear fraction of every hidden layer (layer<l>_near_linear).
+        law: [M, D] fresh samples of the covering law alone (no data): also report end_to_end_law,
+            the error on them, i.e. on the space the penalty covers rather than on new digits.
 
     Returns:
-        end_to_end (on `cover`), end_to_end_data (on the test data), accuracy; per layer (layer1,
+        end_to_end (on `cover`), end_to_end_data (on the test data), [end_to_end_law], accuracy; per layer (layer1,
         layer2, ..., output) the recovered action's weight error, bias error, random-permutation
         error and their ratio; layer-1 near-linear fraction on `cover`; dead / duplicate units
         removed by the identifiable reduction.
@@ -303,11 +309,15 @@ def measure(net: MLP, test: ImageData, cover: np.ndarray, reduced: bool = False)
     if np.ndim(cover) != 2 or np.shape(cover)[1] != net.sizes[0] or test.x.shape[1] != net.sizes[0]:
         raise ValueError(f"cover and test.x must be [N, {net.sizes[0]}], got {list(np.shape(cover))}, "
                          f"{list(test.x.shape)}")
+    if law is not None and (np.ndim(law) != 2 or np.shape(law)[1] != net.sizes[0] or len(law) == 0):
+        raise ValueError(f"law must be [M >= 1, {net.sizes[0]}], got {list(np.shape(law))}")
 
     R = flip_matrix(test.shape)
     acts = recover_latent_actions(net, R)
-    row = {"end_to_end": equivariance_error(net, cover, R), "end_to_end_data": equivariance_error(net, test.x, R),
-           "accuracy": float((net(test.x).argmax(1) == test.y).mean())}
+    row = {"end_to_end": equivariance_error(net, cover, R), "end_to_end_data": equivariance_error(net, test.x, R)}
+    if law is not None:
+        row["end_to_end_law"] = equivariance_error(net, law, R)
+    row["accuracy"] = float((net(test.x).argmax(1) == test.y).mean())
     for name, e, be, r in zip(_layer_names(net.num_layers), acts.errors, acts.bias_errors, acts.baseline):
         row.update({f"{name}_{c}": float(v) for c, v in zip(LAYER_COLUMNS, (e, be, r, e / r))})
     near = near_linear_fraction(net, cover)
@@ -370,22 +380,23 @@ def _mean_interval(v, bootstrap: int, seed: int = 0):
     return float(v.mean()), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
 
 
-def slope_and_ratio(t: pd.DataFrame, error_col: str, ratio_col: str, bootstrap: int) -> dict:
-    """The two tests of one sweep's held-out rows `t` (columns lam, seed, end_to_end, error_col, ratio_col).
+def slope_and_ratio(t: pd.DataFrame, error_col: str, ratio_col: str, bootstrap: int,
+                    e2e_col: str = "end_to_end") -> dict:
+    """The two tests of one sweep's held-out rows `t` (columns lam, seed, e2e_col, error_col, ratio_col).
 
     Returns:
-        slope, lo, hi (log-log slope of error_col against end_to_end, interval over seeds); ratio,
+        slope, lo, hi (log-log slope of error_col against e2e_col, interval over seeds); ratio,
         ratio_lo, ratio_hi (mean of ratio_col at the largest lam and its interval); decades spanned by
         the end-to-end errors; seeds, n; top (the rows at the largest lam); v_slope, v_ratio (the
         `ranking_verdict`s against `SLOPE_BAR` and `EXACT_RATIO_BAR`, the bar a point interval).
     """
     seeds = sorted(t["seed"].unique())
     n = len(seeds)
-    s, lo, hi = fit_slope(t["end_to_end"], t[error_col], t["seed"], bootstrap)
+    s, lo, hi = fit_slope(t[e2e_col], t[error_col], t["seed"], bootstrap)
     top = t[t["lam"] == t["lam"].max()]
     r, rlo, rhi = _mean_interval(top[ratio_col], bootstrap)
     return {"slope": s, "lo": lo, "hi": hi, "ratio": r, "ratio_lo": rlo, "ratio_hi": rhi,
-            "decades": float(np.log10(t["end_to_end"].max() / t["end_to_end"].min())), "seeds": seeds, "n": n,
+            "decades": float(np.log10(t[e2e_col].max() / t[e2e_col].min())), "seeds": seeds, "n": n,
             "top": top, "v_slope": ranking_verdict({"slope": (lo, hi), "bar": (SLOPE_BAR, SLOPE_BAR)}, "slope", n),
             "v_ratio": ranking_verdict({"bar": (EXACT_RATIO_BAR, EXACT_RATIO_BAR), "ratio": (rlo, rhi)}, "bar", n)}
 
@@ -404,7 +415,8 @@ def combine_verdicts(parts: list, decades: float) -> Verdict:
 
 
 def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
-    """One verdict row per activation, read on the held-out seeds (split == "heldout") only.
+    """One verdict row per activation and end-to-end measure in the table (`E2E_MEASURES`), read on the
+    held-out seeds (split == "heldout") only.
 
     Held when the log-log slope's 95 % interval lies above `SLOPE_BAR` and, at the sweep's largest
     penalty weight, the interval of the mean layer-1 error / random ratio lies below
@@ -414,7 +426,7 @@ def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
     being a point interval.
 
     Returns:
-        list of `Claim` (study "layerwise"), one per activation in the table.
+        list of `Claim` (study "layerwise"), per activation in the table one per measure.
     """
     from symfast.layerwise.claims import PROVEN
 
@@ -422,33 +434,37 @@ def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
                if c not in table.columns]
     if missing:
         raise ValueError(f"the exactness table lacks columns {missing}")
+    # the end-to-end errors a relation is read against: on the covering inputs (test digits + law
+    # samples), and, where measured, on fresh samples of the covering law alone
+    e2e_cols = [c for c in E2E_MEASURES if c in table.columns]
     claims = []
     for act in dict.fromkeys(table["activation"]):
         t = table[(table["activation"] == act) & (table["split"] == "heldout")]
         kind = "proven" if act in PROVEN else "conjectural"
-        claim = f"Layer error -> 0 as end-to-end error -> 0 ({act}, identifiability {kind})"
-        expected = (f"log-log slope of layer-1 error vs end-to-end error > {SLOPE_BAR:g} and layer-1 error / random "
-                    f"< {EXACT_RATIO_BAR:g} at the largest penalty weight (held-out seeds, 95 % intervals)")
-        if t.empty:
-            claims.append(Claim("layerwise", claim, expected, "no held-out seeds", "not comparable",
-                                reason="too few seeds (n = 0)"))
-            continue
-        r = slope_and_ratio(t, "layer1_error", "layer1_ratio", bootstrap)
-        s, lo, hi, rr, rlo, rhi, decades, seeds, n, top = (r[k] for k in (
-            "slope", "lo", "hi", "ratio", "ratio_lo", "ratio_hi", "decades", "seeds", "n", "top"))
-        v = combine_verdicts([r["v_slope"], r["v_ratio"]], decades)
-        acc = float(top["accuracy"].median()) if "accuracy" in top.columns else float("nan")
-        if acc < TRAINED_ACCURACY:  # NaN (no accuracy column) passes: nothing to gate on
-            v = Verdict("not comparable", f"not trained: median test accuracy {acc:.2f} at lam "
-                                          f"{top['lam'].iloc[0]:g} (< {TRAINED_ACCURACY:g})")
-        measured = (f"slope {s:.2f} [{lo:.2f}, {hi:.2f}]; ratio {rr:.2f} [{rlo:.2f}, {rhi:.2f}] at lam "
-                    f"{top['lam'].iloc[0]:g}; end-to-end {t['end_to_end'].min():.1e}..{t['end_to_end'].max():.1e} "
-                    f"({decades:.1f} decades); seeds {seeds[0]}..{seeds[-1]} (n = {n})")
-        note = ("identifiability is conjectured, not proven, for this activation: a miss does not contradict the "
-                "theorem" if kind == "conjectural" else "the theorem's hypothesis holds for this activation")
-        tested = v.verdict in ("held", "missed")  # the rule applied goes to the note, a reason only to the rest
-        claims.append(Claim("layerwise", claim, expected, measured, v.verdict, f"{v.reason}; {note}" if tested else note,
-                            "" if tested else v.reason))
+        for col in e2e_cols:
+            claim = f"Layer error -> 0 as {E2E_MEASURES[col]} -> 0 ({act}, identifiability {kind})"
+            expected = (f"log-log slope of layer-1 error vs {E2E_MEASURES[col]} > {SLOPE_BAR:g} and layer-1 error / "
+                        f"random < {EXACT_RATIO_BAR:g} at the largest penalty weight (held-out seeds, 95 % intervals)")
+            if t.empty:
+                claims.append(Claim("layerwise", claim, expected, "no held-out seeds", "not comparable",
+                                    reason="too few seeds (n = 0)"))
+                continue
+            r = slope_and_ratio(t, "layer1_error", "layer1_ratio", bootstrap, e2e_col=col)
+            s, lo, hi, rr, rlo, rhi, decades, seeds, n, top = (r[k] for k in (
+                "slope", "lo", "hi", "ratio", "ratio_lo", "ratio_hi", "decades", "seeds", "n", "top"))
+            v = combine_verdicts([r["v_slope"], r["v_ratio"]], decades)
+            acc = float(top["accuracy"].median()) if "accuracy" in top.columns else float("nan")
+            if acc < TRAINED_ACCURACY:  # NaN (no accuracy column) passes: nothing to gate on
+                v = Verdict("not comparable", f"not trained: median test accuracy {acc:.2f} at lam "
+                                              f"{top['lam'].iloc[0]:g} (< {TRAINED_ACCURACY:g})")
+            measured = (f"slope {s:.2f} [{lo:.2f}, {hi:.2f}]; ratio {rr:.2f} [{rlo:.2f}, {rhi:.2f}] at lam "
+                        f"{top['lam'].iloc[0]:g}; {E2E_MEASURES[col]} {t[col].min():.1e}..{t[col].max():.1e} "
+                        f"({decades:.1f} decades); seeds {seeds[0]}..{seeds[-1]} (n = {n})")
+            note = ("identifiability is conjectured, not proven, for this activation: a miss does not contradict the "
+                    "theorem" if kind == "conjectural" else "the theorem's hypothesis holds for this activation")
+            tested = v.verdict in ("held", "missed")  # the rule applied goes to the note, a reason only to the rest
+            claims.append(Claim("layerwise", claim, expected, measured, v.verdict,
+                                f"{v.reason}; {note}" if tested else note, "" if tested else v.reason))
     return claims
 
 
@@ -459,7 +475,8 @@ class ExactnessResult:
     Attributes:
         table: one row per trained net (`COLUMNS`, then layer1_/layer2_/output_ error, bias_error,
             random, ratio, and layer1_near_linear, dead_units, duplicate_units).
-        fits: per activation, the slope with its interval on the fit seeds and on the held-out seeds.
+        fits: per activation and end-to-end measure ("against", `E2E_MEASURES`), the slope with its
+            interval on the fit seeds and on the held-out seeds.
         claims: `exactness_claims` of the table (held-out seeds only).
         settings: the `ExactnessSettings` used.
     """
@@ -482,8 +499,8 @@ def exactness_sweep(data: ImageData, activations=ACTIVATIONS, settings: Exactnes
         activation_entry(a)  # raises on an unknown name
     train, test = data.split(0.25, seed=0)
     perm = flip_permutation(data.shape)
-    cover = np.concatenate([test.x, covering_inputs(train.x, perm, s.covering)(
-        len(test.x), torch.Generator().manual_seed(2 ** 31 - 1)).numpy()])
+    law = covering_inputs(train.x, perm, s.covering)(len(test.x), torch.Generator().manual_seed(2 ** 31 - 1)).numpy()
+    cover = np.concatenate([test.x, law])
     split = {**{sd: "fit" for sd in range(s.seeds)},
              **{sd: "heldout" for sd in range(s.seed_offset, s.seed_offset + s.heldout_seeds)}}
     rows = []
@@ -491,16 +508,17 @@ def exactness_sweep(data: ImageData, activations=ACTIVATIONS, settings: Exactnes
         reporter(progress, "symfast.layerwise")(f"exactness: {act}, {len(s.lams)} penalty weights x {len(split)} seeds")
         nets = train_sweep(train, act, s.lams, list(split), s)
         for (lam, sd), net in nets.items():
-            rows.append({"activation": act, "lam": lam, "seed": sd, "split": split[sd], **measure(net, test, cover)})
+            rows.append({"activation": act, "lam": lam, "seed": sd, "split": split[sd], **measure(net, test, cover, law=law)})
     table = pd.DataFrame(rows)
     fits = []
     for act in activations:
-        row = {"activation": act}
-        for part in ("fit", "heldout"):
-            t = table[(table["activation"] == act) & (table["split"] == part)]
-            row[f"slope_{part}"], row[f"slope_{part}_lo"], row[f"slope_{part}_hi"] = fit_slope(
-                t["end_to_end"], t["layer1_error"], t["seed"], s.bootstrap)
-        fits.append(row)
+        for col in E2E_MEASURES:
+            row = {"activation": act, "against": col}
+            for part in ("fit", "heldout"):
+                t = table[(table["activation"] == act) & (table["split"] == part)]
+                row[f"slope_{part}"], row[f"slope_{part}_lo"], row[f"slope_{part}_hi"] = fit_slope(
+                    t[col], t["layer1_error"], t["seed"], s.bootstrap)
+            fits.append(row)
     return ExactnessResult(table, pd.DataFrame(fits), exactness_claims(table, s.bootstrap), s)
 
 
@@ -516,7 +534,7 @@ def seed_medians(t: pd.DataFrame, keys: list, cols: list) -> pd.DataFrame:
 def summary_table(table: pd.DataFrame) -> pd.DataFrame:
     """Medians over the fit seeds per (activation, lam): the table the figure and the guide show."""
     t = table[table["split"] == "fit"]
-    cols = ["end_to_end", "end_to_end_data", "accuracy", "layer1_error", "layer1_bias_error", "layer1_random",
+    cols = ["end_to_end", "end_to_end_data", "end_to_end_law", "accuracy", "layer1_error", "layer1_bias_error", "layer1_random",
             "layer1_ratio", "layer2_error", "layer2_random", "layer1_near_linear", "dead_units", "duplicate_units"]
     cols = [c for c in cols if c in t.columns]
     return seed_medians(t, ["activation", "lam"], cols)
@@ -535,7 +553,7 @@ def format_exactness(res: ExactnessResult) -> str:
     fmt = {c: (lambda v: f"{v:.2e}") if c.startswith("end_to_end") else (lambda v: f"{v:.3g}") for c in summ.columns}
     lines = [head, "", "### Medians over the fit seeds", "", _markdown(summ, fmt), "", "### Slopes of log(layer-1 error) "
              "vs log(end-to-end error), 95 % bootstrap intervals over seeds", "", _markdown(
-                 pd.DataFrame([{"activation": f["activation"],
+                 pd.DataFrame([{"activation": f["activation"], "against": E2E_MEASURES[f["against"]],
                                 "fit seeds": f"{f['slope_fit']:.2f} [{f['slope_fit_lo']:.2f}, {f['slope_fit_hi']:.2f}]",
                                 "held-out seeds": f"{f['slope_heldout']:.2f} [{f['slope_heldout_lo']:.2f}, "
                                                   f"{f['slope_heldout_hi']:.2f}]"} for _, f in res.fits.iterrows()]),
@@ -554,7 +572,8 @@ def _markdown(df: pd.DataFrame, fmt: dict) -> str:
 
 def plot_exactness(table: pd.DataFrame, path=None):
     """Log-log: layer-1 (and layer-2) error and the random baseline against the end-to-end error, one
-    panel per activation, fit seeds (filled) and held-out seeds (open).
+    panel per activation, fit seeds (filled) and held-out seeds (open); a second row of panels against
+    the error on the covering law alone where the table has it (`E2E_MEASURES`).
 
     Returns:
         the figure (the matplotlib backend is left as it is).
@@ -566,32 +585,36 @@ def plot_exactness(table: pd.DataFrame, path=None):
     acts = list(dict.fromkeys(table["activation"]))
     if not acts:
         raise ValueError("the exactness table is empty")
-    fig, axes = plt.subplots(1, len(acts), figsize=(3.6 * len(acts), 3.6), layout="constrained", squeeze=False)
-    for ax, act in zip(axes[0], acts):
-        t = table[table["activation"] == act]
-        for part, face in (("fit", None), ("heldout", "none")):
-            p = t[t["split"] == part]
-            lab = "" if part == "fit" else " (held-out)"
-            ax.scatter(p["end_to_end"], p["layer1_error"], s=14, c="C0" if face is None else "none",
-                       edgecolors="C0", label="layer 1" + lab)
-            if "layer2_error" in p and (p["layer2_error"] > 0).any():
-                ax.scatter(p["end_to_end"], p["layer2_error"].where(p["layer2_error"] > 0), s=14, marker="^",
-                           c="C1" if face is None else "none", edgecolors="C1", label="layer 2" + lab)
-            ax.scatter(p["end_to_end"], p["layer1_random"], s=10, marker="x", c="0.5",
-                       label="layer 1, random permutation" if part == "fit" else None)
-        f = t[t["split"] == "fit"]
-        if f["seed"].nunique() >= 1 and f["end_to_end"].nunique() >= 2:
-            k = fit_slope(f["end_to_end"], f["layer1_error"], f["seed"], bootstrap=1)[0]
-            lx = np.log(f["end_to_end"])
-            xs = np.exp(np.linspace(lx.min(), lx.max(), 2))
-            ax.plot(xs, np.exp(np.log(f["layer1_error"]).mean() + k * (np.log(xs) - lx.mean())), color="C0", lw=1,
-                    label="layer 1 fit (fit seeds)")
-            ax.text(0.03, 0.03, f"slope {k:.2f}", transform=ax.transAxes, fontsize=SMALL)
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_title(act, fontsize=FONT)
-        ax.set_xlabel("end-to-end error (covering inputs)", fontsize=SMALL)
-        ax.tick_params(which="both", labelsize=SMALL)
-    axes[0][0].set_ylabel("recovered-action weight error (relative)", fontsize=SMALL)
+    measures = [c for c in E2E_MEASURES if c in table.columns]
+    fig, axes = plt.subplots(len(measures), len(acts), figsize=(3.6 * len(acts), 3.6 * len(measures)),
+                             layout="constrained", squeeze=False)
+    for axrow, col in zip(axes, measures):
+        for ax, act in zip(axrow, acts):
+            t = table[table["activation"] == act]
+            for part, face in (("fit", None), ("heldout", "none")):
+                p = t[t["split"] == part]
+                lab = "" if part == "fit" else " (held-out)"
+                ax.scatter(p[col], p["layer1_error"], s=14, c="C0" if face is None else "none",
+                           edgecolors="C0", label="layer 1" + lab)
+                if "layer2_error" in p and (p["layer2_error"] > 0).any():
+                    ax.scatter(p[col], p["layer2_error"].where(p["layer2_error"] > 0), s=14, marker="^",
+                               c="C1" if face is None else "none", edgecolors="C1", label="layer 2" + lab)
+                ax.scatter(p[col], p["layer1_random"], s=10, marker="x", c="0.5",
+                           label="layer 1, random permutation" if part == "fit" else None)
+            f = t[t["split"] == "fit"]
+            if f["seed"].nunique() >= 1 and f[col].nunique() >= 2:
+                k = fit_slope(f[col], f["layer1_error"], f["seed"], bootstrap=1)[0]
+                lx = np.log(f[col])
+                xs = np.exp(np.linspace(lx.min(), lx.max(), 2))
+                ax.plot(xs, np.exp(np.log(f["layer1_error"]).mean() + k * (np.log(xs) - lx.mean())), color="C0",
+                        lw=1, label="layer 1 fit (fit seeds)")
+                ax.text(0.03, 0.03, f"slope {k:.2f}", transform=ax.transAxes, fontsize=SMALL)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_title(act, fontsize=FONT)
+            ax.set_xlabel("end-to-end error (covering inputs)" if col == "end_to_end" else
+                          "end-to-end error (covering law only)", fontsize=SMALL)
+            ax.tick_params(which="both", labelsize=SMALL)
+        axrow[0].set_ylabel("recovered-action weight error (relative)", fontsize=SMALL)
     legend_outside(axes[0][-1], where="right")
     return finish(fig, path)

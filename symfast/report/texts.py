@@ -220,8 +220,9 @@ FIGURE_CAPTIONS = {
                    "weight decay wd.",
     "exactness.png": "Exactness sweep (invariant MLPs along a sweep of the penalty weight): layer-1 and layer-2 "
                      "weight error of the recovered action and the random baseline against the end-to-end error on "
-                     "held-out covering inputs, log-log, one panel per activation; filled: fit seeds, open: the "
-                     "held-out seeds the verdict rows are read on.",
+                     "held-out covering inputs (top row) and on fresh samples of the covering law alone (bottom "
+                     "row), log-log, one panel per activation; filled: fit seeds, open: the held-out seeds the "
+                     "verdict rows are read on.",
     "identifiability.png": "Identifiability sweep (invariant MLPs over input scales s x weight decays wd, read at "
                            "a fixed penalty weight): layer-1 weight error / random baseline of the identifiable "
                            "sub-model against the fraction of layer-1 pre-activations in the near-linear range, one "

@@ -166,7 +166,19 @@ def test_measure_reads_an_exactly_invariant_network_as_exact():
     d = _digits(200)
     net, _ = planted_mlp([64, 12, 6, 10], flip_matrix(d.shape), activation="tanh", seed=3)
     row = measure(net, d, d.x)
-    assert row["end_to_end"] < 1e-12 and row["end_to_end_data"] < 1e-12
+    assert row["end_to_end"] < 1e-12 and row["end_to_end_data"] < 1e-12 and "end_to_end_law" not in row
+    law = np.random.default_rng(0).uniform(0, 1, (50, 64))
+    assert measure(net, d, d.x, law=law)["end_to_end_law"] < 1e-12
+    with pytest.raises(ValueError, match="law must be"):
+        measure(net, d, d.x, law=law[:, :10])
+    # a net that is not invariant: the law error is the relative error on the law samples alone
+    from symfast.layerwise.projection import equivariance_error
+    W1, b1 = net.layers[0]
+    skew = net.with_layers([(W1 + 0.3 * np.random.default_rng(1).standard_normal(W1.shape), b1), *net.layers[1:]])
+    row_skew = measure(skew, d, d.x, law=law)
+    assert row_skew["end_to_end_law"] > 1e-3
+    assert row_skew["end_to_end_law"] == pytest.approx(equivariance_error(skew, law, flip_matrix(d.shape)))
+    assert row_skew["end_to_end_law"] != pytest.approx(row_skew["end_to_end"])
     for name in ("layer1", "layer2", "output"):
         assert row[f"{name}_error"] < 1e-10 and row[f"{name}_random"] > 0.3
     assert 0 <= row["layer1_near_linear"] <= 1
@@ -199,13 +211,22 @@ def test_sweep_table_and_verdict(tiny_sweep):
     assert set(t.loc[t["split"] == "heldout", "seed"]) == {1000, 1001, 1002}
     assert (t["layer1_error"] > 0).all() and (t["layer1_random"] > t["layer1_error"] * 0.5).all()
     np.testing.assert_allclose(t["layer1_ratio"], t["layer1_error"] / t["layer1_random"])
-    (c,) = tiny_sweep.claims
-    assert c.verdict in VERDICTS and c.study == "layerwise"
-    assert c == exactness_claims(t[t["split"] == "heldout"], tiny_sweep.settings.bootstrap)[0]
+    # one verdict per end-to-end measure: on the covering inputs, and on the covering law alone
+    c, c_law = tiny_sweep.claims
+    assert c.verdict in VERDICTS and c.study == "layerwise" and c_law.verdict in VERDICTS
+    assert "covering law" not in c.claim and "covering law" in c_law.claim
+    assert [c, c_law] == exactness_claims(t[t["split"] == "heldout"], tiny_sweep.settings.bootstrap)
+    # the law row is the same test read against the law column: dropping that column drops the row
+    assert exactness_claims(t[t["split"] == "heldout"].drop(columns="end_to_end_law"),
+                            tiny_sweep.settings.bootstrap) == [c]
     summ = summary_table(t)
     assert len(summ) == 3 and (summ["seeds"] == 1).all()  # medians over the fit seeds only
-    f = tiny_sweep.fits.iloc[0]
-    assert np.isfinite(f["slope_fit"]) and f["slope_heldout_lo"] <= f["slope_heldout"] <= f["slope_heldout_hi"]
+    assert list(tiny_sweep.fits["against"]) == ["end_to_end", "end_to_end_law"]
+    for _, f in tiny_sweep.fits.iterrows():
+        assert np.isfinite(f["slope_fit"]) and f["slope_heldout_lo"] <= f["slope_heldout"] <= f["slope_heldout_hi"]
+    h = t[t["split"] == "fit"]
+    law_fit = tiny_sweep.fits.iloc[1]
+    assert law_fit["slope_fit"] == pytest.approx(fit_slope(h["end_to_end_law"], h["layer1_error"], h["seed"], 1)[0])
 
 
 def test_polish_stage_closes_the_end_to_end_error_further():
@@ -268,7 +289,8 @@ def test_cli_exactness_writes_tables_figure_and_claims(tmp_path, capsys):
     assert list(t.columns[:len(COLUMNS)]) == COLUMNS and set(t["activation"]) == {"relu"}
     assert set(t.loc[t["split"] == "heldout", "seed"]) == {1000, 1001, 1002}
     claims = pd.read_csv(out / "claims.csv", keep_default_na=False)
-    assert len(claims) == 1 and claims["verdict"].iloc[0] == "not comparable"  # --quick rows are not evidence
-    assert claims["reason"].iloc[0] == "not converged"
+    # one row per end-to-end measure; --quick rows are not evidence
+    assert len(claims) == 2 and (claims["verdict"] == "not comparable").all()
+    assert (claims["reason"] == "not converged").all()
     with open(out / "exactness.png", "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
