@@ -301,10 +301,13 @@ def measure(net: MLP, test: ImageData, cover: np.ndarray, reduced: bool = False,
     Returns:
         end_to_end (on `cover`), end_to_end_data (on the test data), [end_to_end_law], accuracy; per layer (layer1,
         layer2, ..., output) the recovered action's weight error, bias error, random-permutation
-        error and their ratio; layer-1 near-linear fraction on `cover`; dead / duplicate units
-        removed by the identifiable reduction.
+        error and their ratio; per hidden layer its data-level error on the test data
+        (<layer>_data_error, `data_errors`); test accuracy after projecting the weights onto the
+        recovered actions and onto random pairings (accuracy_projected, accuracy_random_projection,
+        `projection_report`; NaN where the actions generate too large a group); layer-1 near-linear
+        fraction on `cover`; dead / duplicate units removed by the identifiable reduction.
     """
-    from symfast.layerwise.projection import equivariance_error
+    from symfast.layerwise.projection import equivariance_error, projection_report
 
     if np.ndim(cover) != 2 or np.shape(cover)[1] != net.sizes[0] or test.x.shape[1] != net.sizes[0]:
         raise ValueError(f"cover and test.x must be [N, {net.sizes[0]}], got {list(np.shape(cover))}, "
@@ -313,13 +316,20 @@ def measure(net: MLP, test: ImageData, cover: np.ndarray, reduced: bool = False,
         raise ValueError(f"law must be [M >= 1, {net.sizes[0]}], got {list(np.shape(law))}")
 
     R = flip_matrix(test.shape)
-    acts = recover_latent_actions(net, R)
+    acts = recover_latent_actions(net, R, data=test.x)
     row = {"end_to_end": equivariance_error(net, cover, R), "end_to_end_data": equivariance_error(net, test.x, R)}
     if law is not None:
         row["end_to_end_law"] = equivariance_error(net, law, R)
     row["accuracy"] = float((net(test.x).argmax(1) == test.y).mean())
     for name, e, be, r in zip(_layer_names(net.num_layers), acts.errors, acts.bias_errors, acts.baseline):
         row.update({f"{name}_{c}": float(v) for c, v in zip(LAYER_COLUMNS, (e, be, r, e / r))})
+    # the hidden layers' data-level errors (the output's is end_to_end_data)
+    row.update({f"{name}_data_error": float(v) for name, v in zip(_layer_names(net.num_layers)[:-1], acts.data_errors)})
+    try:  # accuracy after projecting the weights onto the recovered actions, and onto random pairings
+        proj = projection_report(net, acts, test.x, R, loss_fn=lambda out: float((out.argmax(1) == test.y).mean()))
+        row["accuracy_projected"], row["accuracy_random_projection"] = proj["loss_after"], proj["loss_random"]
+    except ValueError:  # the recovered actions generate a huge group: no projection to read
+        row["accuracy_projected"] = row["accuracy_random_projection"] = float("nan")
     near = near_linear_fraction(net, cover)
     row["layer1_near_linear"] = float(near[0])
     red = identifiable_submodel(net, data=cover)
@@ -534,8 +544,10 @@ def seed_medians(t: pd.DataFrame, keys: list, cols: list) -> pd.DataFrame:
 def summary_table(table: pd.DataFrame) -> pd.DataFrame:
     """Medians over the fit seeds per (activation, lam): the table the figure and the guide show."""
     t = table[table["split"] == "fit"]
-    cols = ["end_to_end", "end_to_end_data", "end_to_end_law", "accuracy", "layer1_error", "layer1_bias_error", "layer1_random",
-            "layer1_ratio", "layer2_error", "layer2_random", "layer1_near_linear", "dead_units", "duplicate_units"]
+    cols = ["end_to_end", "end_to_end_data", "end_to_end_law", "accuracy", "accuracy_projected",
+            "accuracy_random_projection", "layer1_error", "layer1_bias_error", "layer1_random", "layer1_ratio",
+            "layer1_data_error", "layer2_error", "layer2_random", "layer2_data_error", "layer1_near_linear",
+            "dead_units", "duplicate_units"]
     cols = [c for c in cols if c in t.columns]
     return seed_medians(t, ["activation", "lam"], cols)
 

@@ -179,8 +179,12 @@ def test_measure_reads_an_exactly_invariant_network_as_exact():
     assert row_skew["end_to_end_law"] > 1e-3
     assert row_skew["end_to_end_law"] == pytest.approx(equivariance_error(skew, law, flip_matrix(d.shape)))
     assert row_skew["end_to_end_law"] != pytest.approx(row_skew["end_to_end"])
+    assert row_skew["layer1_data_error"] > 1e-3  # the skewed layer 1 is no longer equivariant on data
     for name in ("layer1", "layer2", "output"):
         assert row[f"{name}_error"] < 1e-10 and row[f"{name}_random"] > 0.3
+    assert row["layer1_data_error"] < 1e-10 and row["layer2_data_error"] < 1e-10 and "output_data_error" not in row
+    # projecting an exactly equivariant net onto its recovered actions changes nothing
+    assert row["accuracy_projected"] == row["accuracy"] and 0 <= row["accuracy_random_projection"] <= 1
     assert 0 <= row["layer1_near_linear"] <= 1
     # a duplicated layer-1 unit (outgoing weight split in two) keeps the function and is counted
     (W1, b1), (W2, b2) = net.layers[:2]
@@ -206,7 +210,10 @@ def test_sweep_table_and_verdict(tiny_sweep):
     t = tiny_sweep.table
     layer_cols = [f"{n}_{c}" for n in ("layer1", "layer2", "output") for c in LAYER_COLUMNS]
     assert list(t.columns[:len(COLUMNS)]) == COLUMNS
-    assert set(layer_cols + ["layer1_near_linear", "dead_units", "duplicate_units"]) <= set(t.columns)
+    assert set(layer_cols + ["layer1_near_linear", "dead_units", "duplicate_units", "layer1_data_error",
+                             "layer2_data_error", "accuracy_projected", "accuracy_random_projection"]) <= set(t.columns)
+    assert ((t["layer1_data_error"] > 0) & t[["accuracy_projected", "accuracy_random_projection"]].apply(
+        lambda c: c.between(0, 1)).all(axis=1)).all()
     assert len(t) == 3 * 4 and set(t["split"]) == {"fit", "heldout"}
     assert set(t.loc[t["split"] == "heldout", "seed"]) == {1000, 1001, 1002}
     assert (t["layer1_error"] > 0).all() and (t["layer1_random"] > t["layer1_error"] * 0.5).all()
