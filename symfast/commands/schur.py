@@ -15,7 +15,9 @@ is the paper's budget (Adam 1e-3, batch 64, 30 epochs x 128 batches, no gradient
 `--recipe converge` (the default for tanh RNNs) deviates from it where the paper's budget does not
 reach the convergence target, and the run prints every deviation. The other families have their
 `converge` entries in the same table (GRU and LSTM flip-flop, linear SSM copy). Only models that reach their task's convergence target
-(symfast.schur.paper.CONVERGENCE) enter the tables unless --include-unconverged.
+(symfast.schur.paper.CONVERGENCE) enter the tables unless --include-unconverged. A paper number is
+held or missed only on at least symfast.schur.paper.SCHUR_MIN_SEEDS (10) converged seeds, so the
+paper's 3 seeds test none: `--seeds 14` does (what `symfast reproduce` runs).
 Checkpoints in OUT/ckpt are reused when their configuration matches.
 """
 from __future__ import annotations
@@ -66,7 +68,7 @@ def add_arguments(p) -> None:
     p.add_argument("--seeds", type=int, default=PAPER_SEEDS,
                    help=f"number of seeds (0..seeds-1); beyond {PAPER_SEEDS}, the paper's, the comparison with the "
                         f"paper is also read on seeds {PAPER_SEEDS}.. alone, a held-out replicate "
-                        "(schur_paper_replicates.csv)")
+                        "(schur_paper_replicates.csv); a paper number is tested only on 10 or more converged seeds")
     p.add_argument("--hidden", default="paper",
                    help="hidden units H, a comma list; 'paper': 56,64,72 for the tanh family on copy, 64 otherwise")
     p.add_argument("--construction", default="paper",

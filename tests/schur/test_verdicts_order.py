@@ -4,10 +4,10 @@ import pytest
 
 from symfast.report.claim import VERDICTS
 from symfast.schur.claims import schur_claims
-from symfast.schur.paper import PAPER_COPY, compare_with_paper
+from symfast.schur.paper import PAPER_COPY, SCHUR_MIN_SEEDS, compare_with_paper
 
 
-def _row(task, cons, hidden, subset, metric, mu, lo, hi, n=3, alpha=0.9, **extra):
+def _row(task, cons, hidden, subset, metric, mu, lo, hi, n=SCHUR_MIN_SEEDS, alpha=0.9, **extra):
     return {"task": task, "construction": cons, "hidden": hidden, "alpha": alpha, "subset": subset, "n": n,
             f"{metric}_mean": mu, f"{metric}_lo": lo, f"{metric}_hi": hi,
             **{f"{k}_mean": v for k, v in extra.items()}}
