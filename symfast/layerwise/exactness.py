@@ -315,18 +315,21 @@ def measure(net: MLP, test: ImageData, cover: np.ndarray, reduced: bool = False,
     if law is not None and (np.ndim(law) != 2 or np.shape(law)[1] != net.sizes[0] or len(law) == 0):
         raise ValueError(f"law must be [M >= 1, {net.sizes[0]}], got {list(np.shape(law))}")
 
+    def accuracy(out):
+        return float((out.argmax(1) == test.y).mean())
+
     R = flip_matrix(test.shape)
     acts = recover_latent_actions(net, R, data=test.x)
     row = {"end_to_end": equivariance_error(net, cover, R), "end_to_end_data": equivariance_error(net, test.x, R)}
     if law is not None:
         row["end_to_end_law"] = equivariance_error(net, law, R)
-    row["accuracy"] = float((net(test.x).argmax(1) == test.y).mean())
+    row["accuracy"] = accuracy(net(test.x))
     for name, e, be, r in zip(_layer_names(net.num_layers), acts.errors, acts.bias_errors, acts.baseline):
         row.update({f"{name}_{c}": float(v) for c, v in zip(LAYER_COLUMNS, (e, be, r, e / r))})
     # the hidden layers' data-level errors (the output's is end_to_end_data)
     row.update({f"{name}_data_error": float(v) for name, v in zip(_layer_names(net.num_layers)[:-1], acts.data_errors)})
     try:  # accuracy after projecting the weights onto the recovered actions, and onto random pairings
-        proj = projection_report(net, acts, test.x, R, loss_fn=lambda out: float((out.argmax(1) == test.y).mean()))
+        proj = projection_report(net, acts, test.x, R, loss_fn=accuracy)
         row["accuracy_projected"], row["accuracy_random_projection"] = proj["loss_after"], proj["loss_random"]
     except ValueError:  # the recovered actions generate a huge group: no projection to read
         row["accuracy_projected"] = row["accuracy_random_projection"] = float("nan")
@@ -444,9 +447,7 @@ def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
                if c not in table.columns]
     if missing:
         raise ValueError(f"the exactness table lacks columns {missing}")
-    # the end-to-end errors a relation is read against: on the covering inputs (test digits + law
-    # samples), and, where measured, on fresh samples of the covering law alone
-    e2e_cols = [c for c in E2E_MEASURES if c in table.columns]
+    e2e_cols = [c for c in E2E_MEASURES if c in table.columns]  # the law's only where it was measured
     claims = []
     for act in dict.fromkeys(table["activation"]):
         t = table[(table["activation"] == act) & (table["split"] == "heldout")]
@@ -624,8 +625,7 @@ def plot_exactness(table: pd.DataFrame, path=None):
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(act, fontsize=FONT)
-            ax.set_xlabel("end-to-end error (covering inputs)" if col == "end_to_end" else
-                          "end-to-end error (covering law only)", fontsize=SMALL)
+            ax.set_xlabel(E2E_MEASURES[col], fontsize=SMALL)
             ax.tick_params(which="both", labelsize=SMALL)
         axrow[0].set_ylabel("recovered-action weight error (relative)", fontsize=SMALL)
     legend_outside(axes[0][-1], where="right")
