@@ -10,6 +10,7 @@ from symfast.layerwise.exactness import (COLUMNS, EXACT_RATIO_BAR, LAYER_COLUMNS
                                          covering_inputs, exactness_claims, exactness_sweep, fit_slope, measure,
                                          polish_net, summary_table, train_sweep)
 from symfast.layerwise.planted import planted_mlp
+from symfast.layerwise.projection import equivariance_error
 from symfast.report.claim import VERDICTS
 
 
@@ -131,7 +132,9 @@ def test_a_net_that_lost_its_task_gives_no_verdict():
     (dict(polish_lams=(np.inf,)), "polish penalty weights"),
     (dict(polish_iters=0), "polish_iters"),
     (dict(polish_samples=0), "polish_samples"),
-], ids=["overlap", "zero-lam", "covering", "steps", "polish-below", "polish-inf", "polish-iters", "polish-samples"])
+    (dict(polish_history=0), "polish_history"),
+], ids=["overlap", "zero-lam", "covering", "steps", "polish-below", "polish-inf", "polish-iters", "polish-samples",
+        "polish-history"])
 def test_settings_refuse_bad_values(kw, match):
     with pytest.raises(ValueError, match=match):
         ExactnessSettings(**kw)
@@ -172,7 +175,6 @@ def test_measure_reads_an_exactly_invariant_network_as_exact():
     with pytest.raises(ValueError, match="law must be"):
         measure(net, d, d.x, law=law[:, :10])
     # a net that is not invariant: the law error is the relative error on the law samples alone
-    from symfast.layerwise.projection import equivariance_error
     W1, b1 = net.layers[0]
     skew = net.with_layers([(W1 + 0.3 * np.random.default_rng(1).standard_normal(W1.shape), b1), *net.layers[1:]])
     row_skew = measure(skew, d, d.x, law=law)
@@ -238,7 +240,8 @@ def test_sweep_table_and_verdict(tiny_sweep):
 
 def test_polish_stage_closes_the_end_to_end_error_further():
     """The L-BFGS polish continues the path: at larger lam the end-to-end error falls well below the
-    Adam path's last point, and the default (no polish) trains exactly the Adam-only sweep."""
+    Adam path's last point, the default (no polish) trains exactly the Adam-only sweep, and the
+    polish's memory reaches the optimiser."""
     d = _digits(300)
     train, test = d.split(0.25, seed=0)
     cover = np.concatenate([test.x, covering_inputs(train.x, flip_permutation(d.shape), "uniform")(
@@ -255,6 +258,13 @@ def test_polish_stage_closes_the_end_to_end_error_further():
     e = [measure(nets[(lam, 0)], test, cover)["end_to_end"] for lam in (1.0, 1e2, 1e4)]
     assert e[1] < e[0] and e[2] < e[1] / 3 and e[2] < e[0] / 30, e
     assert (nets[(1e4, 0)](test.x).argmax(1) == test.y).mean() > 0.5  # still a classifier
+    # a longer L-BFGS memory closes the penalised residual faster per iteration (why it is a setting):
+    # 100 curvature pairs against 3, the same 60 iterations from the same net
+    fixed = np.concatenate([train.x, covering_inputs(train.x, flip_permutation(d.shape), "uniform")(
+        512, torch.Generator().manual_seed(0)).numpy()])
+    short, long = (equivariance_error(polish_net(plain[(1.0, 0)], train, fixed, 1e4, 60, h), fixed, flip_matrix(d.shape))
+                   for h in (3, 100))
+    assert long < short / 2, (short, long)
 
 
 def test_polish_net_refuses_bad_input():
@@ -265,6 +275,9 @@ def test_polish_net_refuses_bad_input():
         polish_net(net, d, d.x, 0.0)
     with pytest.raises(ValueError, match=r"\[N, 64\]"):
         polish_net(net, d, d.x[:, :10], 1.0)
+    with pytest.raises(ValueError, match="history >= 1"):
+        polish_net(net, d, d.x, 1.0, history=0)
+
 
 
 def test_cli_exactness_bad_input(tmp_path, capsys):
