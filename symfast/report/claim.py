@@ -19,7 +19,7 @@ Verdict classes (`VERDICTS`):
 A paper's *number* is held only by equivalence (`equivalence_verdict`): our 95% interval must lie
 inside a tolerance band around the paper's value, with the band fixed per kind of quantity
 (`TOLERANCE`) before any run; a *ranking* (`ranking_verdict`) needs intervals that do not overlap.
-Both need at least `MIN_SEEDS` converged seeds.
+Both need at least `MIN_SEEDS` converged seeds by default (`min_seeds`: a study may ask for more).
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ VERDICTS = ("held", "missed", "not comparable", "by construction", "order-depend
 TESTED = ("held", "missed")  # the verdicts that count as evidence
 NOT_COMPARABLE_REASONS = ("not converged", "too few seeds", "task definition differs", "interval too wide")
 
-MIN_SEEDS = 3  # converged seeds needed for any held / missed on a number or a ranking
+MIN_SEEDS = 3  # converged seeds needed by default for any held / missed on a number or a ranking
 
 
 class Band(NamedTuple):
@@ -115,7 +115,12 @@ def _finite(*xs) -> bool:
     return all(x is not None and math.isfinite(x) for x in xs)
 
 
-def equivalence_verdict(paper: float, lo: float, hi: float, n: int, kind: str, converged: bool = True) -> Verdict:
+def _too_few_seeds(n: int, min_seeds: int) -> str:
+    return f"too few seeds (n = {n} < {min_seeds} converged)"
+
+
+def equivalence_verdict(paper: float, lo: float, hi: float, n: int, kind: str, converged: bool = True,
+                        min_seeds: int = MIN_SEEDS) -> Verdict:
     """Whether our 95% interval [lo, hi] over `n` converged seeds reproduces the paper's value.
 
     Rule (equivalence, not inclusion): with band B = [paper - w, paper + w], w =
@@ -123,7 +128,7 @@ def equivalence_verdict(paper: float, lo: float, hi: float, n: int, kind: str, c
 
     - held: [lo, hi] ⊆ B (our value is within the tolerance, and we know it);
     - missed: [lo, hi] ∩ B = ∅ (our value differs by more than the tolerance, and we know it);
-    - not comparable otherwise: "not converged" (converged False), "too few seeds" (n < MIN_SEEDS),
+    - not comparable otherwise: "not converged" (converged False), "too few seeds" (n < min_seeds),
       "interval too wide" (no finite interval, or one that straddles an edge of the band).
 
     A paper value inside a wide interval is *not* held: a noisy run would otherwise reward itself.
@@ -134,6 +139,8 @@ def equivalence_verdict(paper: float, lo: float, hi: float, n: int, kind: str, c
         n: number of converged seeds behind it.
         kind: a key of `TOLERANCE` ("dfvu", "sensitivity", "accuracy").
         converged: whether the models behind the interval reached their convergence target.
+        min_seeds: converged seeds needed for held or missed (`MIN_SEEDS` by default; a study may
+            ask for more).
 
     Returns:
         `Verdict` (verdict, reason): the reason names the rule applied or why nothing was tested.
@@ -144,8 +151,8 @@ def equivalence_verdict(paper: float, lo: float, hi: float, n: int, kind: str, c
         raise ValueError(f"paper value must be finite, got {paper}")
     if not converged:
         return Verdict("not comparable", "not converged")
-    if n < MIN_SEEDS:
-        return Verdict("not comparable", f"too few seeds (n = {n} < {MIN_SEEDS})")
+    if n < min_seeds:
+        return Verdict("not comparable", _too_few_seeds(n, min_seeds))
     if not _finite(lo, hi) or lo > hi:
         return Verdict("not comparable", "interval too wide (no finite interval)")
     band = TOLERANCE[kind]
@@ -165,11 +172,11 @@ def _band_text(band: Band) -> str:
     return " or ".join(parts) + (", whichever is larger" if len(parts) > 1 else "")
 
 
-def ranking_verdict(intervals: dict, claimed, n: int, converged: bool = True) -> Verdict:
+def ranking_verdict(intervals: dict, claimed, n: int, converged: bool = True, min_seeds: int = MIN_SEEDS) -> Verdict:
     """Whether `claimed` is the largest of several quantities, from their 95% intervals.
 
-    - held: n >= MIN_SEEDS and the claimed interval lies above every other (lo > their hi);
-    - missed: n >= MIN_SEEDS and some other interval lies above the claimed one;
+    - held: n >= min_seeds and the claimed interval lies above every other (lo > their hi);
+    - missed: n >= min_seeds and some other interval lies above the claimed one;
     - not comparable otherwise ("not converged", "too few seeds", "interval too wide" when the
       intervals overlap so the ranking is not resolved).
 
@@ -178,13 +185,14 @@ def ranking_verdict(intervals: dict, claimed, n: int, converged: bool = True) ->
         claimed: the name the paper ranks first.
         n: converged seeds behind the intervals (the smallest n among them).
         converged: whether those models converged.
+        min_seeds: converged seeds needed for held or missed (`MIN_SEEDS` by default).
     """
     if claimed not in intervals:
         raise ValueError(f"claimed {claimed!r} is not among {sorted(intervals)}")
     if not converged:
         return Verdict("not comparable", "not converged")
-    if n < MIN_SEEDS:
-        return Verdict("not comparable", f"too few seeds (n = {n} < {MIN_SEEDS})")
+    if n < min_seeds:
+        return Verdict("not comparable", _too_few_seeds(n, min_seeds))
     if not all(_finite(lo, hi) for lo, hi in intervals.values()):
         return Verdict("not comparable", "interval too wide (no finite interval)")
     lo_c, hi_c = intervals[claimed]

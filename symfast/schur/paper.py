@@ -53,10 +53,6 @@ def converged(task: str, fvu: float, replay_acc: float | None = None) -> bool:
     return replay_acc is not None and bool(replay_acc >= target)
 
 
-def _too_few(n: int, min_seeds: int) -> str:
-    return f"too few seeds (n = {n} < {min_seeds} converged)"
-
-
 def _verdict(paper: float, mu: float, lo: float, hi: float, n: int, kind: str,
              min_seeds: int = SCHUR_MIN_SEEDS) -> tuple[str, str]:
     """(held | missed | not comparable, reason) for one number: `symfast.report.claim.equivalence_verdict`
@@ -64,9 +60,7 @@ def _verdict(paper: float, mu: float, lo: float, hi: float, n: int, kind: str,
     the accuracy band and the others on the dFVU band."""
     if n == 0 or not math.isfinite(mu):
         return "not comparable", "no converged model at this setting (not run, or none converged)"
-    if n < min_seeds:
-        return "not comparable", _too_few(n, min_seeds)
-    v = equivalence_verdict(paper, lo, hi, n, "accuracy" if kind == "acc" else kind)
+    v = equivalence_verdict(paper, lo, hi, n, "accuracy" if kind == "acc" else kind, min_seeds=min_seeds)
     return v.verdict, v.reason
 
 
@@ -183,10 +177,8 @@ def _claim(rows, setting, metric, want, got, orders=None, min_seeds: int = SCHUR
         n = min(x[3] for x in ok.values())
         if want not in ok:
             verdict, why = "not comparable", f"no converged model for {want} at this setting"
-        elif n < min_seeds:
-            verdict, why = "not comparable", f"ours: {top} largest in the mean; {_too_few(n, min_seeds)}"
         else:
-            v = ranking_verdict({k: (x[1], x[2]) for k, x in ok.items()}, want, n)
+            v = ranking_verdict({k: (x[1], x[2]) for k, x in ok.items()}, want, n, min_seeds=min_seeds)
             verdict, why = v.verdict, f"ours: {top} largest in the mean; {v.reason}"
     rows.append({"table": "claim", "setting": setting, "subset": want, "metric": metric, "paper": math.nan,
                  "ours": math.nan if top is None else ok[top][0], "lo": math.nan, "hi": math.nan,
