@@ -124,7 +124,7 @@ def test_exactness_verdicts_join_the_layerwise_section_and_quick_says_it_skipped
     assert main(["reproduce", "--only", "layerwise", "--out", str(out)]) == 0
     md = (out / "report.md").read_text()
     assert "| layerwise | exactness (tanh): layer-1 error closes |" in md and "Skipped at --quick" not in md
-    assert "symfast layerwise --exactness --out" in md
+    assert "symfast layerwise --exactness --polish 1e5,1e7 --polish-iters 1500 --polish-history 1000 --out" in md
     assert "symfast layerwise --exactness --model attention --out" in md
     assert "| layerwise | attention exactness (teacher): head permutation |" in md
     assert [f[0] for f in rep.FOLLOW_UPS["layerwise"]] == ["exactness", "exactness_attention", "identifiability",

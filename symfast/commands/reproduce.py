@@ -68,7 +68,10 @@ STUDIES = [
 # and for the identifiability sweeps (`layerwise --identifiability --quick`: 47 s, 18 s CPU, on 2 busy cores;
 # the matched one, `--identifiability --matched`, about 6 min of CPU per activation at full size).
 FOLLOW_UPS = {
-    "layerwise": [("exactness", None, ["layerwise", "--exactness"],
+    # the MLP sweep with the 1000-pair L-BFGS polish: the run whose errors span 4 decades (about 40 min
+    # of CPU per activation on the 2-core AVX2 machine, four activations)
+    "layerwise": [("exactness", None, ["layerwise", "--exactness", "--polish", "1e5,1e7", "--polish-iters", "1500",
+                                       "--polish-history", "1000"],
                    "the exactness sweep (layer-1 error against end-to-end error along a penalty sweep, verdicts on "
                    "held-out seeds) runs only in the full reproduce; its --quick form would add about a minute and "
                    "its rows could only be 'not comparable: not converged'"),
