@@ -31,7 +31,8 @@ def test_claims_round_trip(tmp_path):
 
 def test_paper_value_inside_a_wide_interval_is_not_held():
     # flip-flop -T_CC: ours 0.0098 [-0.035, 0.054] vs the paper's 0.0496 used to read "held"
-    assert equivalence_verdict(0.0496, -0.035, 0.054, 2, "dfvu") == ("not comparable", "too few seeds (n = 2 < 3 converged)")
+    assert equivalence_verdict(0.0496, -0.035, 0.054, 2, "dfvu") == ("not comparable",
+                                                                      "too few seeds (n = 2 < 3 converged)")
     v = equivalence_verdict(0.0496, -0.035, 0.054, 5, "dfvu")
     assert v.verdict == "not comparable" and v.reason.startswith("interval too wide")
 

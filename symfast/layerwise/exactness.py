@@ -566,7 +566,8 @@ def format_exactness(res: ExactnessResult) -> str:
             f"{max(1, s.steps // 2)} per further weight (continuation); penalty on data + {s.covering} off-data "
             f"samples; fit seeds 0..{s.seeds - 1}, held-out seeds {s.seed_offset}..{s.seed_offset + s.heldout_seeds - 1}."
             + (f" Polish stage: penalty weights {list(s.polish_lams)}, each {s.polish_iters} full-batch L-BFGS "
-               f"iterations (float64, memory {s.polish_history}) on the training digits + {s.polish_samples} fixed off-data samples per net."
+               f"iterations (float64, memory {s.polish_history}) on the training digits + {s.polish_samples} fixed "
+               f"off-data samples per net."
                if s.polish_lams else ""))
     summ = summary_table(res.table)
     fmt = {c: (lambda v: f"{v:.2e}") if c.startswith("end_to_end") else (lambda v: f"{v:.3g}") for c in summ.columns}

@@ -244,8 +244,8 @@ def test_polish_stage_closes_the_end_to_end_error_further():
     polish's memory reaches the optimiser."""
     d = _digits(300)
     train, test = d.split(0.25, seed=0)
-    cover = np.concatenate([test.x, covering_inputs(train.x, flip_permutation(d.shape), "uniform")(
-        len(test.x), torch.Generator().manual_seed(5)).numpy()])
+    draw = covering_inputs(train.x, flip_permutation(d.shape), "uniform")
+    cover = np.concatenate([test.x, draw(len(test.x), torch.Generator().manual_seed(5)).numpy()])
     base = dict(lams=(1e-2, 1.0), seeds=1, heldout_seeds=1, seed_offset=7, sizes=(12, 8), steps=150, batch=64)
     plain = train_sweep(train, "tanh", base["lams"], [0], ExactnessSettings(**base))
     s = ExactnessSettings(**base, polish_lams=(1e2, 1e4), polish_iters=150, polish_samples=512)
@@ -260,10 +260,9 @@ def test_polish_stage_closes_the_end_to_end_error_further():
     assert (nets[(1e4, 0)](test.x).argmax(1) == test.y).mean() > 0.5  # still a classifier
     # a longer L-BFGS memory closes the penalised residual faster per iteration (why it is a setting):
     # 100 curvature pairs against 3, the same 60 iterations from the same net
-    fixed = np.concatenate([train.x, covering_inputs(train.x, flip_permutation(d.shape), "uniform")(
-        512, torch.Generator().manual_seed(0)).numpy()])
-    short, long = (equivariance_error(polish_net(plain[(1.0, 0)], train, fixed, 1e4, 60, h), fixed, flip_matrix(d.shape))
-                   for h in (3, 100))
+    fixed = np.concatenate([train.x, draw(512, torch.Generator().manual_seed(0)).numpy()])
+    short, long = (equivariance_error(polish_net(plain[(1.0, 0)], train, fixed, 1e4, 60, h), fixed,
+                                      flip_matrix(d.shape)) for h in (3, 100))
     assert long < short / 2, (short, long)
 
 
@@ -277,7 +276,6 @@ def test_polish_net_refuses_bad_input():
         polish_net(net, d, d.x[:, :10], 1.0)
     with pytest.raises(ValueError, match="history >= 1"):
         polish_net(net, d, d.x, 1.0, history=0)
-
 
 
 def test_cli_exactness_bad_input(tmp_path, capsys):
