@@ -114,7 +114,7 @@ def add_arguments(p):
     p.add_argument("--threshold", type=float, default=0.5,
                    help="per-neuron matching residual below which a neuron counts as fixed/paired")
     p.add_argument("--no-control", action="store_true", help="skip the control trained without the loss")
-    p.add_argument("--out", default="layerwise_out", help="output directory (PNG + results.json)")
+    p.add_argument("--out", default="results/layerwise", help="output directory (PNG + results.json)")
 
 
 def _run_suite(args, data) -> int:

@@ -128,7 +128,7 @@ def add_arguments(p) -> None:
                    help="tanh training: all models of a task (every seed, width, construction and training setting) at "
                         "once through the fused kernel, or torch.nn.RNN one model at a time; GRU and SSM: all seeds of a "
                         "construction as one batched ensemble, or one model at a time (the LSTM: one at a time under either)")
-    p.add_argument("--out", default="schur_out", help="output directory")
+    p.add_argument("--out", default="results/schur", help="output directory")
     p.add_argument("--no-progress", action="store_true")
 
 
