@@ -253,8 +253,8 @@ def test_layerwise_rows_separate_proven_from_conjectural_and_read_held_out_seeds
 
 
 def test_quick_run_with_unconverged_models_yields_no_held_or_missed(tmp_path, monkeypatch):
-    """A report built from the claims of a run whose models did not converge: every study's tested
-    rows must come out "not comparable", none held or missed."""
+    """A report built from the claims of a run whose models did not converge: every study's rows
+    must come out "not comparable" (none held, missed, order-dependent or by construction)."""
     import json
 
     import symfast.schur.claims
@@ -273,20 +273,57 @@ def test_quick_run_with_unconverged_models_yields_no_held_or_missed(tmp_path, mo
     # whatever the comparison table says, the study's verdict rows may claim held / missed:
     fake = [Claim("schur", "flip-flop -T_CC", "paper 0.0496", "0.0098 [-0.035, 0.054], n = 2", "held"),
             Claim("schur", "copy -T_RR", "paper 0.876", "0.2 [0.1, 0.3], n = 2", "missed"),
-            Claim("schur", "Cayley: every ablation a no-op", "1.00", "1.00", "by construction", "", "W is normal")]
+            Claim("schur", "Cayley: every ablation a no-op", "1.00", "1.00", "by construction", "", "W is normal"),
+            Claim("schur", "flip-flop -T_RR", "paper 0", "0.01", "order-dependent", "", "orderings overlap")]
     monkeypatch.setattr(symfast.schur.claims, "schur_claims", lambda path: list(fake))
     layer = tmp_path / "layerwise"
     layer.mkdir()
     (layer / "results.json").write_text(json.dumps(_layerwise_results({"quick": True, "steps": 400,
                                                                         "seed_offset": 1000})))
     readout = readout_claims(_rff_table({"square": True}, n_models=6), steps=120)
-    claims = readout + _schur_claims(str(schur), include_unconverged=True) + _layerwise_claims(str(layer))
+    unconverged = _schur_claims(str(schur), include_unconverged=True) + _layerwise_claims(str(layer))
+    claims = readout + unconverged
     assert len(claims) >= 8
-    assert [c for c in claims if c.verdict in ("held", "missed")] == []
+    assert [c for c in claims if c.verdict in ("held", "missed", "order-dependent")] == []
+    assert [c for c in unconverged if c.label != "not comparable: not converged"] == []
     assert {c.reason for c in claims if c.verdict == "not comparable"} == {"not converged", "too few seeds"}
     md = open(write_report(str(tmp_path), "symfast reproduce --quick", {}, claims, [])[0]).read()
     assert "(0 held, 0 missed)" in md.splitlines()[2]
     # the same comparison with every model converged keeps the study's verdicts
     pd.DataFrame({"task": ["flipflop"], "seed": [0], "fvu": [0.004], "converged": [True]}).to_csv(
         schur / "schur_models.csv", index=False)
-    assert [c.verdict for c in _schur_claims(str(schur), include_unconverged=True)][:2] == ["held", "missed"]
+    assert [c.verdict for c in _schur_claims(str(schur), include_unconverged=True)] == \
+        ["held", "missed", "by construction", "order-dependent"]
+
+
+def test_not_comparable_for_other_reasons_keeps_rows_that_are_not_readings():
+    from symfast.report.claim import not_comparable
+
+    rows = [Claim("s", "a", "", "", "held"), Claim("s", "b", "", "", "by construction", "", "true by definition"),
+            Claim("s", "c", "", "", "order-dependent", "", "orderings"),
+            Claim("s", "d", "", "", "not comparable", "", "task definition differs")]
+    out = not_comparable(rows, "not held out")
+    assert [c.label for c in out] == ["not comparable: not held out", "by construction: true by definition",
+                                      "not comparable: not held out", "not comparable: task definition differs"]
+
+
+@pytest.mark.parametrize("mean, lo, hi, n, kind, want", [
+    (0.804, 0.277, 1.33, 2, "replay_acc", "0.804 [0.277, 1 clipped] (n = 2)"),
+    (0.2, -0.1, 0.5, 3, "accuracy", "0.2 [0 clipped, 0.5] (n = 3)"),
+    (0.2, -0.1, 0.5, 3, "dfvu", "0.2 [-0.1, 0.5] (n = 3)"),          # a dFVU may be negative
+    (0.843, 0.843, 0.843, 2, None, "0.843 (n = 2, no spread)"),
+    (0.5, float("nan"), float("nan"), 1, None, "0.5 (n = 1)"),
+    (float("nan"), 0.0, 1.0, 0, None, "–"),
+], ids=["acc-above-1", "acc-below-0", "unbounded", "one-point", "no-interval", "no-mean"])
+def test_format_interval_clips_bounded_quantities_and_shows_n(mean, lo, hi, n, kind, want):
+    from symfast.report.claim import format_interval
+
+    assert format_interval(mean, lo, hi, n, kind) == want
+
+
+def test_marginal_decisions_are_those_near_alpha():
+    from symfast.report.claim import MARGINAL_REL, is_marginal
+
+    assert is_marginal(0.051, 0.05) and is_marginal(0.049, 0.05)
+    assert is_marginal(0.05 * (1 + MARGINAL_REL), 0.05)
+    assert not is_marginal(0.07, 0.05) and not is_marginal(0.001, 0.05) and not is_marginal(float("nan"), 0.05)

@@ -20,6 +20,15 @@ A paper's *number* is held only by equivalence (`equivalence_verdict`): our 95% 
 inside a tolerance band around the paper's value, with the band fixed per kind of quantity
 (`TOLERANCE`) before any run; a *ranking* (`ranking_verdict`) needs intervals that do not overlap.
 Both need at least `MIN_SEEDS` converged seeds by default (`min_seeds`: a study may ask for more).
+
+Shared presentation rules, so every study and mode reads alike:
+
+- a row measured on models that did not converge is "not comparable: not converged", whatever it
+  would say otherwise (`not_comparable` with reason `NOT_CONVERGED`);
+- an interval of a bounded quantity (an accuracy, a fraction) is clipped to its range and marked,
+  and every interval is shown with the n behind it (`format_interval`, `BOUNDS`);
+- a test decision whose adjusted p-value lies within `MARGINAL_REL` of its alpha is marginal
+  (`is_marginal`): flagged beside the decision, never silently held or rejected.
 """
 from __future__ import annotations
 
@@ -30,13 +39,14 @@ from typing import NamedTuple
 
 import pandas as pd
 
-__all__ = ["Claim", "VERDICTS", "TESTED", "NOT_COMPARABLE_REASONS", "MIN_SEEDS", "TOLERANCE", "Band", "Verdict",
-           "equivalence_verdict", "ranking_verdict", "not_comparable", "verdict_counts", "write_claims",
-           "read_claims"]
+__all__ = ["Claim", "VERDICTS", "TESTED", "NOT_COMPARABLE_REASONS", "NOT_CONVERGED", "MIN_SEEDS", "TOLERANCE", "Band",
+           "Verdict", "BOUNDS", "MARGINAL_REL", "equivalence_verdict", "ranking_verdict", "not_comparable",
+           "clip_interval", "format_interval", "is_marginal", "verdict_counts", "write_claims", "read_claims"]
 
 VERDICTS = ("held", "missed", "not comparable", "by construction", "order-dependent")
 TESTED = ("held", "missed")  # the verdicts that count as evidence
 NOT_COMPARABLE_REASONS = ("not converged", "too few seeds", "task definition differs", "interval too wide")
+NOT_CONVERGED = NOT_COMPARABLE_REASONS[0]
 
 MIN_SEEDS = 3  # converged seeds needed by default for any held / missed on a number or a ranking
 
@@ -57,6 +67,19 @@ TOLERANCE = {
     # accuracies (replay accuracy, test accuracy) in [0, 1]: absolute, 5 points.
     "accuracy": Band(relative=0.0, absolute=0.05),
 }
+
+
+# The range of each bounded kind of quantity: intervals are clipped to it (`clip_interval`). Keys are
+# the metric names the studies use; a quantity not listed here is unbounded.
+BOUNDS = {
+    "accuracy": (0.0, 1.0), "replay_acc": (0.0, 1.0), "acc": (0.0, 1.0),
+    "fraction": (0.0, 1.0), "rate": (0.0, 1.0),
+    "fvu": (0.0, math.inf), "mass": (0.0, math.inf),
+}
+
+# A decision is marginal when its (adjusted) p-value lies within this fraction of alpha on either side
+# (alpha 0.05: p in [0.04, 0.06]): such a decision could flip with a few more seeds, so it is flagged.
+MARGINAL_REL = 0.2
 
 
 class Verdict(NamedTuple):
@@ -105,10 +128,47 @@ class Claim:
 
 
 def not_comparable(claims: list, reason: str, note: str = "") -> list:
-    """`claims` with every held / missed row turned into "not comparable" with `reason` (e.g. the
-    models behind them did not converge); the measurement stays, `note` is prepended to the row's."""
+    """`claims` with their rows turned into "not comparable" with `reason`; the measurement stays,
+    `note` is prepended to the row's.
+
+    Which rows: held, missed and order-dependent ones (an order-dependence is a reading of the data
+    too); for `NOT_CONVERGED` every row, by-construction ones included, since models that did not
+    train give no verdict of any kind. Rows that are already "not comparable" keep their reason."""
+    turn = ("held", "missed", "order-dependent") + (("by construction",) if reason == NOT_CONVERGED else ())
     return [replace(c, verdict="not comparable", reason=reason,
-                    note="; ".join(p for p in (note, c.note) if p)) if c.tested else c for c in claims]
+                    note="; ".join(p for p in (note, c.note) if p)) if c.verdict in turn else c for c in claims]
+
+
+def clip_interval(lo: float, hi: float, kind: str | None) -> tuple[float, float, bool]:
+    """(lo, hi, clipped): the interval cut to the range of `kind` (`BOUNDS`; None or an unlisted kind:
+    unbounded), and whether it was cut."""
+    low, high = BOUNDS.get(kind, (-math.inf, math.inf)) if kind else (-math.inf, math.inf)
+    c_lo, c_hi = (max(lo, low), min(hi, high)) if _finite(lo, hi) else (lo, hi)
+    return c_lo, c_hi, (c_lo, c_hi) != (lo, hi)
+
+
+def format_interval(mean: float, lo: float, hi: float, n: int | None = None, kind: str | None = None) -> str:
+    """'0.804 [0.277, 1 clipped] (n = 2)': the mean, its interval clipped to the range of `kind` and
+    marked when cut, and the n behind it; the mean alone when there is no interval, "–" without a mean.
+    An interval of no width (one seed, or seeds that agree) is shown as the mean, its n and "no spread"."""
+    if mean is None or not math.isfinite(mean):
+        return "–"
+    count = f"n = {int(n)}" if n is not None else ""
+    tail = f" ({count})" if count else ""
+    if not _finite(lo, hi):
+        return f"{mean:.3g}{tail}"
+    c_lo, c_hi, clipped = clip_interval(lo, hi, kind)
+    if c_lo == c_hi:
+        return f"{mean:.3g} ({', '.join(p for p in (count, 'no spread') if p)})"
+    low = f"{c_lo:.3g}" + (" clipped" if clipped and c_lo != lo else "")
+    high = f"{c_hi:.3g}" + (" clipped" if clipped and c_hi != hi else "")
+    return f"{mean:.3g} [{low}, {high}]{tail}"
+
+
+def is_marginal(p: float, alpha: float) -> bool:
+    """Whether a decision at (adjusted) p-value `p` against `alpha` is marginal: |p - alpha| <=
+    MARGINAL_REL * alpha (a few more seeds could flip it)."""
+    return _finite(p, alpha) and abs(p - alpha) <= MARGINAL_REL * alpha
 
 
 def _finite(*xs) -> bool:
