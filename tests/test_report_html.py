@@ -1,8 +1,11 @@
 """report.html is rendered, not dumped: Markdown through markdown-it-py (code spans, lists, tables),
 study tables as HTML tables, each distinct figure embedded once (by content), compressed, and linked
 once the page's image budget is spent."""
+import os
 import re
 import shutil
+
+import pytest
 
 import matplotlib
 
@@ -67,3 +70,49 @@ def test_figures_are_compressed_and_linked_beyond_the_budget(tmp_path):
     small = FigureStore(str(tmp_path), budget=store.used + 10)
     assert "base64" in small.img(paths[0]) and "base64" not in small.img(paths[1])
     assert '<a href="f2.png">' in small.img(paths[2])
+
+
+def _links(md_path, html_path):
+    """Every image target of report.md (Markdown images) and of report.html (non-embedded <img>
+    sources and figure links), as written."""
+    from urllib.parse import unquote
+
+    md = open(md_path).read()
+    page = open(html_path).read()
+    md_links = [unquote(m) for m in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)]
+    html_links = [unquote(m) for m in re.findall(r'(?:src|href)="([^"]+)"', page) if not m.startswith("data:")]
+    return md_links, html_links
+
+
+@pytest.mark.parametrize("out_kind", ["relative", "absolute"])
+@pytest.mark.parametrize("budget", [10**9, 0], ids=["embedded", "linked"])
+def test_figure_links_resolve_from_the_report_folder_wherever_the_run_started(tmp_path, monkeypatch, out_kind,
+                                                                             budget):
+    """A run started in one folder writes figures under a relative or absolute --out; the report's
+    links must resolve from the report's own folder (where a browser opens it), not from the shell's."""
+    import symfast.report.figures as figures
+
+    start = tmp_path / "where the run started"
+    (start / "results" / "reproduce" / "readout").mkdir(parents=True)
+    monkeypatch.chdir(start)
+    out = os.path.join("results", "reproduce")
+    if out_kind == "absolute":
+        out = str(start / out)
+    sub = os.path.join(out, "readout")
+    _figure(os.path.join(sub, "summary grid.png"))
+    _figure(os.path.join(sub, "heatmap.png"), seed=1)
+    monkeypatch.setattr(figures, "EMBED_BUDGET", budget)
+    sec = Section("Readout", ["text"], figures=[(os.path.join(sub, "summary grid.png"), "grid"),
+                                                (os.path.join(sub, "heatmap.png"), "heatmap")])
+    md_path, html_path = write_report(out, "t", {}, [], [sec])
+    monkeypatch.chdir(tmp_path)  # opened from elsewhere: only the report's folder matters
+    report_dir = os.path.dirname(os.path.abspath(os.path.join(start, md_path)))
+    md_links, html_links = _links(os.path.join(start, md_path), os.path.join(start, html_path))
+    assert len(md_links) == 2 and all(not os.path.isabs(p) for p in md_links)
+    for link in md_links + html_links:
+        assert os.path.isfile(os.path.join(report_dir, link)), link
+    page = open(os.path.join(start, html_path)).read()
+    assert "missing" not in page
+    assert page.count("<img") == 2
+    if budget == 0:
+        assert len(html_links) == 4  # two <a href> and two <img src>, all relative to the report

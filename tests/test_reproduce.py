@@ -133,3 +133,30 @@ def test_exactness_verdicts_join_the_layerwise_section_and_quick_says_it_skipped
     assert "| layerwise | identifiability effect (tanh): saturated units fit better |" in md
     assert "symfast layerwise --identifiability --matched --out" in md
     assert "| layerwise | identifiability at matched error (tanh): saturated units fit better |" in md
+
+
+class _Payload:
+    """A pickle that runs code when unpickled: it writes the file named in `marker`."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_reproduce_reads_results_folders_as_data_never_as_code(tmp_path):
+    """A results folder written by someone else: its ensemble files are read without unpickling code."""
+    import torch
+
+    from symfast.commands.reproduce import _trained_steps
+
+    sub = tmp_path / "readout"
+    sub.mkdir()
+    torch.save({"config": {"steps": 7}}, sub / "ensemble_a.pt")
+    torch.save({"config": {"steps": 5}}, sub / "ensemble_b.pt")
+    assert _trained_steps(str(sub)) == 5
+    marker = tmp_path / "ran"
+    torch.save({"config": {"steps": 3}, "x": _Payload(str(marker))}, sub / "ensemble_c.pt")
+    assert _trained_steps(str(sub)) is None  # not readable as data: steps unknown
+    assert not marker.exists()

@@ -143,14 +143,23 @@ def _phi_search():
 
 
 def _trained_steps(sub: str) -> int | None:
-    """The fewest training steps among the ensembles `symfast readout` saved in `sub` (None if unknown)."""
-    import torch
+    """The fewest training steps among the ensembles `symfast readout` saved in `sub` (None if unknown).
+
+    The files are read as data (`symfast._io.safe_load`, never unpickling code): a results folder may
+    come from someone else. A file that is not a readable ensemble leaves the steps unknown."""
+    from symfast._io import safe_load
 
     steps = []
     for path in glob.glob(os.path.join(sub, "ensemble_*.pt")):
-        config = torch.load(path, map_location="cpu", weights_only=False).get("config", {})
-        if config.get("steps") is not None:
-            steps.append(int(config["steps"]))
+        try:
+            d = safe_load(path, "ensemble")
+        except (OSError, ValueError):
+            return None
+        config = d.get("config") if isinstance(d, dict) else None
+        step = config.get("steps") if isinstance(config, dict) else None
+        if not isinstance(step, int) or isinstance(step, bool):
+            return None
+        steps.append(step)
     return min(steps) if steps else None
 
 

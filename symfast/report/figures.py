@@ -11,6 +11,7 @@ import base64
 import hashlib
 import io
 import os
+from urllib.parse import quote
 
 __all__ = ["FigureStore", "MAX_WIDTH", "EMBED_BUDGET"]
 
@@ -39,15 +40,25 @@ def _compress(data: bytes) -> bytes:
 
 class FigureStore:
     """Remembers the figures of one report by content: `key(path)` is the same for byte-identical
-    files; `html(path)` returns the <img> the first time (embedded while the budget lasts, else a
-    link relative to `base`) and None for a repeat."""
+    files; `img(path)` returns the <img> (embedded while the budget lasts, else a link relative to
+    `base`, the report's folder).
 
-    def __init__(self, base: str = ".", budget: int = EMBED_BUDGET):
-        self.base, self.budget, self.used = base, budget, 0
+    Figure paths are read as the file system reads them: absolute, or relative to the current
+    working directory (where the run that made them started), never to `base`."""
+
+    def __init__(self, base: str = ".", budget: int | None = None):
+        self.base, self.used = os.path.abspath(base), 0
+        self.budget = EMBED_BUDGET if budget is None else budget
         self.seen: dict = {}  # content hash -> anchor id of its first appearance
 
-    def _full(self, path: str) -> str:
-        return path if os.path.isabs(path) else os.path.join(self.base, path)
+    @staticmethod
+    def _full(path: str) -> str:
+        return os.path.abspath(path)
+
+    def relative(self, path: str) -> str:
+        """`path` relative to the report's folder, with "/" separators (a link that works wherever the
+        folder is opened from, or moved to with its figures)."""
+        return os.path.relpath(self._full(path), self.base).replace(os.sep, "/")
 
     def key(self, path: str) -> str | None:
         """sha256 of the file's bytes, or None if it cannot be read."""
@@ -69,8 +80,7 @@ class FigureStore:
         """The <img> element for a figure: embedded (compressed) within the budget, else linked."""
         import html
 
-        full = self._full(path)
-        rel = os.path.relpath(full, self.base)
+        full, rel = self._full(path), self.relative(path)
         try:
             with open(full, "rb") as f:
                 data = _compress(f.read())
@@ -78,7 +88,8 @@ class FigureStore:
             return f"<p>(figure {html.escape(rel)} missing)</p>"
         b64 = base64.b64encode(data).decode()
         if self.used + len(b64) > self.budget:
-            return (f'<a href="{html.escape(rel)}"><img src="{html.escape(rel)}" style="max-width:100%" '
+            link = html.escape(quote(rel))
+            return (f'<a href="{link}"><img src="{link}" style="max-width:100%" '
                     f'alt="{html.escape(rel)}"></a><br><small>(linked, not embedded: the page keeps its figures '
                     f'under {self.budget / 1e6:.1f} MB; open the report from its folder)</small>')
         self.used += len(b64)

@@ -17,6 +17,7 @@ import os
 import platform
 import subprocess
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -36,7 +37,8 @@ class Section:
         title: heading.
         text: paragraphs (Markdown) explaining what was run and how to read it.
         tables: (caption, DataFrame, glossary {column: meaning}) triples.
-        figures: (path, caption) pairs; paths absolute or relative to the report.
+        figures: (path, caption) pairs; paths absolute or relative to the current working directory
+            (as the run wrote them); the report links each relative to its own folder.
         command: the command line that produced it; seconds: its wall time; ok: whether it succeeded.
         status: shown instead of ok / FAILED when set (e.g. "interrupted").
         markdown: blocks of Markdown a study wrote itself (e.g. the layerwise suite's tables), rendered
@@ -184,7 +186,8 @@ def _figures(sections: list, base: str) -> tuple:
 
 def render_markdown(title: str, details: dict, claims: list, sections: list, base: str = ".",
                     preamble=(), glossary: dict | None = None) -> str:
-    """The report as Markdown; figure paths are written relative to `base` (the report's folder).
+    """The report as Markdown; figure paths (absolute or relative to the working directory) are written
+    relative to `base`, the report's folder.
 
     Args:
         preamble: paragraphs shown above the verdict tables (e.g. what a --quick run can test).
@@ -201,7 +204,7 @@ def render_markdown(title: str, details: dict, claims: list, sections: list, bas
                 out += [f"<details><summary>{html.escape(head)}</summary>", "", table, "", "</details>", ""]
             else:
                 out += [f"**{head}**", "", table, ""]
-    figures, _ = _figures(sections, base)
+    figures, store = _figures(sections, base)
     for s, figs in zip(sections, figures):
         out += [f"## {s.title}", ""]
         if s.command:
@@ -216,8 +219,8 @@ def render_markdown(title: str, details: dict, claims: list, sections: list, bas
             if gloss:
                 out += [_glossary_md(gloss), ""]
         for path, caption, anchor, first in figs:
-            rel = os.path.relpath(path, base) if os.path.isabs(path) else path
-            out += ([f"![{caption}]({rel})", "", f"*{caption}*", ""] if first
+            rel = store.relative(path)
+            out += ([f"![{caption}]({quote(rel)})", "", f"*{caption}*", ""] if first
                     else [f"*{caption}*: the same image as {anchor.replace('fig-', 'figure ')} above (`{rel}`).", ""])
         for note in s.notes:
             out += [f"- {note}"]
