@@ -28,7 +28,7 @@ def _command_modules():
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="symfast", description="Read symmetries out of trained weights.")
+    parser = Parser(prog="symfast", description="read symmetries out of trained neural-network weights")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for mod in _command_modules():

@@ -4,6 +4,7 @@ import argparse
 import re
 
 from symfast.cli import build_parser
+from symfast.commands.runner import is_flag
 
 
 def _subparsers():
@@ -28,6 +29,11 @@ def _problems() -> list:
             if not action.option_strings or action.required:  # positionals and required options: no default
                 continue
             text = fmt._expand_help(action)
+            if is_flag(action):  # on/off switches: absent means off, no default shown
+                if re.search(r"\(default: (False|True)\)", text):
+                    out.append(f"{name} {opt}: a switch shows its default: {text!r}")
+                continue
+            text = fmt._expand_help(action)
             n = len(re.findall(r"\bdefault\b", text, flags=re.I))
             if n != 1:
                 out.append(f"{name} {opt}: {n} defaults shown: {text!r}")
@@ -44,3 +50,10 @@ def test_help_output_prints_each_default_once():
     text = _subparsers()["readout"].format_help()
     assert "(default: None)" not in text
     assert not re.search(r"\(default: [^)]*\)\s*\(default:", text)
+
+
+def test_every_command_describes_itself_in_one_style():
+    """One style for the subcommands' one-line help: a lower-case start, no closing full stop."""
+    for name, sub in _subparsers().items():
+        text = sub.description or ""
+        assert text and text[0].islower() and not text.endswith("."), (name, text)

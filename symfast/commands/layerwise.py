@@ -21,8 +21,8 @@ from symfast._progress import reporter
 from symfast.commands import UsageError, input_errors
 
 NAME = "layerwise"
-HELP = ("Train MLPs with a horizontal-flip equivariance loss (and a control without), recover the "
-        "hidden-layer actions, print per-layer errors vs control vs random, plot layer-1 filters by orbit.")
+HELP = ("train MLPs with a horizontal-flip equivariance loss (and a control without) and recover the "
+        "hidden-layer actions: per-layer errors vs control vs random, layer-1 filters by orbit")
 
 
 def _write_text(path: str, text: str) -> None:

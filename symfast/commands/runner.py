@@ -34,14 +34,20 @@ class _StderrHandler(logging.StreamHandler):
         pass
 
 
+def is_flag(action) -> bool:
+    """Whether an option is an on/off switch (takes no value)."""
+    return isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse._StoreConstAction))
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows each option's default exactly once: appended as "(default: X)" unless the help text already
-    states it (e.g. "default 1500 in 2D, 300 in 3D"); an unset default reads "not set", never "None"."""
+    states it (e.g. "default 1500 in 2D, 300 in 3D"); an unset default reads "not set", never "None".
+    On/off flags show none: absent means off."""
 
     def _get_help_string(self, action):
         text = action.help or ""
         if (re.search(r"\bdefault\b", text, flags=re.I) or not action.option_strings or action.required
-                or action.default is argparse.SUPPRESS):
+                or action.default is argparse.SUPPRESS or is_flag(action)):
             return text
         if action.default is None:
             return f"{text} (default: not set)"

@@ -38,7 +38,7 @@ from symfast.commands.schur_common import print_deviations
 from symfast.commands.schur_common import stabiliser_table as _stabiliser_table
 
 NAME = "schur"
-HELP = "Schur block ablations of trained tanh RNNs (arXiv 2606.18457): tables, CSV and PNG"
+HELP = "train tanh RNNs (or GRU, LSTM, SSM) and ablate the coupling blocks of their ordered real Schur form (arXiv 2606.18457)"
 
 TASK_NAMES = ("flipflop", "sine", "context", "copy")
 
