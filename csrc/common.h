@@ -11,8 +11,8 @@
 #include <stdexcept>
 #include <string>
 
-// Per-ISA kernel instances (`#pragma GCC target` / `__attribute__((target))` copies picked at
-// run time by `resolve_isa`) exist on GCC x86-64 builds only; clang and aarch64 build the
+// Per-ISA kernel instances (isa_instances.h: one copy of a kernel body per `#pragma GCC target`,
+// picked at run time by `resolve_isa`) exist on GCC x86-64 builds only; clang and aarch64 build the
 // portable instance alone.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define SYMFAST_ISA_INSTANCES 1
@@ -36,14 +36,11 @@ inline void check_ndim(const py::array& a, int ndim, const char* name) {
 // The caller passes torch.get_num_threads(): never oversubscribe torch's pool.
 inline int clamp_threads(int n) { return n < 1 ? 1 : n; }
 
-// ---- instruction sets of the kernels that carry per-ISA instances (fourier_mlp, gram) ----
-//   Avx512: AVX-512 F + VL + DQ (with AVX2 + FMA): fourier_mlp's instance is compiled for
-//           avx512f,avx512vl,avx512dq,avx2,fma. gram's instance needs only AVX-512F (its
-//           target attribute); requiring F + VL + DQ for both is stricter but correct: every
-//           AVX-512 CPU but the Xeon Phi has all three, and there gram runs its AVX2 instance.
-//   Avx2:   AVX2 + FMA (both kernels' AVX2 instances are compiled for avx2,fma).
+// ---- instruction sets: every kernel with per-ISA instances (isa_instances.h) is picked by these ----
+//   Avx512: AVX-512 F + VL + DQ with AVX2 + FMA (the instances are compiled for
+//           avx512f,avx512vl,avx512dq,avx2,fma; every AVX-512 CPU but the Xeon Phi has all three).
+//   Avx2:   AVX2 + FMA.
 //   Generic: the portable baseline (SSE2 on x86-64, NEON on aarch64).
-// Targets compiled with target_clones (matching, rnn_rollout, ...) are dispatched by the loader.
 enum class Isa { Generic, Avx2, Avx512 };
 
 inline const char* isa_name(Isa isa) {
@@ -84,6 +81,18 @@ inline Isa resolve_isa(const std::string& request) {
     throw std::invalid_argument("this CPU does not support isa avx512 (AVX-512 F, VL and DQ)");
   return request == "avx512" ? Isa::Avx512 : Isa::Avx2;
 }
+
+// Calls one kernel instance: SYMFAST_ISA_CALL(isa, ns, fn<T>(args)) runs ns::avx512::fn<T>(args),
+// ns::avx2::... or ns::generic::... for `isa` (from resolve_isa); ns names the instances stamped
+// out by isa_instances.h.
+#ifdef SYMFAST_ISA_INSTANCES
+#define SYMFAST_ISA_CALL(isa, ns, ...)                                                       \
+  ((isa) == ::symfast::Isa::Avx512 ? ns::avx512::__VA_ARGS__                                 \
+   : (isa) == ::symfast::Isa::Avx2 ? ns::avx2::__VA_ARGS__                                   \
+                                   : ns::generic::__VA_ARGS__)
+#else
+#define SYMFAST_ISA_CALL(isa, ns, ...) ((void)(isa), ns::generic::__VA_ARGS__)
+#endif
 
 // ---- bindings ----
 // Binds a kernel's float32 and float64 instances as `<name>_f32` and `<name>_f64` with the same

@@ -122,7 +122,7 @@ def test_planted_invariant_scores_zero():
 
 
 def _cpu_isas() -> list[str]:
-    """The register widths the dense kernel can be forced to on this CPU."""
+    """The kernel instances (generic, avx2, avx512) this CPU runs."""
     from symfast.ops.gram_scores import cpu
 
     out = []
@@ -135,6 +135,19 @@ def _cpu_isas() -> list[str]:
     return out
 
 
+def _check_instances(name, ref, outs):
+    """Every instance against the reference; AVX2 and AVX-512 (both fused multiply-adds, one
+    summation order) bit for bit; the generic instance (separate multiply and add, same order)
+    against them within the float64 tolerance of symfast.testing.TOLERANCES."""
+    for isa, out in outs.items():
+        assert_close(f"{name}[{isa}]", ref, out, rtol=1e-12, atol=1e-12)
+    if "avx2" in outs and "avx512" in outs:
+        assert torch.equal(outs["avx2"], outs["avx512"])
+    for isa in ("avx2", "avx512"):
+        if isa in outs:
+            assert_close(f"{name}[generic] vs [{isa}]", outs[isa], outs["generic"])
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
 @pytest.mark.parametrize("d", [5, 16, 40, 48, 64])  # every column split: 16-wide chunks, an 8-wide rest, odd d
 def test_dense_kernel_every_register_width_matches_reference_and_each_other(dtype, d):
@@ -145,12 +158,19 @@ def test_dense_kernel_every_register_width_matches_reference_and_each_other(dtyp
     ref = reference.gram_scores(phi.double(), rho, normalize=False)
     isas = _cpu_isas()
     assert "generic" in isas
-    outs = {isa: cpu.dense_asym(phi, rho, isa=isa) for isa in isas}
-    for isa, out in outs.items():
-        assert_close(f"asym[{isa}]", ref, out, rtol=1e-12, atol=1e-12)
-    first = outs[isas[0]]
-    for isa, out in outs.items():  # one summation order for every width: bit for bit the same
-        assert torch.equal(first, out), isa
+    _check_instances("asym", ref, {isa: cpu.dense_asym(phi, rho, isa=isa) for isa in isas})
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
+def test_blockperm_kernel_every_instance_matches_reference_and_each_other(dtype):
+    from symfast.ops.gram_scores import cpu
+
+    phi = _grams(9, 48, dtype, seed=3)
+    lifts = _exact_lifts(sf.TriAxisPE())
+    bp_idx, bp, _ = split_lifts(lifts)
+    assert bp is not None and len(bp_idx) == len(lifts)
+    ref = reference.gram_scores(phi.double(), lifts, normalize=False)
+    _check_instances("blockperm", ref, {isa: cpu.blockperm_asym(phi, bp, isa=isa) for isa in _cpu_isas()})
 
 
 def test_cpu_deterministic_across_threads():

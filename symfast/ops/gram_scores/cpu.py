@@ -4,7 +4,7 @@ Block-permutation lifts -> `blockperm_asym` (gathers of 2x2 blocks, O(d^2) per p
 Dense orthogonal lifts  -> ||rho^T G rho - G|| = ||G rho - rho G|| = ||G rho - (G rho^T)^T||:
     `dense_asym` computes, per model (OpenMP), the products G U with the distinct
     multipliers U (the lifts and their transposes, shared when a transpose is itself in
-    the set) by a register-blocked float64 kernel (AVX-512/AVX2 clones) and reduces each
+    the set) by a register-blocked float64 kernel (one instance per ISA) and reduces each
     pair while both products sit in L1: nothing of size [M, E, d, d] or [M, d, U, d]
     exists. (A formulation as one large torch GEMM [M * d, d] @ [d, U * d] plus a
     reduction pass measured about 2.5x slower than this fused kernel on the 2-core dev
@@ -22,19 +22,20 @@ def _sfx(dtype: torch.dtype) -> str:
     return "f32" if dtype == torch.float32 else "f64"
 
 
-def blockperm_asym(phi: torch.Tensor, lifts: BlockPermLift) -> torch.Tensor:
-    """||rho_e^T phi_m rho_e - phi_m||_F: [M, E] float64, by gathers."""
+def blockperm_asym(phi: torch.Tensor, lifts: BlockPermLift, isa: str = "auto") -> torch.Tensor:
+    """||rho_e^T phi_m rho_e - phi_m||_F: [M, E] float64, by gathers (isa as in `dense_asym`)."""
     C = _ext.require_cpp()
     fn = getattr(C, f"blockperm_asym_{_sfx(phi.dtype)}")
     return torch.from_numpy(fn(phi.contiguous().numpy(), lifts.perm.numpy(), lifts.blocks.numpy(),
-                               _ext.num_threads()))
+                               _ext.num_threads(), isa))
 
 
 def dense_asym(phi: torch.Tensor, rho: torch.Tensor, isa: str = "auto") -> torch.Tensor:
     """||rho_e^T phi_m rho_e - phi_m||_F for orthogonal rho: [E, d, d] float64 -> [M, E] float64.
 
     isa: "auto" (the widest vector registers this CPU has) or "generic", "avx2", "avx512" to force
-    the register blocking of that width (tests; every width sums in the same order)."""
+    that instance (tests). Every instance sums in the same order: AVX2 and AVX-512 (fused
+    multiply-adds) give the same bits, generic (separate multiply and add) agrees to rounding."""
     C = _ext.require_cpp()
     M, E = phi.shape[0], rho.shape[0]
     if M == 0 or E == 0:
