@@ -8,6 +8,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +20,7 @@
 #endif
 // Small helpers of register-blocked kernels, inlined into each per-ISA caller.
 #define SYMFAST_INLINE inline __attribute__((always_inline))
+
 
 namespace symfast {
 namespace py = pybind11;
@@ -52,7 +54,7 @@ inline const char* isa_name(Isa isa) {
 }
 
 // The widest instruction set this CPU and build run.
-inline Isa best_isa() {
+inline Isa cpu_isa() {
 #ifdef SYMFAST_ISA_INSTANCES
   __builtin_cpu_init();
   if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))) return Isa::Generic;
@@ -64,11 +66,41 @@ inline Isa best_isa() {
 #endif
 }
 
+// What "auto" runs: the CPU's widest, capped by the environment variable SYMFAST_ISA (generic,
+// avx2, avx512 or auto; read once per process), so a test run or a user can force a narrower path
+// on a machine that has a wider one. An unknown name, or one wider than the CPU runs, is refused
+// at the first kernel call (ValueError naming the variable), never silently ignored.
+struct IsaCap {
+  Isa isa;
+  std::string error;  // non-empty: SYMFAST_ISA is invalid here
+};
+
+inline IsaCap read_isa_cap() {
+  const Isa cpu = cpu_isa();
+  const char* env = std::getenv("SYMFAST_ISA");
+  const std::string want = env ? env : "auto";
+  if (want.empty() || want == "auto") return {cpu, ""};
+  Isa asked;
+  if (want == "generic") asked = Isa::Generic;
+  else if (want == "avx2") asked = Isa::Avx2;
+  else if (want == "avx512") asked = Isa::Avx512;
+  else return {cpu, "SYMFAST_ISA must be auto, generic, avx2 or avx512, got '" + want + "'"};
+  if (static_cast<int>(asked) > static_cast<int>(cpu))
+    return {cpu, "SYMFAST_ISA=" + want + " but this CPU and build run at most " + isa_name(cpu)};
+  return {asked, ""};
+}
+
+inline Isa best_isa() {
+  static const IsaCap cap = read_isa_cap();
+  if (!cap.error.empty()) throw std::invalid_argument(cap.error);
+  return cap.isa;
+}
+
 // request: "auto" (the widest this CPU runs) or "generic", "avx2", "avx512" to force one (tests,
 // benchmarks). ValueError for any other name, and for a forced ISA this CPU or build cannot run.
 inline Isa resolve_isa(const std::string& request) {
-  const Isa best = best_isa();
-  if (request == "auto") return best;
+  if (request == "auto") return best_isa();
+  const Isa best = cpu_isa();
   if (request == "generic") return Isa::Generic;
   if (request != "avx2" && request != "avx512")
     throw std::invalid_argument("isa must be auto, generic, avx2 or avx512, got " + request);

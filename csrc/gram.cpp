@@ -43,8 +43,9 @@ SYMFAST_INLINE void lane_sums(const V (*acc)[P], double* out) {
       for (int p = 0; p < 2; ++p)  // lanes 0-1: (l0 + l4) + (l2 + l6), (l1 + l5) + (l3 + l7) of a[4p], 2-3: a[4p + 2],
         c[p] = __builtin_shufflevector(b[2 * p], b[2 * p + 1], 0, 1, 8, 9, 4, 5, 12, 13) +  // 4-5: a[4p + 1], 6-7: a[4p + 3]
                __builtin_shufflevector(b[2 * p], b[2 * p + 1], 2, 3, 10, 11, 6, 7, 14, 15);
-      *reinterpret_cast<V*>(out + 8 * q) = __builtin_shufflevector(c[0], c[1], 0, 4, 2, 6, 8, 12, 10, 14) +
-                                           __builtin_shufflevector(c[0], c[1], 1, 5, 3, 7, 9, 13, 11, 15);
+      const V sum = __builtin_shufflevector(c[0], c[1], 0, 4, 2, 6, 8, 12, 10, 14) +
+                    __builtin_shufflevector(c[0], c[1], 1, 5, 3, 7, 9, 13, 11, 15);
+      __builtin_memcpy(out + 8 * q, &sum, sizeof(V));  // unaligned store (out: a caller's local array)
     }
   } else {
     for (int k = 0; k < N; ++k) {
@@ -82,9 +83,10 @@ SYMFAST_INLINE void gram_tile(const double* W, py::ssize_t ldw, py::ssize_t nv, 
 #pragma GCC unroll 4
     for (int p = 0; p < P; ++p) {
       V a[RI];
-      for (int r = 0; r < RI; ++r) a[r] = *reinterpret_cast<const V*>(x[r] + 8 * v + L * p);
+      for (int r = 0; r < RI; ++r) __builtin_memcpy(&a[r], x[r] + 8 * v + L * p, sizeof(V));  // unaligned loads
       for (int s = 0; s < RJ; ++s) {
-        const V b = *reinterpret_cast<const V*>(y[s] + 8 * v + L * p);
+        V b;
+        __builtin_memcpy(&b, y[s] + 8 * v + L * p, sizeof(V));
         for (int r = 0; r < RI; ++r) acc[r * RJ + s][p] += a[r] * b;
       }
     }

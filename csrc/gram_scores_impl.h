@@ -9,24 +9,27 @@
 // 8-double vectors on AVX2 about 10x slower than in registers. Each output element sums over k
 // in increasing order in every variant (deterministic; the blocking never changes a sum).
 // C[RB rows, NV vectors of L doubles] from B's columns at B (row stride ld); C has row stride ld
-// too. The vector type is declared here, not passed in: GCC drops the aligned(8) attribute of a
-// typedef given as a template argument, and then stores to unaligned rows with aligned moves.
+// too. Rows need not be vector-aligned: vectors move through fixed-size memcpy, which compiles to
+// unaligned moves. (A dereference through V* let GCC emit aligned moves, vmovapd, which faulted on
+// unaligned rows in the AVX-512 instance; a local typedef's aligned(8) does not survive being a
+// template argument, so no helper template can take V either.)
 template <int L, int NV, int RB>
 SYMFAST_INLINE void mm_rows(const double* A, py::ssize_t lda, py::ssize_t K, const double* B, py::ssize_t ld,
                             double* C) {
-  typedef double V __attribute__((vector_size(8 * L), aligned(8)));
+  typedef double V __attribute__((vector_size(8 * L)));
   V acc[RB][NV];
   for (int r = 0; r < RB; ++r)
     for (int v = 0; v < NV; ++v) acc[r][v] = V{};
   for (py::ssize_t k = 0; k < K; ++k) {
-    const V* b = reinterpret_cast<const V*>(B + k * ld);
+    V b[NV];
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(&b[v], B + k * ld + v * L, sizeof(V));
     for (int r = 0; r < RB; ++r) {
       const double a = A[r * lda + k];
       for (int v = 0; v < NV; ++v) acc[r][v] += a * b[v];
     }
   }
   for (int r = 0; r < RB; ++r)
-    for (int v = 0; v < NV; ++v) reinterpret_cast<V*>(C + r * ld)[v] = acc[r][v];
+    for (int v = 0; v < NV; ++v) __builtin_memcpy(C + r * ld + v * L, &acc[r][v], sizeof(V));
 }
 
 template <int L, int NV, int RB>

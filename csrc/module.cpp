@@ -2,6 +2,8 @@
 // One bind_<op> per csrc/<op>.cpp, listed here explicitly.
 #include <pybind11/pybind11.h>
 
+#include "common.h"
+
 namespace symfast {
 namespace py = pybind11;
 void bind_fourier_features(py::module_& m);
@@ -21,6 +23,10 @@ PYBIND11_MODULE(_C, m) {
 #else
   m.attr("has_openmp") = false;
 #endif
+  m.def("isa", [] { return std::string(symfast::isa_name(symfast::best_isa())); },
+        "Instruction set the kernels run by default: the CPU's widest, capped by SYMFAST_ISA");
+  m.def("cpu_isa", [] { return std::string(symfast::isa_name(symfast::cpu_isa())); },
+        "Widest instruction set this CPU and build run (generic, avx2 or avx512)");
   symfast::bind_fourier_features(m);
   symfast::bind_fourier_mlp(m);
   symfast::bind_gram(m);

@@ -14,6 +14,9 @@ F64 = NDArray[np.float64]
 I64 = NDArray[np.int64]
 
 has_openmp: bool
+
+def isa() -> str: ...  # what the kernels run by default: the CPU's widest, capped by SYMFAST_ISA
+def cpu_isa() -> str: ...  # the widest this CPU and build run
 FOURIER_MLP_TILE: int  # points per tile of the fused PE+MLP kernel
 SINCOS_POLY_RANGE: float  # |u| below which float32 sin/cos use the polynomial (libm beyond)
 

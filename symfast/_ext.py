@@ -33,6 +33,13 @@ def require_cpp():
     return _C
 
 
+def isa() -> str:
+    """Instruction set the C++ kernels run by default ("avx512", "avx2" or "generic"): the CPU's
+    widest, capped by the environment variable SYMFAST_ISA (read once per process), which forces a
+    narrower path on a machine that has a wider one. "none" without the compiled extension."""
+    return _C.isa() if _C is not None else "none"
+
+
 def num_threads() -> int:
     """Threads for C++ kernels: the count the user set for torch (never oversubscribe)."""
     return max(1, torch.get_num_threads())
