@@ -5,8 +5,9 @@ folder per op: public function and dispatch, PyTorch reference, CPU and Triton k
 in `symfast.groups` (O(2)/O(3) elements and groups) and `symfast.shapes`; Fourier encodings and
 neural fields in `symfast.nn`; the three studies in `symfast.readout`, `symfast.layerwise` and
 `symfast.schur`; the report in `symfast.report`; the command line in `symfast.commands`. The
-public names below are re-exported here; `symfast.readout(...)` is the readout function (its
-study package is `import symfast.readout`).
+public names below are re-exported here. `symfast.readout` is the readout study's package, and
+calling it, `symfast.readout(ensemble)`, runs the readout (`symfast.readout.readout`), so every
+import idiom (`import symfast.readout.plots as rp`, `from symfast.readout import plots`) works.
 
 Imports are lazy: `import symfast` loads none of the subpackages (nor pandas, SciPy or
 matplotlib); each name below is imported on first use. The `torch.ops.symfast.*` custom ops are
@@ -24,7 +25,7 @@ from symfast._version import __version__
 
 # public name -> the module that defines it (a module's own name: the module itself)
 _NAMES = {
-    "groups": "symfast.groups", "shapes": "symfast.shapes", "nn": "symfast.nn",
+    "groups": "symfast.groups", "shapes": "symfast.shapes", "nn": "symfast.nn", "readout": "symfast.readout",
     **dict.fromkeys(["Group", "O2Element", "cyclic", "dihedral", "identity", "o3", "orthogonal_group", "reflection",
                      "rotation", "rotation_sweep"], "symfast.groups"),
     **dict.fromkeys(["DyadicAxisPE", "Ensemble", "FourierPE", "MultiAxisPE", "RandomFourierPE", "TriAxisPE"],
@@ -74,18 +75,6 @@ def __getattr__(name):
 
 
 class _Symfast(_types.ModuleType):
-    """`symfast.readout` is the readout function, also after `import symfast.readout` (the package),
-    which would otherwise rebind the attribute to the package."""
-
-    @property
-    def readout(self):
-        from symfast.readout.readout import readout
-        return readout
-
-    @readout.setter
-    def readout(self, value):  # the import system binding the package: the function stays
-        pass
-
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(__all__))
 

@@ -38,21 +38,41 @@ def test_public_names_import(module):
     assert not missing, f"{module} lost {missing}"
 
 
-def test_readout_is_the_function_and_the_package_stays_importable():
-    from symfast.readout import budget
-    from symfast.readout.readout import readout
+def test_readout_is_one_object_the_package_that_runs_the_readout_when_called():
+    import inspect
+    import subprocess
+    import sys
 
-    assert sf.readout is readout and callable(sf.readout)
-    assert budget.adaptive_readout is not None
+    import symfast.readout as study
+    import symfast.readout.plots as rp  # the most common idiom: the package, not a function
+    from symfast.readout import budget
+
+    assert sf.readout is study is sys.modules["symfast.readout"] and callable(sf.readout)
+    assert rp is sys.modules["symfast.readout.plots"] and budget.adaptive_readout is not None
+    assert list(inspect.signature(sf.readout).parameters) == list(inspect.signature(study.readout).parameters)
     assert sf.shapes.by_name("triangle").group.name == "D3"
     assert sf.o3.octahedral().name == "Oh"
+    # the same in a fresh interpreter, where nothing else has imported the package first
+    code = "import symfast.readout.plots as rp, symfast as sf; assert callable(sf.readout); print(rp.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "symfast.readout.plots"
+
+
+def test_calling_the_readout_package_is_the_readout_function(monkeypatch):
+    import sys
+
+    impl = sys.modules["symfast.readout.readout"]  # the module (its name is shadowed by the function)
+    calls = []
+    monkeypatch.setattr(sf.readout, "readout", lambda *a, **k: calls.append((a, k)) or "result")
+    assert sf.readout("ens", candidates=[]) == "result" and calls == [(("ens",), {"candidates": []})]
+    assert sf.readout.readout is not impl.readout  # the patched name is the one a call runs
 
 
 @pytest.mark.parametrize("old, new", [("groups", "symfast.groups"), ("o3", "symfast.groups.o3"),
                                       ("shapes", "symfast.shapes"), ("encodings", "symfast.nn.encodings"),
                                       ("ensemble", "symfast.nn.fields")])
 def test_moved_readout_modules_warn_and_resolve(old, new):
-    study = importlib.import_module("symfast.readout")  # (`import symfast.readout as x` binds sf.readout, the function)
+    study = importlib.import_module("symfast.readout")
     with pytest.warns(DeprecationWarning, match=f"symfast.readout.{old} moved to {new}"):
         got = getattr(study, old)
     assert got is importlib.import_module(new)

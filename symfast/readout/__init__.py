@@ -9,10 +9,13 @@ Modules: `training` (`fit_sdf`), `observables`, `decision` (the test behind "obs
 matching observable beside the Gram scores), `calibration` (measured error rates), `budget`
 (adaptive training rounds), `plots`, `plots3d`, `claims`, `sweeps` (grids of trainings).
 Geometry, shapes and encodings live below the studies: `symfast.groups`, `symfast.shapes`,
-`symfast.nn`. `symfast.readout(...)` (the package attribute of `symfast`) is the `readout`
-function; this package is `import symfast.readout` / `from symfast.readout import ...`.
+`symfast.nn`. The package is callable: `symfast.readout(ensemble, ...)` is
+`symfast.readout.readout(ensemble, ...)`.
 """
 import importlib as _importlib
+import inspect as _inspect
+import sys as _sys
+import types as _types
 import warnings as _warnings
 
 from symfast.readout.readout import readout
@@ -32,3 +35,15 @@ def __getattr__(name):
         _warnings.warn(f"symfast.readout.{name} moved to {_MOVED[name]}", DeprecationWarning, stacklevel=2)
         return _importlib.import_module(_MOVED[name])
     raise AttributeError(f"module 'symfast.readout' has no attribute {name!r}")
+
+
+class _CallablePackage(_types.ModuleType):
+    """The package itself runs the readout when called, so `symfast.readout` is one object: the
+    package for imports and attribute access, the readout function for a call."""
+
+    def __call__(self, *args, **kwargs):
+        return readout(*args, **kwargs)
+
+
+__signature__ = _inspect.signature(readout)  # what help() and IDEs show for a call
+_sys.modules[__name__].__class__ = _CallablePackage
