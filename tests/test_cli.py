@@ -43,6 +43,7 @@ def test_readout_cli_prefix_grams_side_by_side(tmp_path, capsys):
     (["--shapes", "blob"], "unknown shape"),
     (["--pe", "sinusoid"], "unknown encoding"),
     (["--seeds", "0"], "--seeds must be positive"),
+    (["--seeds", "2"], "--seeds must be at least 3"),
     (["--hidden", "a,b"], "--hidden"),
     (["--out", "/proc/no/such/dir"], "cannot write"),
 ])
@@ -89,7 +90,7 @@ import torch  # noqa: E402
 import symfast  # noqa: E402
 from symfast.cli import build_parser  # noqa: E402
 
-TINY = ["--shapes", "square", "--pe", "dyadic", "--seeds", "2", "--steps", "2", "--points", "16", "--hidden", "8",
+TINY = ["--shapes", "square", "--pe", "dyadic", "--seeds", "3", "--steps", "2", "--points", "16", "--hidden", "8",
         "--sweep", "0", "--quiet"]
 TINY_SPEC = 'shapes = ["circle"]\nencodings = ["dyadic"]\nhidden = [[8]]\nsteps = 2\npoints = 16\nseeds = 2\n'
 

@@ -77,7 +77,7 @@ def test_full_disk_while_fit_sdf_checkpoints_ends_in_one_line(tmp_path, monkeypa
 
     _patch_open(monkeypatch, "enospc")
     out = tmp_path / "out"
-    rc = main(["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "2", "--steps", "4", "--points", "16",
+    rc = main(["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "3", "--steps", "4", "--points", "16",
                "--hidden", "8", "--sweep", "0", "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
@@ -88,7 +88,7 @@ def test_ctrl_c_while_fit_sdf_checkpoints_exits_130(tmp_path, monkeypatch, capsy
     from symfast.cli import main
 
     _patch_open(monkeypatch, "sigint")
-    rc = main(["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "2", "--steps", "4", "--points", "16",
+    rc = main(["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "3", "--steps", "4", "--points", "16",
                "--hidden", "8", "--sweep", "0", "--out", str(tmp_path / "out"), "--quiet"])
     err = capsys.readouterr().err
     assert rc == 130 and "Traceback" not in err, err

@@ -46,7 +46,7 @@ def test_heatmap_name_is_a_plain_file_name(hidden):
     assert heatmap_name("../a", "relu", 1) != heatmap_name("/a", "relu", 1)
 
 
-TINY = ["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "2", "--points", "16", "--hidden", "8",
+TINY = ["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "3", "--points", "16", "--hidden", "8",
         "--sweep", "0", "--quiet"]
 
 

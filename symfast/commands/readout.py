@@ -88,7 +88,7 @@ def run(args) -> int:
     from symfast import shapes as shp
     from symfast.nn.encodings import encoding_by_name
     from symfast.nn.fields import Ensemble
-    from symfast.readout.readout import readout
+    from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
     from symfast.readout.training import fit_sdf
 
     from symfast.ops.fourier_mlp.reference import ACTIVATIONS
@@ -127,6 +127,9 @@ def run(args) -> int:
     for name, hi in (("seeds", MAX_CELLS), ("steps", MAX_STEPS), ("points", MAX_POINTS)):
         if not 1 <= getattr(args, name) <= hi:
             raise UsageError(f"--{name} must be positive and at most {hi}, got {getattr(args, name)}")
+    if args.seeds < MIN_MODELS_PER_SHAPE:
+        raise UsageError(f"--seeds must be at least {MIN_MODELS_PER_SHAPE}: the readout decides each element against "
+                         f"the noise between seeds, which one or two models do not give; got {args.seeds}")
     if args.seeds * len(shape_names) > MAX_CELLS:
         raise UsageError(f"--seeds x shapes = {args.seeds * len(shape_names)} models, more than {MAX_CELLS}")
     if not 0 < args.alpha < 1:
@@ -284,5 +287,8 @@ def _print_tables(r, args, t0: float, t_train: float) -> None:
             print("\nseparation of liftable true vs false elements (worst shape, z units):")
             print(r.separation().to_string(index=False))
     n_viol = len(r.violations)
-    print(f"\nhierarchy G_obs ⊆ G_lift ∩ G_true: {'holds' if n_viol == 0 else f'{n_viol} violation(s)'}")
+    if not r.table["observed"].any():  # an empty G_obs satisfies the hierarchy vacuously: not a finding
+        print("\nhierarchy G_obs ⊆ G_lift ∩ G_true: not tested, nothing was observed (not even the identity)")
+    else:
+        print(f"\nhierarchy G_obs ⊆ G_lift ∩ G_true: {'holds' if n_viol == 0 else f'{n_viol} violation(s)'}")
     print(f"wall time: training {t_train:.1f}s, total {time.perf_counter() - t0:.1f}s; outputs in {args.out}")

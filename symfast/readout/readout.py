@@ -98,7 +98,8 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         aggregate: "ensemble" (score of the seed-mean observable: a single model's Gram
             carries its random initialisation, the seed mean separates true from false symmetries) or
             "model" (mean of the models' own scores, tested against the pair null of disjoint model
-            pairs: it needs at least 3 models and cannot read one model alone). "model" is not
+            pairs). Either needs at least `MIN_MODELS_PER_SHAPE` = 3 models per shape: one or two
+            models give no seed-noise null, and `readout` warns that nothing was decided. "model" is not
             calibrated to alpha at any per-model budget measured; `readout` warns with the measured
             rates (per budget and cell in the readout-decisions guide).
         sweep: number of rotations in the sweep (0 to skip), scored with least-squares lifts.
@@ -191,6 +192,11 @@ def _warn_small_budget(ens: Ensemble) -> None:
                       "and false-negative rates are unknown here and observed sets may include false symmetries",
                       stacklevel=3)
 
+
+# The null needs 2 distinct draws (n_eff in `_rows`): with 2 models every split-half (or pair)
+# difference is the same one up to sign, so no p-value exists and nothing is observed, not even
+# the identity. The command line refuses fewer; `readout` warns.
+MIN_MODELS_PER_SHAPE = 3
 
 # The measured limit of aggregate="model" (benchmarks/calibration_default_budget.py --aggregate model).
 MODEL_AGGREGATE_LIMIT = (

@@ -194,3 +194,18 @@ def test_readout_warns_below_the_calibrated_budget():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sf.readout(pool, sweep=0, num_null=8)
+
+
+@pytest.mark.parametrize("seeds", [1, 2])
+def test_fewer_than_three_models_decide_nothing_and_the_readout_says_so(seeds):
+    """With one or two models no null exists: every p-value is missing, nothing is observed (not even
+    the identity), and the readout warns instead of returning a silent empty G_obs."""
+    from symfast.readout.readout import MIN_MODELS_PER_SHAPE
+
+    assert MIN_MODELS_PER_SHAPE == 3
+    ens = planted_ensemble(sf.DyadicAxisPE(), sf.dihedral(4), "square", seeds=seeds, H=8)
+    with pytest.warns(UserWarning, match=f"square/dyadic: {seeds} model\\(s\\) give no usable noise floor"):
+        r = readout(ens, sweep=0, num_null=8)
+    assert r.table["p_adjusted"].isna().all() and not r.table["observed"].any()
+    three = planted_ensemble(sf.DyadicAxisPE(), sf.dihedral(4), "square", seeds=3, H=8)
+    assert "r0" in readout(three, sweep=0, num_null=8).observed("square").names
