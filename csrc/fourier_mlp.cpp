@@ -63,43 +63,17 @@ struct Buf {
   void zero() { std::memset(p, 0, n * sizeof(T)); }
 };
 
-#ifdef SYMFAST_ISA_INSTANCES
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512dq,avx2,fma")
-namespace fmlp_avx512 {
-constexpr int VBYTES = 64;
-constexpr int MR = 6;  // 6 x 4 accumulators of the 32 vector registers
-constexpr int NV = 4;
-#include "fourier_mlp_impl.h"
-}  // namespace fmlp_avx512
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-namespace fmlp_avx2 {
-constexpr int VBYTES = 32;
-constexpr int MR = 6;  // 6 x 2 accumulators of the 16 vector registers
-constexpr int NV = 2;
-#include "fourier_mlp_impl.h"
-}  // namespace fmlp_avx2
-#pragma GCC pop_options
-#endif
-namespace fmlp_base {
-constexpr int VBYTES = 16;
-constexpr int MR = 4;
-constexpr int NV = 2;
-#include "fourier_mlp_impl.h"
-}  // namespace fmlp_base
+// The kernel body, one instance per instruction set: fmlp::{avx512, avx2, generic}.
+#define SYMFAST_KERNEL_NS fmlp
+#define SYMFAST_KERNEL_BODY "fourier_mlp_impl.h"
+#include "isa_instances.h"
 
 namespace {
 
 // The kernel for instruction set `isa` (from resolve_isa) and input dimension D.
 template <typename T, int D>
 int run_isa(Isa isa, const Problem<T>& pb, int nt) {
-#ifdef SYMFAST_ISA_INSTANCES
-  if (isa == Isa::Avx512) return fmlp_avx512::run<T, D>(pb, nt);
-  if (isa == Isa::Avx2) return fmlp_avx2::run<T, D>(pb, nt);
-#endif
-  return fmlp_base::run<T, D>(pb, nt);
+  return SYMFAST_ISA_CALL(isa, fmlp, run<T, D>(pb, nt));
 }
 
 // "[2, 64, 16]" for messages.
@@ -152,7 +126,7 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   if (L < 2 || (int)biases.size() != L)
     throw std::invalid_argument("weights and biases must be equal-length lists with >= 1 hidden layer, got " +
                                 std::to_string(L) + " weights and " + std::to_string(biases.size()) + " biases");
-  if (act < fmlp_base::RELU || act > fmlp_base::SINE)
+  if (act < fmlp::generic::RELU || act > fmlp::generic::SINE)
     throw std::invalid_argument("act must be an Activation code, got " + std::to_string(act));
   check_ndim(freq, 2, "frequencies");
   check_ndim(phase, 1, "phases");
@@ -230,8 +204,8 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
     flags = pb.D == 3 ? run_isa<T, 3>(which, pb, nt) : run_isa<T, 2>(which, pb, nt);
   }
   // The kernel checks its inputs as it reads them (free, unlike a separate pass over x).
-  const char* bad = (flags & fmlp_base::NONFINITE_X) ? "x"
-                    : (flags & fmlp_base::NONFINITE_AUX)
+  const char* bad = (flags & fmlp::generic::NONFINITE_X) ? "x"
+                    : (flags & fmlp::generic::NONFINITE_AUX)
                         ? (mode == FourierMlpMode::TrainStep ? "targets" : "the incoming gradient")
                         : nullptr;
   if (bad)
@@ -247,12 +221,7 @@ carray<float> sincos_f32(carray<float> u, const std::string& isa) {
   const float* up = u.data();
   float* s = out.mutable_data();
   float* c = s + n;
-#ifdef SYMFAST_ISA_INSTANCES
-  if (which == Isa::Avx512) fmlp_avx512::sincos_array(up, s, c, n);
-  else if (which == Isa::Avx2) fmlp_avx2::sincos_array(up, s, c, n);
-  else
-#endif
-    fmlp_base::sincos_array(up, s, c, n);
+  SYMFAST_ISA_CALL(which, fmlp, sincos_array(up, s, c, n));
   return out;
 }
 
@@ -261,16 +230,16 @@ carray<float> sincos_f32(carray<float> u, const std::string& isa) {
 // Bindings, called from module.cpp.
 void bind_fourier_mlp(py::module_& m) {
   // The kernel's activation codes and tile size, read by symfast/ops/fourier_mlp/cpu.py.
-  py::enum_<fmlp_base::Act>(m, "Activation", "Hidden activations of the fused kernel (the `act` code)")
-      .value("relu", fmlp_base::RELU)
-      .value("tanh", fmlp_base::TANH)
-      .value("silu", fmlp_base::SILU)
-      .value("sine", fmlp_base::SINE);
+  py::enum_<fmlp::generic::Act>(m, "Activation", "Hidden activations of the fused kernel (the `act` code)")
+      .value("relu", fmlp::generic::RELU)
+      .value("tanh", fmlp::generic::TANH)
+      .value("silu", fmlp::generic::SILU)
+      .value("sine", fmlp::generic::SINE);
   py::enum_<FourierMlpMode>(m, "FourierMlpMode", "What one fused-MLP call computes (the `mode` argument)")
       .value("forward", FourierMlpMode::Forward)
       .value("train_step", FourierMlpMode::TrainStep)
       .value("backward", FourierMlpMode::Backward);
-  m.attr("FOURIER_MLP_TILE") = fmlp_base::TILE;
+  m.attr("FOURIER_MLP_TILE") = fmlp::generic::TILE;
   m.attr("SINCOS_POLY_RANGE") = kSinCosPolyRange;
   def_f32_f64(m, "fourier_mlp_run", &fourier_mlp_run<float>, &fourier_mlp_run<double>,
               "Fused Fourier-PE + MLP on {dtype} arrays (see csrc/fourier_mlp.cpp header): mode forward, "
@@ -290,11 +259,7 @@ void bind_fourier_mlp(py::module_& m) {
 // The kernel's float32 sin/cos for other kernels (csrc/sincos.h); ISA resolved once.
 void sincos_f32_dispatch(const float* u, float* s, float* c, long n) {
   static const Isa which = resolve_isa("auto");
-#ifdef SYMFAST_ISA_INSTANCES
-  if (which == Isa::Avx512) return fmlp_avx512::sincos_array(u, s, c, n);
-  if (which == Isa::Avx2) return fmlp_avx2::sincos_array(u, s, c, n);
-#endif
-  fmlp_base::sincos_array(u, s, c, n);
+  SYMFAST_ISA_CALL(which, fmlp, sincos_array(u, s, c, n));
 }
 
 }  // namespace symfast

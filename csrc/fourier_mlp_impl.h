@@ -1,9 +1,8 @@
 // Fused batched Fourier-PE + MLP kernel body, compiled once per instruction set.
 //
-// fourier_mlp.cpp includes this file inside `namespace symfast::fmlp_<isa>` with VBYTES
-// (vector width in bytes: 16 SSE2, 32 AVX2, 64 AVX-512), MR (rows per register block) and
-// NV (vectors per register block) defined, under a matching `#pragma GCC target`. No headers
-// are included here.
+// fourier_mlp.cpp stamps it out per instruction set through isa_instances.h (namespaces
+// symfast::fmlp::{avx512, avx2, generic}), after simd.h: Vec, pad_to and the register-blocked
+// micro-GEMM `gemm` with its bias and ReLU epilogues come from there. No headers here.
 //
 // Layout, per model b and per tile of TILE points (point-major, padded widths):
 //   h0  [TILE, dp]  = [sin(u) | cos(u) | 0-pad],  u = x @ freq^T + phase   (m = d/2, x [TILE, D])
@@ -14,145 +13,12 @@
 // W_1's rows are permuted into the [sin | cos] order when packed and back when written.
 // Every product is one register-blocked micro-kernel C[MR, NV vectors] += A(i, p) * Bm[p, :].
 
-template <typename T>
-struct Vec {
-  typedef T v __attribute__((vector_size(VBYTES), aligned(sizeof(T))));  // unaligned-safe
-  static constexpr int W = VBYTES / (int)sizeof(T);
-};
-
 // Points per tile: a multiple of every MR used (4, 6); 48 keeps more of a tile's buffers in L1
 // than 96 (measured ~1.3% faster at workload W).
 constexpr int TILE = 48;
 
-inline long pad_to(long n, long w) { return (n + w - 1) / w * w; }
-
-// Epilogue of a register block, applied before it leaves the registers:
-//   EPI_NONE   store the block;
-//   EPI_RELU   store max(., 0);
-//   EPI_MASK   backward through a ReLU: store the block where mask (= the layer's ReLU output,
-//              same layout as C) is > 0, else 0, and add its column sums to gbias.
-// init: C itself (INIT_ACC), zero (INIT_ZERO) or the bias row (INIT_BIAS, added last).
-enum Init { INIT_ACC = 0, INIT_ZERO = 1, INIT_BIAS = 2 };
-enum Epi { EPI_NONE = 0, EPI_RELU = 1, EPI_MASK = 2 };
-
-template <typename T>
-struct Extra {
-  const T* bias = nullptr;   // INIT_BIAS: row added to every output row
-  const T* mask = nullptr;   // EPI_MASK: ReLU output, ld = ldc
-  T* gbias = nullptr;        // EPI_MASK: column sums accumulate here
-  Extra at(long j) const { return {bias ? bias + j : nullptr, mask ? mask + j : nullptr, gbias ? gbias + j : nullptr}; }
-};
-
-// Integer view of a vector, for sign-bit arithmetic.
-template <typename T>
-struct IVec {
-  typedef std::conditional_t<sizeof(T) == 4, int32_t, int64_t> I;
-  typedef I v __attribute__((vector_size(VBYTES)));
-};
-
-// Lane-wise ReLU helpers on the sign bit (integer ops: a vector-extension compare/select
-// compiles to slow code for AVX-512 with GCC 12; x86 max/compare intrinsics measured no faster).
-template <typename V>
-inline __attribute__((always_inline)) V relu_vec(V v) {  // max(v, 0)
-  using VI = typename IVec<std::remove_reference_t<decltype(v[0])>>::v;
-  const VI vi = (VI)v;
-  return (V)(vi & ~(vi >> (8 * (int)sizeof(v[0]) - 1)));
-}
-
-template <typename V>
-inline __attribute__((always_inline)) V where_positive(V m, V v) {  // v where m > 0 else 0; m >= 0
-  using VI = typename IVec<std::remove_reference_t<decltype(v[0])>>::v;
-  return (V)((VI)v & (-(VI)m >> (8 * (int)sizeof(v[0]) - 1)));  // -m's sign bit is set iff m > 0
-}
-
-// C[i, jv] (i < R, jv < NC vectors) = init + sum_p A[i*ars + p*aps] * Bm[p*ldb + jv*W ...]
-template <typename T, int R, int NC, int INIT, int EPI>
-inline void micro(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc, Extra<T> ex) {
-  using V = typename Vec<T>::v;
-  constexpr int W = Vec<T>::W;
-  V acc[R][NC];  // kept in registers: every loop over R and NC is fully unrolled (else GCC spills)
-  #pragma GCC unroll 32
-  for (int i = 0; i < R; ++i)
-    #pragma GCC unroll 32
-    for (int j = 0; j < NC; ++j) {
-      acc[i][j] = V{};  // C or the bias is added in the epilogue: loads ahead of the FMA chains cost ~4%
-    }
-  for (int p = 0; p < P; ++p) {
-    V bv[NC];
-    #pragma GCC unroll 32
-    for (int j = 0; j < NC; ++j) bv[j] = *(const V*)(Bm + p * ldb + j * W);
-    const T* ap = A + p * aps;
-    #pragma GCC unroll 32
-    for (int i = 0; i < R; ++i) {
-      const T a = ap[i * ars];
-      #pragma GCC unroll 32
-      for (int j = 0; j < NC; ++j) acc[i][j] += a * bv[j];
-    }
-  }
-  if constexpr (EPI == EPI_MASK) {
-    V colsum[NC] = {};
-    #pragma GCC unroll 32
-    for (int i = 0; i < R; ++i)
-      #pragma GCC unroll 32
-      for (int j = 0; j < NC; ++j) {
-        acc[i][j] = where_positive(*(const V*)(ex.mask + i * ldc + j * W), acc[i][j]);
-        colsum[j] += acc[i][j];
-      }
-    #pragma GCC unroll 32
-    for (int j = 0; j < NC; ++j) *(V*)(ex.gbias + j * W) += colsum[j];
-  }
-  #pragma GCC unroll 32
-  for (int i = 0; i < R; ++i)
-    #pragma GCC unroll 32
-    for (int j = 0; j < NC; ++j) {
-      V v = acc[i][j];
-      if constexpr (INIT == INIT_BIAS) v += *(const V*)(ex.bias + j * W);
-      if constexpr (INIT == INIT_ACC) v += *(const V*)(C + i * ldc + j * W);
-      if constexpr (EPI == EPI_RELU) v = relu_vec(v);
-      *(V*)(C + i * ldc + j * W) = v;
-    }
-}
-
-template <typename T, int R, int INIT, int EPI>
-inline void micro_rows(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc, long ncols,
-                       Extra<T> ex) {
-  constexpr int W = Vec<T>::W;
-  long j = 0;
-  for (; j + NV * W <= ncols; j += NV * W)
-    micro<T, R, NV, INIT, EPI>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, ex.at(j));
-  if constexpr (NV > 2)
-    for (; j + 2 * W <= ncols; j += 2 * W) micro<T, R, 2, INIT, EPI>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, ex.at(j));
-  for (; j < ncols; j += W) micro<T, R, 1, INIT, EPI>(P, A, ars, aps, Bm + j, ldb, C + j, ldc, ex.at(j));
-}
-
-template <typename T, int R, int INIT, int EPI>
-inline void micro_tail(int r, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc,
-                       long ncols, Extra<T> ex) {
-  if constexpr (R > 0) {
-    if (r == R) return micro_rows<T, R, INIT, EPI>(P, A, ars, aps, Bm, ldb, C, ldc, ncols, ex);
-    return micro_tail<T, R - 1, INIT, EPI>(r, P, A, ars, aps, Bm, ldb, C, ldc, ncols, ex);
-  }
-}
-
-// C[M, ncols] (=|+=) A(M x P) @ Bm[P, ncols] (+ bias, epilogue); ncols a multiple of the vector width.
-template <typename T, int INIT = INIT_ACC, int EPI = EPI_NONE>
-void gemm(long M, long ncols, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc,
-          Extra<T> ex = {}) {
-  long i = 0;
-  for (; i + MR <= M; i += MR) {
-    Extra<T> e = ex;
-    if (e.mask) e.mask += i * ldc;
-    micro_rows<T, MR, INIT, EPI>(P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols, e);
-  }
-  if (i < M) {
-    if (ex.mask) ex.mask += i * ldc;
-    micro_tail<T, MR - 1, INIT, EPI>((int)(M - i), P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols, ex);
-  }
-}
-
 // ---- elementwise math (vectorisable scalar code; fp64 uses libm for check-grade accuracy) ----
-#define SF_INLINE inline __attribute__((always_inline))
-SF_INLINE float exp_poly(float x) {  // Cephes expf, ~1 ulp on [-87, 88]
+SYMFAST_INLINE float exp_poly(float x) {  // Cephes expf, ~1 ulp on [-87, 88]
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
   // n from a NaN-free copy: casting NaN to int is undefined behaviour (UBSan); NaN still propagates through r
   const float n = __builtin_rintf((x == x ? x : 0.0f) * 1.44269504088896341f);
@@ -172,7 +38,7 @@ SF_INLINE float exp_poly(float x) {  // Cephes expf, ~1 ulp on [-87, 88]
 
 // sin and cos with Cody-Waite reduction by pi/2 (accurate for |u| < ~1e4; callers check
 // |u| < kSinCosPolyRange with `sincos_in_range` and redo out-of-range rows with libm).
-SF_INLINE void sincos_poly(float u, float& s, float& c) {
+SYMFAST_INLINE void sincos_poly(float u, float& s, float& c) {
   // q from a bounded copy: (int)q of a NaN or |u| > ~3e9 is undefined behaviour (callers redo rows beyond
   // kSinCosPolyRange with libm; below 1e9 q is exact as before)
   const float q = __builtin_rintf((__builtin_fabsf(u) < 1e9f ? u : 0.0f) * 0.636619772367581343f);
@@ -189,11 +55,11 @@ SF_INLINE void sincos_poly(float u, float& s, float& c) {
   s = (qi & 2) ? -ss : ss;
   c = ((qi + 1) & 2) ? -cc : cc;
 }
-SF_INLINE void sincos_poly(double u, double& s, double& c) { s = std::sin(u); c = std::cos(u); }
+SYMFAST_INLINE void sincos_poly(double u, double& s, double& c) { s = std::sin(u); c = std::cos(u); }
 
 // 1 when u is beyond the polynomial's range or NaN (the comparison is false for NaN).
-SF_INLINE int sincos_out_of_range(float u) { return !(__builtin_fabsf(u) < kSinCosPolyRange); }
-SF_INLINE int sincos_out_of_range(double) { return 0; }  // float64 uses libm throughout
+SYMFAST_INLINE int sincos_out_of_range(float u) { return !(__builtin_fabsf(u) < kSinCosPolyRange); }
+SYMFAST_INLINE int sincos_out_of_range(double) { return 0; }  // float64 uses libm throughout
 
 // Array form of sincos_poly (compiled for this instruction set; used by the accuracy test).
 inline void sincos_array(const float* u, float* s, float* c, long n) {
@@ -203,7 +69,7 @@ inline void sincos_array(const float* u, float* s, float* c, long n) {
 
 enum Act { RELU = 0, TANH = 1, SILU = 2, SINE = 3 };
 
-SF_INLINE float tanh_f(float z) {  // branch-free so that it vectorises on AVX2 too
+SYMFAST_INLINE float tanh_f(float z) {  // branch-free so that it vectorises on AVX2 too
   const float az = __builtin_fabsf(z);
   const float e = exp_poly(-2.0f * az);
   const float z2 = z * z;
@@ -211,10 +77,9 @@ SF_INLINE float tanh_f(float z) {  // branch-free so that it vectorises on AVX2 
   const float t = az < 0.04f ? small : (1.0f - e) / (1.0f + e);
   return __builtin_copysignf(t, z);
 }
-SF_INLINE float sigmoid_f(float z) { return 1.0f / (1.0f + exp_poly(-z)); }
-SF_INLINE double tanh_f(double z) { return std::tanh(z); }
-SF_INLINE double sigmoid_f(double z) { return 1.0 / (1.0 + std::exp(-z)); }
-#undef SF_INLINE
+SYMFAST_INLINE float sigmoid_f(float z) { return 1.0f / (1.0f + exp_poly(-z)); }
+SYMFAST_INLINE double tanh_f(double z) { return std::tanh(z); }
+SYMFAST_INLINE double sigmoid_f(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 
 template <typename T>
 void activate(int act, const T* __restrict z, T* __restrict a, long n) {

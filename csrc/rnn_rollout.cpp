@@ -5,7 +5,7 @@
 // The whole time loop runs in one call. OpenMP over (variant, batch tile); inside
 // a tile the recurrent matvec is a register-blocked [ROWS x H] x [H x H] product
 // on W_a^T (kept in L1, padded to a multiple of 16), vectorised by the compiler
-// and dispatched at run time (target_clones: avx512f / avx2 / default).
+// and picked at run time by resolve_isa (one instance per ISA: rnn_rollout_impl.h).
 // Every (a, b) sequence is computed by one thread in a fixed order, so results
 // do not depend on the thread count.
 // Reference: symfast/ops/rnn_rollout/reference.py (PyTorch loop).
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common.h"
+#include "tanh_fast.h"
 
 namespace symfast {
 namespace {
@@ -23,72 +24,14 @@ constexpr int ROWS = 4;   // batch rows sharing each load of W^T
 constexpr int CW = 32;    // output columns per accumulator chunk (8 zmm accumulators with ROWS = 4)
 constexpr int TILE = 16;  // batch rows per task
 
-// tanh for float32: odd rational minimax approximation on [-7.9, 7.9] (the
-// coefficients Eigen uses for its vectorised tanh); max error a few ulp, and
-// vectorisable (std::tanh is not). Clamped beyond, where tanh = +-1 in float.
-static inline float tanh_fast(float x) {
-  const float c = 7.90531110763549805f;
-  x = std::min(c, std::max(-c, x));
-  const float x2 = x * x;
-  float p = -2.76076847742355e-16f;
-  p = p * x2 + 2.00018790482477e-13f;
-  p = p * x2 + -8.60467152213735e-11f;
-  p = p * x2 + 5.12229709037114e-08f;
-  p = p * x2 + 1.48572235717979e-05f;
-  p = p * x2 + 6.37261928875436e-04f;
-  p = p * x2 + 4.89352455891786e-03f;
-  p = p * x;
-  float q = 1.19825839466702e-06f;
-  q = q * x2 + 1.18534705686654e-04f;
-  q = q * x2 + 2.26843463243900e-03f;
-  q = q * x2 + 4.89352518554385e-03f;
-  const float r = p / q;
-  return std::fabs(x) < 0.0004f ? x : r;
-}
-static inline double tanh_fast(double x) { return std::tanh(x); }
+}  // namespace
 
-// In place over a padded row; a separate branch-free loop so it vectorises.
-static inline void tanh_row(float* x, int n) {
-#pragma omp simd
-  for (int k = 0; k < n; ++k) x[k] = tanh_fast(x[k]);
-}
-static inline void tanh_row(double* x, int n) {
-  for (int k = 0; k < n; ++k) x[k] = std::tanh(x[k]);
-}
+// The recurrent step, one instance per instruction set: rollout::{avx512, avx2, generic}.
+#define SYMFAST_KERNEL_NS rollout
+#define SYMFAST_KERNEL_BODY "rnn_rollout_impl.h"
+#include "isa_instances.h"
 
-// One time step for ROWS rows: hn[r, i] = act(sum_j h[r, j] WT[j, i] + u[r, i]).
-template <typename T>
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)  // GCC x86-64 only (aarch64, clang: plain)
-__attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-void step_rows(const T* __restrict WT, const T* __restrict h, T* __restrict hn, const T* const* u, int nrows,
-               int Hp, int H) {
-  for (int r0 = 0; r0 < nrows; r0 += ROWS) {
-    const int nr = std::min(ROWS, nrows - r0);
-    for (int i0 = 0; i0 < Hp; i0 += CW) {
-      T acc[ROWS][CW];
-      for (int r = 0; r < ROWS; ++r)
-        for (int k = 0; k < CW; ++k) acc[r][k] = 0;
-      for (int j = 0; j < H; ++j) {
-        const T* w = WT + (size_t)j * Hp + i0;
-#pragma GCC unroll 4
-        for (int r = 0; r < ROWS; ++r) {
-          const T hv = h[(size_t)(r0 + r) * Hp + j];
-#pragma omp simd
-          for (int k = 0; k < CW; ++k) acc[r][k] += hv * w[k];
-        }
-      }
-      for (int r = 0; r < nr; ++r) {
-        T* out = hn + (size_t)(r0 + r) * Hp + i0;
-        for (int k = 0; k < CW; ++k) out[k] = acc[r][k];
-        const T* ur = u[r0 + r] + i0;
-        const int kmax = std::min(CW, H - i0);  // padded columns stay 0 (W^T is zero there)
-        for (int k = 0; k < kmax; ++k) out[k] += ur[k];
-      }
-    }
-    for (int r = 0; r < nr; ++r) tanh_row(hn + (size_t)(r0 + r) * Hp, Hp);
-  }
-}
+namespace {
 
 template <typename T>
 py::tuple rnn_rollout(carray<T> W, carray<T> ux, carray<T> V, carray<T> h0, bool return_hidden, int num_threads) {
@@ -109,6 +52,7 @@ py::tuple rnn_rollout(carray<T> W, carray<T> ux, carray<T> V, carray<T> h0, bool
   T* yp = Y.mutable_data();
   T* hsp = return_hidden ? Hs.mutable_data() : nullptr;
   const int ntile = (B + TILE - 1) / TILE;
+  const Isa which = resolve_isa("auto");
   {
     py::gil_scoped_release release;
 #pragma omp parallel num_threads(clamp_threads(num_threads))
@@ -132,7 +76,7 @@ py::tuple rnn_rollout(carray<T> W, carray<T> ux, carray<T> V, carray<T> h0, bool
         for (int r = nb; r < TILE + ROWS; ++r) urow[r] = zeros.data();
         for (int t = 0; t < Tn; ++t) {
           for (int r = 0; r < nb; ++r) urow[r] = up + ((size_t)(b0 + r) * Tn + t) * H;
-          step_rows<T>(WT.data(), h.data(), hn.data(), urow.data(), nb, Hp, H);
+          SYMFAST_ISA_CALL(which, rollout, step_rows<T>(WT.data(), h.data(), hn.data(), urow.data(), nb, Hp, H));
           std::swap(h, hn);
           for (int r = 0; r < nb; ++r) {
             const T* hr = &h[(size_t)r * Hp];

@@ -3,7 +3,8 @@
 //   mask: [B, S, T, O] or [B, S, T, 1] or None (ones), h0: [B, S, Hm] or None (zeros),
 //   widths: [B] int64 or None (model b uses its first widths[b] units; the rest of its
 //   padded tensors is ignored and gets exactly zero gradient)
-//   mode 0: loss [B];  mode 1: loss [B], dW, dU, dV (and dx [B, S, T, I], dh0 [B, S, Hm] when given)
+//   mode (RnnTrainMode, exported as _C.RnnTrainMode): loss: loss [B];
+//        gradients: loss [B], dW, dU, dV (and dx [B, S, T, I], dh0 [B, S, Hm] when given)
 //   h_t = tanh(W h_{t-1} + U x_t),  y_t = V h_t,  loss_b = sum m (y - target)^2 / max(sum m, 1)
 // Reference: symfast/ops/rnn_train/reference.py. The kernel body (rnn_train_impl.h) is
 // compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at run time.
@@ -19,8 +20,12 @@
 #include <vector>
 
 #include "common.h"
+#include "tanh_fast.h"
 
 namespace symfast {
+
+// What one call of the fused kernel computes (the `mode` argument).
+enum class RnnTrainMode : int { Loss = 0, Gradients = 1 };
 
 template <typename T>
 struct RnnTrainProblem {
@@ -28,36 +33,14 @@ struct RnnTrainProblem {
   const T *W = nullptr, *U = nullptr, *V = nullptr, *x = nullptr, *targets = nullptr, *mask = nullptr,
           *h0 = nullptr;
   const int64_t* widths = nullptr;
-  int mode = 0;
+  RnnTrainMode mode = RnnTrainMode::Loss;
   T *loss = nullptr, *dW = nullptr, *dU = nullptr, *dV = nullptr, *dx = nullptr, *dh0 = nullptr;
 };
 
-#ifdef SYMFAST_ISA_INSTANCES
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512dq,avx2,fma")
-namespace rnnt_avx512 {
-constexpr int VBYTES = 64;
-constexpr int MR = 6;  // 6 x 4 accumulators of the 32 vector registers
-constexpr int NV = 4;
-#include "rnn_train_impl.h"
-}  // namespace rnnt_avx512
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-namespace rnnt_avx2 {
-constexpr int VBYTES = 32;
-constexpr int MR = 6;  // 6 x 2 accumulators of the 16 vector registers
-constexpr int NV = 2;
-#include "rnn_train_impl.h"
-}  // namespace rnnt_avx2
-#pragma GCC pop_options
-#endif
-namespace rnnt_base {
-constexpr int VBYTES = 16;
-constexpr int MR = 4;
-constexpr int NV = 2;
-#include "rnn_train_impl.h"
-}  // namespace rnnt_base
+// The kernel body, one instance per instruction set: rnnt::{avx512, avx2, generic}.
+#define SYMFAST_KERNEL_NS rnnt
+#define SYMFAST_KERNEL_BODY "rnn_train_impl.h"
+#include "isa_instances.h"
 
 namespace {
 
@@ -100,10 +83,11 @@ T* out_ptr(py::object o, const char* name, std::vector<long> want, const char* p
 
 template <typename T>
 py::none rnn_train_run(carray<T> W, carray<T> U, carray<T> V, carray<T> x, carray<T> targets, py::object mask,
-                       py::object h0, py::object widths, int mode, py::object loss, py::object dW, py::object dU,
+                       py::object h0, py::object widths, RnnTrainMode mode, py::object loss, py::object dW, py::object dU,
                        py::object dV, py::object dx, py::object dh0, int num_threads, const std::string& isa) {
   RnnTrainProblem<T> pb;
-  if (mode != 0 && mode != 1) throw std::invalid_argument("mode must be 0 (loss) or 1 (loss and gradients)");
+  if (mode != RnnTrainMode::Loss && mode != RnnTrainMode::Gradients)
+    throw std::invalid_argument("mode must be an RnnTrainMode (loss or gradients)");
   check_ndim(W, 3, "W");
   check_ndim(x, 4, "x");
   pb.B = W.shape(0);
@@ -150,7 +134,7 @@ py::none rnn_train_run(carray<T> W, carray<T> U, carray<T> V, carray<T> x, carra
   }
   pb.mode = mode;
   pb.loss = out_ptr<T>(loss, "loss", {B}, "[B]");
-  if (mode == 1) {
+  if (mode == RnnTrainMode::Gradients) {
     pb.dW = out_ptr<T>(dW, "dW", {B, Hm, Hm}, "[B, H, H]");
     pb.dU = out_ptr<T>(dU, "dU", {B, Hm, I}, "[B, H, I]");
     pb.dV = out_ptr<T>(dV, "dV", {B, O, Hm}, "[B, O, H]");
@@ -162,16 +146,9 @@ py::none rnn_train_run(carray<T> W, carray<T> U, carray<T> V, carray<T> x, carra
   int flags = 0;
   {
     py::gil_scoped_release release;
-#ifdef SYMFAST_ISA_INSTANCES
-    if (which == Isa::Avx512)
-      flags = rnnt_avx512::run<T>(pb, nt);
-    else if (which == Isa::Avx2)
-      flags = rnnt_avx2::run<T>(pb, nt);
-    else
-#endif
-      flags = rnnt_base::run<T>(pb, nt);
+    flags = SYMFAST_ISA_CALL(which, rnnt, run<T>(pb, nt));
   }
-  if (flags & rnnt_base::NO_MEMORY) throw std::bad_alloc();
+  if (flags & rnnt::generic::NO_MEMORY) throw std::bad_alloc();
   static const char* names[] = {"W", "U", "V", "x", "targets", "mask", "h0"};
   for (int k = 0; k < 7; ++k)
     if (flags & (1 << k))
@@ -183,8 +160,12 @@ py::none rnn_train_run(carray<T> W, carray<T> U, carray<T> V, carray<T> x, carra
 
 // Bindings, called from module.cpp.
 void bind_rnn_train(py::module_& m) {
+  py::enum_<RnnTrainMode>(m, "RnnTrainMode", "What one fused RNN-training call computes (the `mode` argument)")
+      .value("loss", RnnTrainMode::Loss)
+      .value("gradients", RnnTrainMode::Gradients);
   const char* doc =
-      "Fused tanh-RNN ensemble training step (see csrc/rnn_train.cpp header): mode 0 loss, mode 1 loss and gradients";
+      "Fused tanh-RNN ensemble training step (see csrc/rnn_train.cpp header): mode loss, or gradients (loss and "
+      "gradients)";
   m.def("rnn_train_f32", &rnn_train_run<float>, py::arg("W").noconvert(), py::arg("U").noconvert(),
         py::arg("V").noconvert(), py::arg("x").noconvert(), py::arg("targets").noconvert(), py::arg("mask"),
         py::arg("h0"), py::arg("widths"), py::arg("mode"), py::arg("loss"), py::arg("dW"), py::arg("dU"),

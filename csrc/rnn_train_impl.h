@@ -1,8 +1,8 @@
 // Fused ensemble training step of bias-free tanh RNNs, compiled once per instruction set.
 //
-// rnn_train.cpp includes this file inside `namespace symfast::rnnt_<isa>` with VBYTES (vector
-// width in bytes: 16 SSE2, 32 AVX2, 64 AVX-512), MR (rows per register block) and NV (vectors
-// per register block) defined, under a matching `#pragma GCC target`. No headers here.
+// rnn_train.cpp stamps it out per instruction set through isa_instances.h (namespaces
+// symfast::rnnt::{avx512, avx2, generic}), after simd.h (Vec, pad_to, the micro-GEMM `gemm`);
+// tanh_fast comes from tanh_fast.h. No headers here.
 //
 // Model b (width Hb <= Hm, every product over its first Hb units only), S sequences, T steps:
 //   forward   H_t = tanh(H_{t-1} W^T + X_t U^T)          H_t: [S, Hp] (Hp = Hb padded to a vector)
@@ -15,99 +15,6 @@
 // One thread owns one model from start to end, so every sum runs in a fixed order
 // (results do not depend on the thread count). All hidden states of a model are kept
 // ([T + 1, S, Hp]); the backward's per-step products run while dZ_t and H_{t-1} are in L1.
-
-template <typename T>
-struct Vec {
-  typedef T v __attribute__((vector_size(VBYTES), aligned(sizeof(T))));  // unaligned-safe
-  static constexpr int W = VBYTES / (int)sizeof(T);
-};
-
-inline long pad_to(long n, long w) { return (n + w - 1) / w * w; }
-
-#define RNNT_INLINE inline __attribute__((always_inline))
-
-// C[i, jv] (i < R, jv < NC vectors) (+)= sum_{p < P} A[i*ars + p*aps] * Bm[p*ldb + jv*W ...]
-template <typename T, int R, int NC, bool ACC>
-RNNT_INLINE void micro(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc) {
-  using V = typename Vec<T>::v;
-  constexpr int W = Vec<T>::W;
-  V acc[R][NC];  // in registers: every loop over R and NC is fully unrolled
-#pragma GCC unroll 32
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 32
-    for (int j = 0; j < NC; ++j) acc[i][j] = V{};
-  for (int p = 0; p < P; ++p) {
-    V bv[NC];
-#pragma GCC unroll 32
-    for (int j = 0; j < NC; ++j) bv[j] = *(const V*)(Bm + p * ldb + j * W);
-    const T* ap = A + p * aps;
-#pragma GCC unroll 32
-    for (int i = 0; i < R; ++i) {
-      const T a = ap[i * ars];
-#pragma GCC unroll 32
-      for (int j = 0; j < NC; ++j) acc[i][j] += a * bv[j];
-    }
-  }
-#pragma GCC unroll 32
-  for (int i = 0; i < R; ++i)
-#pragma GCC unroll 32
-    for (int j = 0; j < NC; ++j) {
-      V v = acc[i][j];
-      if constexpr (ACC) v += *(const V*)(C + i * ldc + j * W);
-      *(V*)(C + i * ldc + j * W) = v;
-    }
-}
-
-template <typename T, int R, bool ACC>
-inline void micro_rows(int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc, long ncols) {
-  constexpr int W = Vec<T>::W;
-  long j = 0;
-  for (; j + NV * W <= ncols; j += NV * W) micro<T, R, NV, ACC>(P, A, ars, aps, Bm + j, ldb, C + j, ldc);
-  if constexpr (NV > 2)
-    for (; j + 2 * W <= ncols; j += 2 * W) micro<T, R, 2, ACC>(P, A, ars, aps, Bm + j, ldb, C + j, ldc);
-  for (; j < ncols; j += W) micro<T, R, 1, ACC>(P, A, ars, aps, Bm + j, ldb, C + j, ldc);
-}
-
-template <typename T, int R, bool ACC>
-inline void micro_tail(int r, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc,
-                       long ncols) {
-  if constexpr (R > 0) {
-    if (r == R) return micro_rows<T, R, ACC>(P, A, ars, aps, Bm, ldb, C, ldc, ncols);
-    return micro_tail<T, R - 1, ACC>(r, P, A, ars, aps, Bm, ldb, C, ldc, ncols);
-  }
-}
-
-// C[M, ncols] (+)= A(M x P) @ Bm[P, ncols]; ncols a multiple of the vector width.
-template <typename T, bool ACC>
-void gemm(long M, long ncols, int P, const T* A, long ars, long aps, const T* Bm, long ldb, T* C, long ldc) {
-  long i = 0;
-  for (; i + MR <= M; i += MR) micro_rows<T, MR, ACC>(P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols);
-  if (i < M) micro_tail<T, MR - 1, ACC>((int)(M - i), P, A + i * ars, ars, aps, Bm, ldb, C + i * ldc, ldc, ncols);
-}
-
-// tanh for float32: odd rational minimax approximation on [-7.9, 7.9] (Eigen's coefficients,
-// as in csrc/rnn_rollout.cpp), a few ulp, vectorisable; clamped beyond, where tanh = +-1 in
-// float. tanh(0) = 0 exactly, so padded units stay zero. float64 uses libm.
-RNNT_INLINE float tanh_fast(float x) {
-  const float c = 7.90531110763549805f;
-  x = x < -c ? -c : (x > c ? c : x);
-  const float x2 = x * x;
-  float p = -2.76076847742355e-16f;
-  p = p * x2 + 2.00018790482477e-13f;
-  p = p * x2 + -8.60467152213735e-11f;
-  p = p * x2 + 5.12229709037114e-08f;
-  p = p * x2 + 1.48572235717979e-05f;
-  p = p * x2 + 6.37261928875436e-04f;
-  p = p * x2 + 4.89352455891786e-03f;
-  p = p * x;
-  float q = 1.19825839466702e-06f;
-  q = q * x2 + 1.18534705686654e-04f;
-  q = q * x2 + 2.26843463243900e-03f;
-  q = q * x2 + 4.89352518554385e-03f;
-  const float r = p / q;
-  return __builtin_fabsf(x) < 0.0004f ? x : r;
-}
-RNNT_INLINE double tanh_fast(double x) { return std::tanh(x); }
 
 template <typename T>
 inline void tanh_inplace(T* x, long n) {
@@ -158,7 +65,7 @@ inline int nonfinite(const T* p, long n) {
   return bad;
 }
 
-// One model: the whole forward, loss and (mode 1) backward. Returns its non-finite flags
+// One model: the whole forward, loss and (mode gradients) backward. Returns its non-finite flags
 // (nothing is computed when any is set).
 template <typename T>
 int train_one(const RnnTrainProblem<T>& pb, long b) {
@@ -218,7 +125,7 @@ int train_one(const RnnTrainProblem<T>& pb, long b) {
   // Y: one step's outputs [S, OW].
   T* const hsb = hidden_pool<T>((Tn + 1) * S * Hp);
   std::memset(hsb, 0, S * Hp * sizeof(T));
-  Scratch<T> dY(pb.mode == 1 ? Tn * S * O : 1), Y(S * OW);
+  Scratch<T> dY(pb.mode == RnnTrainMode::Gradients ? Tn * S * O : 1), Y(S * OW);
   if (h0b)
     for (long s = 0; s < S; ++s) std::memcpy(hsb + s * Hp, h0b + s * Hm, H * sizeof(T));
   const long xs = Tn * I;  // x's stride between sequences
@@ -226,22 +133,22 @@ int train_one(const RnnTrainProblem<T>& pb, long b) {
   for (long t = 0; t < Tn; ++t) {
     T* hp = hsb + t * S * Hp;
     T* hn = hp + S * Hp;
-    gemm<T, false>(S, Hp, (int)I, xb + t * I, xs, 1, UT.p, Hp, hn, Hp);  // X_t U^T
-    gemm<T, true>(S, Hp, (int)H, hp, Hp, 1, WT.p, Hp, hn, Hp);          // + H_{t-1} W^T
+    gemm<T, INIT_ZERO>(S, Hp, (int)I, xb + t * I, xs, 1, UT.p, Hp, hn, Hp);  // X_t U^T
+    gemm<T, INIT_ACC>(S, Hp, (int)H, hp, Hp, 1, WT.p, Hp, hn, Hp);          // + H_{t-1} W^T
     tanh_inplace(hn, S * Hp);
-    gemm<T, false>(S, OW, (int)H, hn, Hp, 1, VT.p, OW, Y.p, OW);       // Y_t = H_t V^T
+    gemm<T, INIT_ZERO>(S, OW, (int)H, hn, Hp, 1, VT.p, OW, Y.p, OW);       // Y_t = H_t V^T
     for (long s = 0; s < S; ++s) {  // loss and dY
       const T* tr = tb + (s * Tn + t) * O;
       for (long o = 0; o < O; ++o) {
         const T e = Y.p[s * OW + o] - tr[o];
         const T m = mb ? mb[(s * Tn + t) * Mo + (Mo == 1 ? 0 : o)] : T(1);
         loss += (double)(m * e * e);
-        if (pb.mode == 1) dY.p[(t * S + s) * O + o] = gscale * m * e;
+        if (pb.mode == RnnTrainMode::Gradients) dY.p[(t * S + s) * O + o] = gscale * m * e;
       }
     }
   }
   pb.loss[b] = (T)(loss / denom);
-  if (pb.mode == 0) return 0;
+  if (pb.mode == RnnTrainMode::Loss) return 0;
 
   // Backward through time.
   Scratch<T> G(S * Hp), dZn(S * Hp), dWa(Hp * Hp), dUT(I * Hp), dVa(O * Hp), DX(pb.dx ? S * IW : 1);
@@ -250,15 +157,15 @@ int train_one(const RnnTrainProblem<T>& pb, long b) {
     const T* ht = hsb + (t + 1) * S * Hp;
     const T* hprev = hsb + t * S * Hp;
     const T* dyt = dY.p + t * S * O;
-    gemm<T, true>(O, Hp, (int)S, dyt, 1, O, ht, Hp, dVa.p, Hp);                  // dV += dY_t^T H_t
-    gemm<T, false>(S, Hp, (int)O, dyt, O, 1, Vp.p, Hp, G.p, Hp);                 // G = dY_t V
-    if (t < Tn - 1) gemm<T, true>(S, Hp, (int)H, dZn.p, Hp, 1, Wp.p, Hp, G.p, Hp);  // + dZ_{t+1} W
+    gemm<T, INIT_ACC>(O, Hp, (int)S, dyt, 1, O, ht, Hp, dVa.p, Hp);                  // dV += dY_t^T H_t
+    gemm<T, INIT_ZERO>(S, Hp, (int)O, dyt, O, 1, Vp.p, Hp, G.p, Hp);                 // G = dY_t V
+    if (t < Tn - 1) gemm<T, INIT_ACC>(S, Hp, (int)H, dZn.p, Hp, 1, Wp.p, Hp, G.p, Hp);  // + dZ_{t+1} W
 #pragma omp simd
     for (long k = 0; k < S * Hp; ++k) G.p[k] *= T(1) - ht[k] * ht[k];  // G is now dZ_t
-    gemm<T, true>(H, Hp, (int)S, G.p, 1, Hp, hprev, Hp, dWa.p, Hp);              // dW += dZ_t^T H_{t-1}
-    gemm<T, true>(I, Hp, (int)S, xb + t * I, 1, xs, G.p, Hp, dUT.p, Hp);         // dU^T += X_t^T dZ_t
+    gemm<T, INIT_ACC>(H, Hp, (int)S, G.p, 1, Hp, hprev, Hp, dWa.p, Hp);              // dW += dZ_t^T H_{t-1}
+    gemm<T, INIT_ACC>(I, Hp, (int)S, xb + t * I, 1, xs, G.p, Hp, dUT.p, Hp);         // dU^T += X_t^T dZ_t
     if (dxb) {                                                                   // dx_t = dZ_t U
-      gemm<T, false>(S, IW, (int)H, G.p, Hp, 1, Up.p, IW, DX.p, IW);
+      gemm<T, INIT_ZERO>(S, IW, (int)H, G.p, Hp, 1, Up.p, IW, DX.p, IW);
       for (long s = 0; s < S; ++s) std::memcpy(dxb + (s * Tn + t) * I, DX.p + s * IW, I * sizeof(T));
     }
     std::swap(G.p, dZn.p);  // dZn = dZ_t
@@ -278,7 +185,7 @@ int train_one(const RnnTrainProblem<T>& pb, long b) {
   if (pb.dh0) {  // dh0 = dZ_0 W
     T* dh0b = pb.dh0 + b * S * Hm;
     std::memset(dh0b, 0, S * Hm * sizeof(T));
-    gemm<T, false>(S, Hp, (int)H, dZn.p, Hp, 1, Wp.p, Hp, G.p, Hp);
+    gemm<T, INIT_ZERO>(S, Hp, (int)H, dZn.p, Hp, 1, Wp.p, Hp, G.p, Hp);
     for (long s = 0; s < S; ++s) std::memcpy(dh0b + s * Hm, G.p + s * Hp, H * sizeof(T));
   }
   return 0;

@@ -82,12 +82,16 @@ def rnn_rollout_f64(W: F64, ux: F64, V: F64, h0: F64, return_hidden: bool = Fals
                     num_threads: int = 1) -> tuple[F64, F64]: ...
 
 # rnn_train.cpp: W [B, H, H], U [B, H, I], V [B, O, H], x [B, S, T, I], targets [B, S, T, O],
-# mask [B, S, T, O or 1] | None, h0 [B, S, H] | None, widths [B] | None; writes loss [B] (mode 0),
-# and dW, dU, dV (dx [B, S, T, I], dh0 [B, S, H] when given) in mode 1
+class RnnTrainMode(IntEnum):  # what one fused RNN-training call computes (its `mode` argument)
+    loss = 0
+    gradients = 1
+
+# mask [B, S, T, O or 1] | None, h0 [B, S, H] | None, widths [B] | None; writes loss [B] (mode loss),
+# and dW, dU, dV (dx [B, S, T, I], dh0 [B, S, H] when given) in mode gradients
 def rnn_train_f32(W: F32, U: F32, V: F32, x: F32, targets: F32, mask: F32 | None, h0: F32 | None,
-                  widths: I64 | None, mode: int, loss: F32, dW: F32 | None, dU: F32 | None, dV: F32 | None,
+                  widths: I64 | None, mode: RnnTrainMode, loss: F32, dW: F32 | None, dU: F32 | None, dV: F32 | None,
                   dx: F32 | None, dh0: F32 | None, num_threads: int = 1, isa: str = "auto") -> None: ...
 def rnn_train_f64(W: F64, U: F64, V: F64, x: F64, targets: F64, mask: F64 | None, h0: F64 | None,
-                  widths: I64 | None, mode: int, loss: F64, dW: F64 | None, dU: F64 | None, dV: F64 | None,
+                  widths: I64 | None, mode: RnnTrainMode, loss: F64, dW: F64 | None, dU: F64 | None, dV: F64 | None,
                   dx: F64 | None, dh0: F64 | None, num_threads: int = 1, isa: str = "auto") -> None: ...
 def rnn_train_isa(isa: str = "auto") -> str: ...

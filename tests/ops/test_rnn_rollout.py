@@ -116,3 +116,52 @@ def test_rollout_bad_input(kw, match):
     args.update(kw)
     with pytest.raises(ValueError, match=match):
         rnn_rollout(args["W"], args["U"], args["V"], args["x"])
+
+
+
+@pytest.mark.skipif(not _ext.cpp_available(), reason="needs the compiled C++ kernels")
+@pytest.mark.parametrize("fn", ["rnn_rollout_f32", "rnn_rollout_f64"])
+def test_a_nan_pre_activation_stays_nan_in_the_kernel(fn):
+    """A NaN reaching the recurrent tanh (here through the kernel's input projection, which the op
+    itself refuses) stays NaN in that unit and spreads through W, as torch.tanh does; the float32
+    rational tanh once clamped it to -1."""
+    import numpy as np
+
+    dt = np.float32 if fn.endswith("f32") else np.float64
+    W = np.array([[[0.5, 0.25], [0.0, 0.5]]], dt)
+    ux = np.zeros((1, 2, 2), dt)
+    ux[0, 0, 0] = np.nan
+    V, h0 = np.eye(2, dtype=dt), np.zeros((1, 2), dt)
+    y, hs = getattr(_ext.require_cpp(), fn)(W, ux, V, h0, True, 1)
+    assert np.isnan(hs[0, 0, 0, 0]) and not np.isnan(hs[0, 0, 0, 1])  # step 0: the unit that got NaN
+    assert np.isnan(hs[0, 0, 1]).all()  # step 1: W spreads it (0 * NaN is NaN)
+    assert np.isnan(y[0, 0, 0, 0])
+
+
+@pytest.mark.skipif(not _ext.cpp_available(), reason="needs the compiled C++ kernels")
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_overflow_of_finite_inputs_gives_nan_as_the_reference_does_without_fma(dtype):
+    """Finite inputs whose W h overflows to inf - inf: NaN, as in the reference, on the generic
+    instance (separate multiply and add). The AVX2/AVX-512 instances accumulate with fused
+    multiply-adds, whose exact product never overflows: there the sum is +-inf and tanh +-1."""
+    import os
+    import subprocess
+    import sys
+
+    script = f"""
+import torch
+from symfast.ops.rnn_rollout import rnn_rollout
+dt = torch.{dtype}
+big = torch.finfo(dt).max / 2
+W = torch.tensor([[[big, -big], [0.5, 0.0]]], dtype=dt)
+U, V = torch.zeros(2, 1, dtype=dt), torch.eye(2, dtype=dt)
+x, h0 = torch.zeros(1, 2, 1, dtype=dt), torch.tensor([[big, big]], dtype=dt)
+ref = rnn_rollout(W, U, V, x, h0, return_hidden=True, backend="reference")[1]
+got = rnn_rollout(W, U, V, x, h0, return_hidden=True, backend="cpu")[1]
+assert torch.isnan(ref[0, 0, 0, 0]), ref
+assert torch.equal(torch.isnan(got), torch.isnan(ref)), (got, ref)
+print("ok")
+"""
+    env = {**os.environ, "SYMFAST_ISA": "generic"}
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]

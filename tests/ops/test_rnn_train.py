@@ -141,9 +141,9 @@ def test_every_isa_matches_reference(isa):
     W, U, V, x, y, m, h0 = _data(2, 7, 5, 37, 3, 2, torch.float32)
     widths = torch.tensor([37, 20])
     ref = reference.rnn_train_step(W, U, V, x, y, m, h0, widths, True, True)
-    fast = cpu.rnn_train(W, U, V, x, y, m, h0, widths, 1, True, True, isa=isa)
+    fast = cpu.rnn_train(W, U, V, x, y, m, h0, widths, True, True, True, isa=isa)
     _compare(ref, fast, torch.float32, f"_{isa}")
-    assert_close(f"loss_mode0_{isa}", ref[0], cpu.rnn_train(W, U, V, x, y, m, h0, widths, 0, isa=isa))
+    assert_close(f"loss_only_{isa}", ref[0], cpu.rnn_train(W, U, V, x, y, m, h0, widths, False, isa=isa))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
@@ -298,21 +298,24 @@ def test_cpp_boundary_rejects_bad_buffers():
     import numpy as np
     W, U, V, x, y, m, h0 = (t.numpy() for t in _good())
     fn = _ext._C.rnn_train_f32
+    LOSS, GRADS = _ext._C.RnnTrainMode.loss, _ext._C.RnnTrainMode.gradients
     loss = np.zeros(2, np.float32)
     with pytest.raises(ValueError, match=r"U must be \[B, H, I\]"):
-        fn(W, U[:, :4].copy(), V, x, y, m, h0, None, 0, loss, None, None, None, None, None)
+        fn(W, U[:, :4].copy(), V, x, y, m, h0, None, LOSS, loss, None, None, None, None, None)
     with pytest.raises(TypeError):
-        fn(W.astype(np.float64), U, V, x, y, m, h0, None, 0, loss, None, None, None, None, None)
+        fn(W.astype(np.float64), U, V, x, y, m, h0, None, LOSS, loss, None, None, None, None, None)
     with pytest.raises(TypeError):
-        fn(W[:, ::-1], U, V, x, y, m, h0, None, 0, loss, None, None, None, None, None)
+        fn(W[:, ::-1], U, V, x, y, m, h0, None, LOSS, loss, None, None, None, None, None)
     with pytest.raises(ValueError, match=r"loss must be \[B\]"):
-        fn(W, U, V, x, y, m, h0, None, 0, np.zeros(1, np.float32), None, None, None, None, None)
+        fn(W, U, V, x, y, m, h0, None, LOSS, np.zeros(1, np.float32), None, None, None, None, None)
     with pytest.raises(ValueError, match=r"mask must be"):
-        fn(W, U, V, x, y, m[:, :, :2].copy(), h0, None, 0, loss, None, None, None, None, None)
+        fn(W, U, V, x, y, m[:, :, :2].copy(), h0, None, LOSS, loss, None, None, None, None, None)
     with pytest.raises(ValueError, match=r"widths\[1\] = 0"):
-        fn(W, U, V, x, y, m, h0, np.array([5, 0]), 0, loss, None, None, None, None, None)
+        fn(W, U, V, x, y, m, h0, np.array([5, 0]), LOSS, loss, None, None, None, None, None)
     with pytest.raises(TypeError):
-        fn(W, U, V, x, y, m, h0, None, 1, loss, np.zeros((2, 5, 5), np.float64), None, None, None, None)
+        fn(W, U, V, x, y, m, h0, None, GRADS, loss, np.zeros((2, 5, 5), np.float64), None, None, None, None)
+    with pytest.raises(TypeError):  # the mode is the exported enum, never a bare int
+        fn(W, U, V, x, y, m, h0, None, 7, loss, None, None, None, None, None)
 
 
 # ---- property test: random sizes, widths and masks (float64, so agreement is to rounding) ----

@@ -27,7 +27,7 @@ _NAMES = ("W", "U", "V", "x", "h0")
 
 
 def _check_finite(tensors) -> None:
-    # the float32 kernels' rational tanh maps NaN to finite values: check every input first
+    # a NaN or Inf input is refused by name (the kernels would propagate it, the caller wants to know)
     for name, t in zip(_NAMES, tensors):
         if not _checks.all_finite(t):
             raise ValueError(f"{name} contains NaN or Inf")

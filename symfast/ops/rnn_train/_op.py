@@ -114,7 +114,7 @@ def _step_cpu(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend)
     validate(W, U, V, x, targets, mask, h0, widths)
     _cpu_inputs(W, U, V, x, targets, mask, h0, widths)
     _params_finite(W, U, V, mask, h0)
-    loss, dW, dU, dV, dx, dh0 = cpu.rnn_train(W, U, V, x, targets, mask, h0, widths, 1, need_dx, need_dh0)
+    loss, dW, dU, dV, dx, dh0 = cpu.rnn_train(W, U, V, x, targets, mask, h0, widths, True, need_dx, need_dh0)
     return [loss, dW, dU, dV, _empty(x) if dx is None else dx, _empty(x) if dh0 is None else dh0]
 
 
@@ -159,7 +159,7 @@ def _loss_cpu(W, U, V, x, targets, mask, h0, widths, backend):
     validate(W, U, V, x, targets, mask, h0, widths)
     _cpu_inputs(W, U, V, x, targets, mask, h0, widths)
     _params_finite(W, U, V, mask, h0)
-    return cpu.rnn_train(W, U, V, x, targets, mask, h0, widths, 0)
+    return cpu.rnn_train(W, U, V, x, targets, mask, h0, widths, False)
 
 
 @torch.library.custom_op(f"{_LIB}::rnn_train_loss", mutates_args=())
