@@ -539,14 +539,22 @@ class FourierMLPEnsemble(nn.Module):
             self._learned_pe()
         return fourier_mlp(x, f, p, list(self.weights), list(self.biases), self.activation, self._backend(x))
 
-    def train_step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def train_step(self, x: torch.Tensor, targets: torch.Tensor, grad_sync: str = "auto") -> torch.Tensor:
         """Fused forward + per-model MSE + backward; sets p.grad (replacing it) and returns loss [B].
 
         x: [B, N, D] or [N, D]; targets: shaped like the output, [B, N] (or [B, N, K]); the loss is
         the mean over points (and outputs). Follow with optimizer.step().
         With trainable frequencies/phases (they require grad) it runs forward and backward through
         the PyTorch reference instead (one-time warning) and sets their .grad too.
+
+        Distributed data parallel: the step sets gradients itself, past DistributedDataParallel's
+        backward hooks, so it averages them across ranks itself. grad_sync "auto" (default):
+        all-reduce the mean over the default process group when torch.distributed is initialised
+        with more than one rank (what DDP does for a backward), else nothing; "none": keep each
+        rank's own gradients (e.g. when ranks train different models).
         """
+        if grad_sync not in ("auto", "none"):
+            raise ValueError(f"grad_sync must be 'auto' or 'none', got {grad_sync!r}")
         x, targets = self._as_input(x), self._as_input(targets, "targets")
         f, p = self._pe_args(x)
         params = list(self.weights) + list(self.biases)
@@ -566,6 +574,8 @@ class FourierMLPEnsemble(nn.Module):
             loss, dw, db = fourier_mlp_train_step(x, targets, f, p, list(self.weights), list(self.biases),
                                                   self.activation, self._backend(x))
             grads = dw + db
+        if grad_sync == "auto" and not meta:
+            grads = _mean_across_ranks(grads)
         for param, g in zip(params, grads):
             param.grad = g
         return loss
@@ -609,11 +619,11 @@ class FourierMLP(FourierMLPEnsemble):
         y = super().forward(x.reshape(-1, x.shape[-1]))[0]
         return y.reshape(x.shape[:-1] + y.shape[1:])
 
-    def train_step(self, x: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-        """x: [N, D], targets: [N] (or [N, K]) -> scalar MSE; sets p.grad."""
+    def train_step(self, x: torch.Tensor, targets: torch.Tensor, grad_sync: str = "auto") -> torch.Tensor:
+        """x: [N, D], targets: [N] (or [N, K]) -> scalar MSE; sets p.grad (grad_sync as for the ensemble)."""
         x, targets = self._as_input(x), self._as_input(targets, "targets")
         K = [self.out_features] if self.out_features > 1 else []
-        return super().train_step(x.reshape(-1, x.shape[-1]), targets.reshape(1, -1, *K))[0]
+        return super().train_step(x.reshape(-1, x.shape[-1]), targets.reshape(1, -1, *K), grad_sync)[0]
 
     def to_sequential(self, i: int = 0) -> nn.Sequential:
         return super().to_sequential(i)
@@ -622,6 +632,22 @@ class FourierMLP(FourierMLPEnsemble):
     def from_sequential(cls, seq: nn.Sequential, backend: str = "auto") -> "FourierMLP":
         pe, ws, bs, act = parse_sequential(seq)
         return cls._from_params(pe, ws, bs, act, backend)
+
+
+def _mean_across_ranks(grads):
+    """Gradients averaged over the default process group (one flat all-reduce), as DDP averages a
+    backward's; unchanged without torch.distributed or with a single rank."""
+    dist = torch.distributed
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return grads
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    out, at = [], 0
+    for g in grads:
+        out.append(flat[at:at + g.numel()].view_as(g))
+        at += g.numel()
+    return out
 
 
 def _one_output(weights, biases, output, call: str):
