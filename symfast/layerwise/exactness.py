@@ -24,11 +24,11 @@ import pandas as pd
 import torch
 
 from symfast._progress import Progress, reporter
-from symfast.layerwise.actions import recover_latent_actions
+from symfast.layerwise.recovery import recover_latent_actions
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation
 from symfast.layerwise.experiments import build_mlp
 from symfast.layerwise.activations import activation as activation_entry
-from symfast.layerwise.identifiable import identifiable_submodel, near_linear_fraction
+from symfast.layerwise.reduction import identifiable_submodel, near_linear_fraction
 from symfast.layerwise.network import MLP, as_mlp
 from symfast.report.claim import Claim, Verdict, ranking_verdict
 

@@ -14,9 +14,9 @@ import numpy as np
 import torch
 
 from symfast._progress import Progress, reporter
-from symfast.layerwise.actions import DEFAULT_THRESHOLD, LatentActions, recover_latent_actions
+from symfast.layerwise.recovery import DEFAULT_THRESHOLD, LatentActions, recover_latent_actions
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation
-from symfast.layerwise.identifiable import identifiable_submodel, near_linear_fraction
+from symfast.layerwise.reduction import identifiable_submodel, near_linear_fraction
 from symfast.activations import ACTIVATION_TABLE
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.network import Act, as_mlp
