@@ -154,8 +154,9 @@ def _run_suite(args, data) -> int:
 
 def _run_exactness(args, data) -> int:
     from symfast.layerwise.claims import REPLICATE_SEED
-    from symfast.layerwise.exactness import (ACTIVATIONS, ExactnessSettings, exactness_sweep, format_exactness,
-                                             plot_exactness, summary_table)
+    from symfast.layerwise.exactness import (ACTIVATIONS, exactness_sweep, format_exactness, plot_exactness,
+                                             summary_table)
+    from symfast.layerwise.penalty_training import ExactnessSettings
     from symfast.report.claim import not_comparable
 
     acts = _activation_list(args, ACTIVATIONS)

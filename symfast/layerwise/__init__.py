@@ -4,9 +4,9 @@ After "Identifiable Equivariant Networks are Layerwise Equivariant" (Shahverdi, 
 Public entry points are re-exported in `symfast`; the latent group of each activation is in
 `symfast.layerwise.activations`.
 """
-from symfast.layerwise.actions import LatentActions, LayerAction, data_errors, recover_latent_actions
+from symfast.layerwise.recovery import LatentActions, LayerAction, data_errors, recover_latent_actions
 from symfast.layerwise.group import GroupActions, HomomorphismReport, homomorphism_check
-from symfast.layerwise.identifiable import Reduction, identifiable_submodel, near_linear_fraction
+from symfast.layerwise.reduction import Reduction, identifiable_submodel, near_linear_fraction
 from symfast.ops.matching import match_rows
 from symfast.layerwise.network import MLP, as_mlp
 from symfast.layerwise.planted import planted_mlp

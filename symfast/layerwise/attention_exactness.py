@@ -17,10 +17,10 @@ covering inputs from the start. Two tasks:
 Per trained block: end-to-end error on held-out covering inputs, task loss and relative task error,
 the recovered action's parameter error (`recover_attention_action`) next to the median parameter error
 of random head permutations with their own least-squares gauges, the gauge-free head-matching error
-and its random level, and (teacher) whether the recovered permutation is the true one. The verdict
-per task is read on held-out seeds with bars fixed in this module before the first sweep ran: the
-MLP sweep's `SLOPE_BAR` and `EXACT_RATIO_BAR` on the parameter error, and for the teacher task the
-true permutation in every held-out block at the largest lam; a task whose blocks did not train
+and its random level, and (teacher) whether the recovered permutation is the true one. The verdict per
+task is read on held-out seeds with bars fixed before the first sweep ran: the MLP sweep's `SLOPE_BAR`
+and `EXACT_RATIO_BAR` (`symfast.layerwise.protocol`) on the parameter error, and for the teacher task
+the true permutation in every held-out block at the largest lam; a task whose blocks did not train
 (`TRAINED_BAR`) gives no verdict.
 """
 from __future__ import annotations
@@ -33,10 +33,12 @@ import torch
 
 from symfast._progress import Progress, reporter
 from symfast.layerwise.attention import Attention, planted_attention, permutation_param_error, recover_attention_action
-from symfast.layerwise.exactness import (EXACT_RATIO_BAR, SLOPE_BAR, _markdown, combine_verdicts, fit_slope, seed_medians,
-                                         slope_and_ratio)
+from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED, SLOPE_BAR, SPLITS,
+                                        check_seed_offset, claims_markdown, combine_verdicts, fit_slope,
+                                        markdown_table, no_heldout_claim, seed_medians, seed_roles, seeds_text,
+                                        slope_and_ratio, slope_cells, slope_fits, verdict_claim)
 from symfast.ops.matching import assign
-from symfast.report.claim import Claim, Verdict
+from symfast.report.claim import Verdict
 
 __all__ = ["AttentionExactnessSettings", "AttentionExactnessResult", "attention_exactness_sweep",
            "train_attention_sweep", "measure_attention", "true_head_index", "attention_exactness_claims",
@@ -93,9 +95,7 @@ class AttentionExactnessSettings:
                      "bootstrap"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.seed_offset < self.seeds:
-            raise ValueError(f"held-out seeds start at seed_offset={self.seed_offset}, inside the fit seeds "
-                             f"0..{self.seeds - 1}: pick seed_offset >= {self.seeds}")
+        check_seed_offset(self.seeds, self.seed_offset)
         if self.d != len(RHO):
             raise ValueError(f"d must be {len(RHO)} (rho swaps features (0, 1) and (2, 3)), got {self.d}")
         if self.k > self.d or (self.heads - TEACHER_FIXED) % 2 or self.heads < TEACHER_FIXED:
@@ -139,8 +139,8 @@ def train_attention_sweep(task: str, lams, seeds, s: AttentionExactnessSettings,
     Loss per block: mean |f(X) - Y|^2 + lam * mean |f(X rho^T) - f(X) rho^T|^2 over a batch of Gaussian
     sequences. The first lam trains `steps` steps from the seed's initialisation, every next one
     `steps // 2` more from the previous weights, each stage with a fresh Adam and a cosine-decayed
-    learning rate (as `symfast.layerwise.exactness.train_sweep`). Adam is elementwise: the stacked
-    blocks train exactly as they would alone; a block's init and batches depend on its seed only.
+    learning rate (as `symfast.layerwise.penalty_training.train_sweep`). Adam is elementwise: the
+    stacked blocks train exactly as they would alone; a block's init and batches depend on its seed only.
 
     Returns:
         {(lam, seed): Attention} (float64 copies of the trained weights).
@@ -208,7 +208,7 @@ def true_head_index(att: Attention, teacher_att: Attention, teacher_index) -> tu
     return true, float(costs[np.arange(H), sigma].sum()) ** 0.5
 
 
-def _covering(s: AttentionExactnessSettings, seed: int = 2 ** 31 - 1):
+def _covering(s: AttentionExactnessSettings, seed: int = LAW_SEED):
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(3, s.test, s.tokens, s.d, generator=g, dtype=torch.float64)
     return (X * torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64)[:, None, None, None]).reshape(-1, s.tokens, s.d), X[1]
@@ -260,15 +260,14 @@ def attention_exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> li
         raise ValueError(f"the attention exactness table lacks columns {missing}")
     claims = []
     for task in dict.fromkeys(table["task"]):
-        t = table[(table["task"] == task) & (table["split"] == "heldout")]
+        t = table[(table["task"] == task) & (table["split"] == HELDOUT)]
         claim = f"Attention: head permutation recovered as end-to-end error -> 0 ({task} task)"
         has_truth = t["perm_true"].notna().any()
         expected = (f"log-log slope of head parameter error vs end-to-end error > {SLOPE_BAR:g} and head error / "
                     f"random < {EXACT_RATIO_BAR:g} at the largest penalty weight (held-out seeds, 95 % intervals)"
                     + ("; the true head permutation in every held-out block there" if has_truth else ""))
         if t.empty:
-            claims.append(Claim("layerwise", claim, expected, "no held-out seeds", "not comparable",
-                                reason="too few seeds (n = 0)"))
+            claims.append(no_heldout_claim(claim, expected))
             continue
         r = slope_and_ratio(t, "head_error", "head_ratio", bootstrap)
         top = r["top"]
@@ -291,9 +290,7 @@ def attention_exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> li
                 "the truth" if has_truth else "the smoothing task fixes no true head permutation")
         if task_err >= TRAINED_BAR:
             note = f"median task error {task_err:.2f} >= {TRAINED_BAR:g} at the largest lam: the blocks did not train; {note}"
-        tested = v.verdict in ("held", "missed")
-        claims.append(Claim("layerwise", claim, expected, measured, v.verdict, f"{v.reason}; {note}" if tested else note,
-                            "" if tested else v.reason))
+        claims.append(verdict_claim(claim, expected, measured, v, note))
     return claims
 
 
@@ -328,8 +325,7 @@ def _sweep(tasks, s: AttentionExactnessSettings, progress) -> AttentionExactness
     for task in tasks:
         if task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {task!r}")
-    split = {**{sd: "fit" for sd in range(s.seeds)},
-             **{sd: "heldout" for sd in range(s.seed_offset, s.seed_offset + s.heldout_seeds)}}
+    split = seed_roles(s.seeds, s.heldout_seeds, s.seed_offset)
     X_cover, X_task = _covering(s)
     rows = []
     for task in tasks:
@@ -342,18 +338,12 @@ def _sweep(tasks, s: AttentionExactnessSettings, progress) -> AttentionExactness
             rows.append({"task": task, "lam": lam, "seed": sd, "split": split[sd],
                          **measure_attention(att, X_cover, X_task, Y, s, truths.get(sd), seed=sd)})
     table = pd.DataFrame(rows)[COLUMNS]
-    fits = []
-    for task in tasks:
-        row = {"task": task}
-        for part in ("fit", "heldout"):
-            t = table[(table["task"] == task) & (table["split"] == part)]
-            row[f"slope_{part}"], row[f"slope_{part}_lo"], row[f"slope_{part}_hi"] = fit_slope(
-                t["end_to_end"], t["head_error"], t["seed"], s.bootstrap)
-        fits.append(row)
+    fits = [{"task": task, **slope_fits(table[table["task"] == task], "end_to_end", "head_error", s.bootstrap)}
+            for task in tasks]
     return AttentionExactnessResult(table, pd.DataFrame(fits), attention_exactness_claims(table, s.bootstrap), s)
 
 
-def attention_summary(table: pd.DataFrame, split: str = "fit") -> pd.DataFrame:
+def attention_summary(table: pd.DataFrame, split: str = FIT) -> pd.DataFrame:
     """Medians per (task, lam) over one split's seeds; perm_true as the fraction of blocks with the true one."""
     t = table[table["split"] == split]
     cols = ["end_to_end", "task_loss", "task_error", "head_error", "head_random", "head_ratio", "match_error",
@@ -368,24 +358,20 @@ def format_attention_exactness(res: AttentionExactnessResult) -> str:
     s = res.settings
     head = (f"Attention {s.heads} heads, d = {s.d}, k = {s.k}, {s.tokens} Gaussian tokens, rho = swap of features "
             f"(0, 1), (2, 3); penalty weights {list(s.lams)}; {s.steps} steps for the first weight, "
-            f"{max(1, s.steps // 2)} per further weight (continuation), Adam lr {s.lr:g}, batch {s.batch}; fit seeds "
-            f"0..{s.seeds - 1}, held-out seeds {s.seed_offset}..{s.seed_offset + s.heldout_seeds - 1}.")
+            f"{max(1, s.steps // 2)} per further weight (continuation), Adam lr {s.lr:g}, batch {s.batch}; "
+            f"{seeds_text(s.seeds, s.heldout_seeds, s.seed_offset)}.")
     fmt = lambda c: (lambda v: f"{v:.2e}") if c in ("end_to_end", "task_loss") else (lambda v: f"{v:.3g}")  # noqa: E731
     lines = [head]
-    for split, name in (("fit", "fit"), ("heldout", "held-out")):
+    for split, name in ((FIT, "fit"), (HELDOUT, "held-out")):
         summ = attention_summary(res.table, split)
         lines += ["", f"### Medians over the {name} seeds (perm_true: fraction of blocks with the true permutation)",
-                  "", _markdown(summ, {c: fmt(c) for c in summ.columns})]
+                  "", markdown_table(summ, {c: fmt(c) for c in summ.columns})]
+    slopes = pd.DataFrame([{"task": f["task"], **slope_cells(f)} for _, f in res.fits.iterrows()])
     lines += ["", "### Slopes of log(head parameter error) vs log(end-to-end error), 95 % bootstrap intervals over "
-              "seeds", "", _markdown(pd.DataFrame([{
-                  "task": f["task"],
-                  "fit seeds": f"{f['slope_fit']:.2f} [{f['slope_fit_lo']:.2f}, {f['slope_fit_hi']:.2f}]",
-                  "held-out seeds": f"{f['slope_heldout']:.2f} [{f['slope_heldout_lo']:.2f}, "
-                                    f"{f['slope_heldout_hi']:.2f}]"} for _, f in res.fits.iterrows()]), {}),
+              "seeds", "", markdown_table(slopes),
               "", f"### Verdicts (held-out seeds; bars fixed before any run: slope > {SLOPE_BAR:g}, ratio < "
               f"{EXACT_RATIO_BAR:g}, true permutation in every block, task error < {TRAINED_BAR:g})", "",
-              _markdown(pd.DataFrame([{"claim": c.claim, "measured": c.measured, "verdict": c.label}
-                                      for c in res.claims]), {})]
+              claims_markdown(res.claims)]
     return "\n".join(lines)
 
 
@@ -407,20 +393,20 @@ def plot_attention_exactness(table: pd.DataFrame, path=None):
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.4 * len(tasks), 3.8), layout="constrained", squeeze=False)
     for ax, task in zip(axes[0], tasks):
         t = table[table["task"] == task]
-        for part in ("fit", "heldout"):
+        for part in SPLITS:
             p = t[t["split"] == part]
             wrong = p["perm_true"] == 0
-            lab = "" if part == "fit" else " (held-out)"
+            lab = "" if part == FIT else " (held-out)"
             for mask, color, name in ((~wrong, "C0", "head parameter error"),
                                       (wrong, "C3", "head parameter error, wrong permutation")):
                 if mask.any():
                     ax.scatter(p.loc[mask, "end_to_end"], p.loc[mask, "head_error"], s=14,
-                               c=color if part == "fit" else "none", edgecolors=color, label=name + lab)
-            ax.scatter(p["end_to_end"], p["match_error"], s=12, marker="^", c="C1" if part == "fit" else "none",
+                               c=color if part == FIT else "none", edgecolors=color, label=name + lab)
+            ax.scatter(p["end_to_end"], p["match_error"], s=12, marker="^", c="C1" if part == FIT else "none",
                        edgecolors="C1", label="head matching error (Wq Wk^T, Wv Wo)" + lab)
             ax.scatter(p["end_to_end"], p["head_random"], s=10, marker="x", c="0.5",
-                       label="parameter error, random head permutations" if part == "fit" else None)
-        f = t[t["split"] == "fit"]
+                       label="parameter error, random head permutations" if part == FIT else None)
+        f = t[t["split"] == FIT]
         if f["end_to_end"].nunique() >= 2:
             k = fit_slope(f["end_to_end"], f["head_error"], f["seed"], bootstrap=1)[0]
             lx = np.log(f["end_to_end"])

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from symfast.layerwise.actions import LatentActions, _rel
+from symfast.layerwise.recovery import LatentActions, relative_error
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.activations import best_scales, match_rows, post_action
 from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction, check_threshold
@@ -158,25 +158,25 @@ def recover_conv_actions(net, rho_in=None, rho_out=None, threshold: float = DEFA
         act = LayerAction(idx, sc, res)
         actions.append(act)
         R = act.matrix
-        errors.append(_rel(Af - R @ Wf, Wf))
-        berr.append(_rel(Ab - R @ b, b))
+        errors.append(relative_error(Af - R @ Wf, Wf))
+        berr.append(relative_error(Ab - R @ b, b))
         draws = []
         for _ in range(random_draws):
             pi = rng.permutation(len(W))
             s = best_scales(Aaug, Baug[pi], ent.mode)
-            draws.append(_rel(Af - s[:, None] * Wf[pi], Wf))
+            draws.append(relative_error(Af - s[:, None] * Wf[pi], Wf))
         base.append(float(np.mean(draws)))
         prev, c_prev = post_action(act.index, act.scale, ent)
     Wh, bh = net.head
     A, Ab = Wh @ prev, Wh @ c_prev + bh
-    errors.append(_rel(A - rho_out @ Wh, Wh))
-    berr.append(_rel(Ab - rho_out @ bh, bh))
+    errors.append(relative_error(A - rho_out @ Wh, Wh))
+    berr.append(relative_error(Ab - rho_out @ bh, bh))
     vals = []
     for _ in range(random_draws):
         H = Wh.shape[1]
         s = rng.choice([-1.0, 1.0], H) if ent.mode in ("sign", "real_scale") else np.ones(H)
         P, _ = post_action(rng.permutation(H), s, ent)
-        vals.append(_rel(Wh @ P - rho_out @ Wh, Wh))
+        vals.append(relative_error(Wh @ P - rho_out @ Wh, Wh))
     base.append(float(np.mean(vals)))
     return LatentActions("flip", rho_in, rho_out, actions, np.array(errors), np.array(berr), np.array(base),
                          ent.mode, threshold, activation=ent.name)
@@ -195,9 +195,9 @@ def conv_data_errors(net, result: LatentActions, x) -> np.ndarray:
     out = []
     for h, g, (R, c) in zip(hx, hg, result.post_actions()):
         pred = _flip(np.einsum("ij,njhw->nihw", R, h)) + c[None, :, None, None]
-        out.append(_rel(g - pred, h))
+        out.append(relative_error(g - pred, h))
     y = net(x)
-    out.append(_rel(net(xg) - y @ result.rho_out.T, y))
+    out.append(relative_error(net(xg) - y @ result.rho_out.T, y))
     return np.array(out)
 
 
@@ -208,7 +208,7 @@ def conv_equivariance_error(net, x, rho_in=None, rho_out=None) -> float:
     ri = np.eye(net.channels[0]) if rho_in is None else np.asarray(rho_in, float)
     ro = np.eye(net.head[0].shape[0]) if rho_out is None else np.asarray(rho_out, float)
     y = net(x)
-    return _rel(net(np.einsum("ij,njhw->nihw", ri, _flip(x))) - y @ ro.T, y)
+    return relative_error(net(np.einsum("ij,njhw->nihw", ri, _flip(x))) - y @ ro.T, y)
 
 
 def project_conv(net, actions) -> CNN:

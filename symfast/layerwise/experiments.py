@@ -14,13 +14,14 @@ import numpy as np
 import torch
 
 from symfast._progress import Progress, reporter
-from symfast.layerwise.actions import DEFAULT_THRESHOLD, LatentActions, recover_latent_actions
+from symfast.layerwise.recovery import DEFAULT_THRESHOLD, LatentActions, recover_latent_actions
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation
-from symfast.layerwise.identifiable import identifiable_submodel, near_linear_fraction
+from symfast.layerwise.reduction import identifiable_submodel, near_linear_fraction
 from symfast.activations import ACTIVATION_TABLE
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.network import Act, as_mlp
 from symfast.layerwise.projection import projection_report
+from symfast.layerwise.protocol import train_test_split
 
 __all__ = ["build_mlp", "default_sizes", "train_equivariant", "train_flip_pairs", "analyse", "run_experiment",
            "run_variants", "ExperimentResult", "format_results"]
@@ -192,7 +193,7 @@ def run_variants(data: ImageData, equivariance_weight: float, seeds, control: bo
     `train_fn(train_data, weight, seed)` returns a net, `analyse_fn(net, test_data, label, seed)` its
     result. Returns {"equivariant": [...], "control": [...], "nets": {(variant, seed): net}}.
     """
-    train, test = data.split(0.25, seed=0)
+    train, test = train_test_split(data)
     out = {"equivariant": [], "control": [], "nets": {}}
     variants = [("equivariant", equivariance_weight)] + ([("control", 0.0)] if control else [])
     for seed in seeds:

@@ -7,13 +7,14 @@ invertible linear map of its hidden space, and no permutation action needs to fi
 predicts that a flip-invariant network whose units are out of that range carries a recovered action
 closer to exact (relative to random permutations) than one whose units are near-linear.
 
-Here flip-invariant MLP classifiers are trained with the exactness sweep's recipe (`train_sweep`:
-penalty on data and off-data covering inputs, a short penalty continuation ending at a fixed strong
-weight) over a regime grid: the inputs are multiplied by a scale s (small s: near-linear units, large
-s: saturated ones) and AdamW weight decay is off or strong (which pulls weights, and with them the
-pre-activations, towards 0). Every net is read at the last penalty weight by the exactness sweep's
-`measure` (near-linear fraction per layer, dead and duplicated units, end-to-end error, accuracy, per
-layer the recovered action's error and random baseline, before and after `identifiable_submodel`).
+Here flip-invariant MLP classifiers are trained with the exactness sweep's recipe (`train_sweep`,
+`symfast.layerwise.penalty_training`: penalty on data and off-data covering inputs, a short penalty
+continuation ending at a fixed strong weight) over a regime grid: the inputs are multiplied by a
+scale s (small s: near-linear units, large s: saturated ones) and AdamW weight decay is off or
+strong (which pulls weights, and with them the pre-activations, towards 0). Every net is read at the
+last penalty weight by `measure` (`symfast.layerwise.measurement`: near-linear fraction per layer,
+dead and duplicated units, end-to-end error, accuracy, per layer the recovered action's error and
+random baseline, before and after `identifiable_submodel`).
 
 The verdict row (`identifiability_claims`) compares the layer-1 error / random ratio of the reduced
 nets in the identifiable group (layer-1 near-linear fraction below `SATURATED_BELOW`) with the
@@ -26,19 +27,22 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import torch
 
 from symfast._progress import Progress, reporter
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
-from symfast.layerwise.exactness import (TRAINED_ACCURACY, ExactnessSettings, _markdown, covering_inputs, measure,
-                                         seed_medians, train_sweep)
+from symfast.layerwise.measurement import measure
+from symfast.layerwise.penalty_training import ExactnessSettings, covering_inputs, train_sweep
+from symfast.layerwise.protocol import (FIT, HELDOUT, SPLITS, STUDY, TRAINED_ACCURACY, claims_markdown, interval_text,
+                                        law_generator, markdown_table, seed_medians, seed_roles, seeds_text,
+                                        theorem_note, train_test_split)
 from symfast.report.claim import MIN_SEEDS, Claim
 
 __all__ = ["IdentifiabilitySettings", "IdentifiabilityResult", "identifiability_sweep", "identifiability_claims",
-           "trained_cells", "group_claim", "theorem_note",
-           "effect_test", "regime_summary", "format_identifiability", "plot_identifiability", "scaled",
-           "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE", "EFFECT_MARGIN", "RATIO_COLUMN"]
+           "trained_cells", "trained_groups", "group_comparison", "group_claim", "effect_test", "regime_summary",
+           "format_identifiability", "plot_identifiability", "scaled", "summary_formats", "group_fit_done",
+           "group_interval", "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE", "EFFECT_MARGIN", "RATIO_COLUMN",
+           "SUMMARY_COLUMNS"]
 
 # Fixed in the code before the first sweep ran. Groups by the layer-1 near-linear fraction
 # (`near_linear_fraction` on the covering inputs): the identifiable group lies below SATURATED_BELOW,
@@ -131,25 +135,24 @@ def trained_cells(data: ImageData, activations, s: IdentifiabilitySettings, prog
     """Train the regime grid: yield, per (activation, scale, weight decay) cell, (activation, scale,
     weight_decay, test, cover, split, nets).
 
-    The split, the covering inputs (drawn from the scaled training images, same generator seed as the
-    exactness sweep) and the training are the exactness sweep's: each cell trains its fit and held-out
-    seeds stacked along `s.lams` (`train_sweep`). test: the scaled held-out digits; cover: those and as
-    many covering inputs (where the end-to-end error and the near-linear fraction are read); split:
-    {seed: "fit" or "heldout"}; nets: {(lam, seed): MLP}. `label` starts each progress line.
+    The split, the covering inputs (drawn from the scaled training images with the law generator) and the
+    seeds are the study's protocol (`symfast.layerwise.protocol`), the training the exactness sweep's: each
+    cell trains its fit and held-out seeds stacked along `s.lams` (`train_sweep`). test: the scaled held-out
+    digits; cover: those and as many covering inputs (where the end-to-end error and the near-linear fraction
+    are read); split: {seed: "fit" or "heldout"}; nets: {(lam, seed): MLP}. `label` starts each progress line.
     """
     if not activations:
         raise ValueError("no activation given")
     for a in activations:
         activation_entry(a)  # raises on an unknown name
-    train0, test0 = data.split(0.25, seed=0)
+    train0, test0 = train_test_split(data)
     perm = flip_permutation(data.shape)
-    split = {**{sd: "fit" for sd in range(s.seeds)},
-             **{sd: "heldout" for sd in range(s.seed_offset, s.seed_offset + s.heldout_seeds)}}
+    split = seed_roles(s.seeds, s.heldout_seeds, s.seed_offset)
     for act in activations:
         for sc in s.scales:
             train, test = scaled(train0, sc), scaled(test0, sc)
             cover = np.concatenate([test.x, covering_inputs(train.x, perm, s.covering)(
-                len(test.x), torch.Generator().manual_seed(2 ** 31 - 1)).numpy()])
+                len(test.x), law_generator()).numpy()])
             for wd in s.weight_decays:
                 reporter(progress, "symfast.layerwise")(f"{label}: {act}, scale {sc:g}, weight decay {wd:g}, "
                                                         f"{len(split)} seeds")
@@ -171,9 +174,9 @@ def identifiability_sweep(data: ImageData, activations=ACTIVATIONS, settings: Id
             rows.append({"activation": act, "scale": sc, "weight_decay": wd, "lam": top, "seed": sd,
                          "split": split[sd], **measure(nets[(top, sd)], test, cover, reduced=True)})
     table = pd.DataFrame(rows)
-    fits = pd.DataFrame([{"activation": act, "split": part, **_effect_row(
+    fits = pd.DataFrame([{"activation": act, "split": part, **group_comparison(
         table[(table["activation"] == act) & (table["split"] == part)], s.bootstrap)}
-        for act in activations for part in ("fit", "heldout")])
+        for act in activations for part in SPLITS])
     return IdentifiabilityResult(table, fits, identifiability_claims(table, s.bootstrap), s)
 
 
@@ -206,15 +209,19 @@ def effect_test(ratio_identifiable, ratio_linear, bootstrap: int = 1000, seed: i
             "linear_hi": bhi, "diff": float(b.mean() - a.mean()), "diff_lo": dlo, "diff_hi": dhi, "verdict": verdict}
 
 
-def _groups(t: pd.DataFrame):
-    """(trained nets, identifiable group, near-linear group) of one activation's rows."""
+def trained_groups(t: pd.DataFrame):
+    """(trained nets, identifiable group, near-linear group) of one activation's rows: the nets that
+    reached `TRAINED_ACCURACY`, and of those the ones with layer-1 near-linear fraction below
+    `SATURATED_BELOW` and above `LINEAR_ABOVE`."""
     trained = t[t["accuracy"] >= TRAINED_ACCURACY]
     return (trained, trained[trained["layer1_near_linear"] < SATURATED_BELOW],
             trained[trained["layer1_near_linear"] > LINEAR_ABOVE])
 
 
-def _effect_row(t: pd.DataFrame, bootstrap: int) -> dict:
-    trained, ident, lin = _groups(t)
+def group_comparison(t: pd.DataFrame, bootstrap: int) -> dict:
+    """The group sizes of one split's rows (nets, trained, n_identifiable, n_linear) and, when both groups
+    have nets, their `effect_test`: a row of a sweep's fits table."""
+    trained, ident, lin = trained_groups(t)
     row = {"nets": len(t), "trained": len(trained), "n_identifiable": len(ident), "n_linear": len(lin)}
     if len(ident) and len(lin):
         row.update(effect_test(ident[RATIO_COLUMN], lin[RATIO_COLUMN], bootstrap))
@@ -234,43 +241,34 @@ def group_claim(t: pd.DataFrame, claim: str, expected: str, note: str, bootstrap
     large enough: `text` is added to the measured column; a non-empty `why` makes the row not
     comparable with that reason (a further condition of the design, e.g. matched errors).
     """
-    trained, ident, lin = _groups(t)
+    trained, ident, lin = trained_groups(t)
     counts = (f"{len(ident)} identifiable and {len(lin)} near-linear among the {len(trained)} trained of "
               f"{len(t)} held-out nets")
     if t.empty or trained.empty:
         why = ("no held-out nets" if t.empty
                else f"not trained: no held-out net reached test accuracy {TRAINED_ACCURACY:g}")
-        return Claim("layerwise", claim, expected, counts, "not comparable", note, why)
+        return Claim(STUDY, claim, expected, counts, "not comparable", note, why)
     if len(ident) < MIN_SEEDS or len(lin) < MIN_SEEDS:
-        return Claim("layerwise", claim, expected, counts, "not comparable", note,
+        return Claim(STUDY, claim, expected, counts, "not comparable", note,
                      f"too few seeds: a group has fewer than {MIN_SEEDS} trained held-out nets")
     text, why = check(ident, lin) if check else ("", "")
     e = effect_test(ident[RATIO_COLUMN], lin[RATIO_COLUMN], bootstrap)
-    measured = (f"ratio {e['ident']:.2f} [{e['ident_lo']:.2f}, {e['ident_hi']:.2f}] (identifiable) vs "
-                f"{e['linear']:.2f} [{e['linear_lo']:.2f}, {e['linear_hi']:.2f}] (near-linear); difference "
-                f"{e['diff']:.2f} [{e['diff_lo']:.2f}, {e['diff_hi']:.2f}]; {counts}; "
+    measured = (f"ratio {interval_text(e['ident'], e['ident_lo'], e['ident_hi'])} (identifiable) vs "
+                f"{interval_text(e['linear'], e['linear_lo'], e['linear_hi'])} (near-linear); difference "
+                f"{interval_text(e['diff'], e['diff_lo'], e['diff_hi'])}; {counts}; "
                 + (f"{text}; " if text else "") + f"seeds {int(t['seed'].min())}..{int(t['seed'].max())}")
     if why:
-        return Claim("layerwise", claim, expected, measured, "not comparable", note, why)
+        return Claim(STUDY, claim, expected, measured, "not comparable", note, why)
     if e["verdict"] == "held":
-        return Claim("layerwise", claim, expected, measured, "held",
+        return Claim(STUDY, claim, expected, measured, "held",
                      f"the difference's interval lies above {EFFECT_MARGIN:g} and the groups' intervals do not "
                      f"overlap; {note}")
     if e["verdict"] == "missed":
-        return Claim("layerwise", claim, expected, measured, "missed",
+        return Claim(STUDY, claim, expected, measured, "missed",
                      f"the difference's interval lies below {EFFECT_MARGIN:g}; {note}")
-    return Claim("layerwise", claim, expected, measured, "not comparable", note,
+    return Claim(STUDY, claim, expected, measured, "not comparable", note,
                  f"interval too wide: the difference's interval straddles {EFFECT_MARGIN:g} or the groups' "
                  "intervals overlap")
-
-
-def theorem_note(act: str) -> tuple:
-    """(kind, note) for an activation: whether its identifiability is proven, and what a miss means."""
-    from symfast.layerwise.claims import PROVEN
-
-    kind = "proven" if act in PROVEN else "conjectural"
-    return kind, ("identifiability is conjectured, not proven, for this activation: a miss does not contradict the "
-                  "theorem" if kind == "conjectural" else "the theorem's hypothesis holds for this activation")
 
 
 def identifiability_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
@@ -286,7 +284,7 @@ def identifiability_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
         raise ValueError(f"the identifiability table lacks columns {missing}")
     claims = []
     for act in dict.fromkeys(table["activation"]):
-        t = table[(table["activation"] == act) & (table["split"] == "heldout")]
+        t = table[(table["activation"] == act) & (table["split"] == HELDOUT)]
         kind, note = theorem_note(act)
         claim = f"Identifiability effect: saturated units fit the recovered action better ({act}, identifiability {kind})"
         expected = (f"layer-1 error / random (identifiable sub-model) of nets with near-linear fraction < "
@@ -303,7 +301,7 @@ SUMMARY_COLUMNS = ["layer1_near_linear", "layer2_near_linear", "dead_units", "du
 
 def regime_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Medians over the fit seeds per (activation, scale, weight_decay): the table the guide shows."""
-    t = table[table["split"] == "fit"]
+    t = table[table["split"] == FIT]
     keys = ["activation", "scale", "weight_decay"]
     cols = [c for c in SUMMARY_COLUMNS if c in t.columns]
     return seed_medians(t, keys, cols)
@@ -314,8 +312,8 @@ def format_identifiability(res: IdentifiabilityResult) -> str:
     s = res.settings
     head = (f"Input scales {list(s.scales)} x AdamW weight decays {list(s.weight_decays)}; MLP {list(s.sizes)} "
             f"hidden; penalty continuation {list(s.lams)} ({s.steps} steps, then {max(1, s.steps // 2)} per further "
-            f"weight), read at lam = {max(s.lams):g}; fit seeds 0..{s.seeds - 1}, held-out seeds {s.seed_offset}.."
-            f"{s.seed_offset + s.heldout_seeds - 1}. Groups: layer-1 near-linear fraction < {SATURATED_BELOW:g} "
+            f"weight), read at lam = {max(s.lams):g}; {seeds_text(s.seeds, s.heldout_seeds, s.seed_offset)}. "
+            f"Groups: layer-1 near-linear fraction < {SATURATED_BELOW:g} "
             f"(identifiable) and > {LINEAR_ABOVE:g} (near-linear), trained nets only (test accuracy >= "
             f"{TRAINED_ACCURACY:g}).")
     summ = regime_summary(res.table)
@@ -327,9 +325,9 @@ def format_identifiability(res: IdentifiabilityResult) -> str:
                     "n identifiable": f["n_identifiable"], "ratio identifiable": iv("ident"),
                     "n near-linear": f["n_linear"], "ratio near-linear": iv("linear"),
                     "difference": iv("diff"), "rule": f["verdict"] if has else "a group is empty"})
-    lines = [head, "", "### Medians over the fit seeds", "", _markdown(summ, summary_formats(summ)), "",
+    lines = [head, "", "### Medians over the fit seeds", "", markdown_table(summ, summary_formats(summ)), "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets", "",
-             _markdown(pd.DataFrame(eff), {}), "",
+             markdown_table(pd.DataFrame(eff)), "",
              f"### Verdicts (held-out seeds; fixed before any run: margin {EFFECT_MARGIN:g}, groups < "
              f"{SATURATED_BELOW:g} and > {LINEAR_ABOVE:g})", "", claims_markdown(res.claims)]
     return "\n".join(lines)
@@ -347,12 +345,7 @@ def group_fit_done(f) -> bool:
 
 def group_interval(f, key: str) -> str:
     """'mean [lo, hi]' of column `key` of a group-comparison row, '-' when a group is empty."""
-    return f"{f[key]:.2f} [{f[key + '_lo']:.2f}, {f[key + '_hi']:.2f}]" if group_fit_done(f) else "-"
-
-
-def claims_markdown(claims) -> str:
-    """The verdict rows as a markdown table (claim, measured, verdict)."""
-    return _markdown(pd.DataFrame([{"claim": c.claim, "measured": c.measured, "verdict": c.label} for c in claims]), {})
+    return interval_text(f[key], f[key + "_lo"], f[key + "_hi"]) if group_fit_done(f) else "-"
 
 
 def plot_identifiability(table: pd.DataFrame, path=None):
@@ -381,12 +374,12 @@ def plot_identifiability(table: pd.DataFrame, path=None):
         ax.axhline(1.0, color="0.6", lw=0.8, ls=":")
         for k, sc in enumerate(scales):
             for wd in wds:
-                for part in ("fit", "heldout"):
+                for part in SPLITS:
                     p = t[(t["scale"] == sc) & (t["weight_decay"] == wd) & (t["split"] == part)
                           & (t["accuracy"] >= TRAINED_ACCURACY)]
                     ax.scatter(p["layer1_near_linear"], p[RATIO_COLUMN], s=18, marker=markers[wd],
-                               c=f"C{k}" if part == "fit" else "none", edgecolors=f"C{k}",
-                               label=f"s = {sc:g}, wd = {wd:g}" if part == "fit" and act == acts[-1] else None)
+                               c=f"C{k}" if part == FIT else "none", edgecolors=f"C{k}",
+                               label=f"s = {sc:g}, wd = {wd:g}" if part == FIT and act == acts[-1] else None)
         if act == acts[-1]:
             ax.scatter([], [], s=18, c="0.3", label="filled: fit seeds")
             ax.scatter([], [], s=18, c="none", edgecolors="0.3", label="open: held-out seeds")

@@ -33,11 +33,13 @@ import pandas as pd
 
 from symfast._progress import Progress
 from symfast.layerwise.data import ImageData, flip_matrix
-from symfast.layerwise.exactness import TRAINED_ACCURACY, _markdown, measure, seed_medians
 from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, LINEAR_ABOVE, RATIO_COLUMN,
-                                               SATURATED_BELOW, SUMMARY_COLUMNS, IdentifiabilitySettings, _effect_row,
-                                               _groups, claims_markdown, group_claim, group_fit_done, group_interval,
-                                               plot_identifiability, summary_formats, theorem_note, trained_cells)
+                                               SATURATED_BELOW, SUMMARY_COLUMNS, IdentifiabilitySettings, group_claim,
+                                               group_comparison, group_fit_done, group_interval, plot_identifiability,
+                                               summary_formats, trained_cells, trained_groups)
+from symfast.layerwise.measurement import measure
+from symfast.layerwise.protocol import (FIT, HELDOUT, SPLITS, TRAINED_ACCURACY, claims_markdown, markdown_table,
+                                        seed_medians, seeds_text, theorem_note)
 from symfast.layerwise.projection import equivariance_error
 
 __all__ = ["MatchedSettings", "MatchedResult", "matched_sweep", "matched_claims", "read_index", "matched_summary",
@@ -197,7 +199,7 @@ def matched_sweep(data: ImageData, activations=ACTIVATIONS, settings: MatchedSet
     table, last = pd.DataFrame(rows), pd.DataFrame(last)
     fits = pd.DataFrame([{"activation": act, "split": part, "reading": reading, **_fit_row(
         t[(t["activation"] == act) & (t["split"] == part)], s.grid.bootstrap, reading == "matched")}
-        for act in activations for part in ("fit", "heldout")
+        for act in activations for part in SPLITS
         for reading, t in (("matched", table), ("last weight", last))])
     return MatchedResult(table, pd.concat(paths, ignore_index=True), last, fits, matched_claims(table, s), s)
 
@@ -214,8 +216,8 @@ def _geo(t: pd.DataFrame) -> float:
 def _fit_row(t: pd.DataFrame, bootstrap: int, matched: bool = True) -> dict:
     """The group comparison of one split's nets: the in-band ones (matched), or all of them."""
     inb = t[t["match"] == IN_BAND] if matched else t
-    _, ident, lin = _groups(inb)
-    return {**_effect_row(inb, bootstrap), "excluded": len(t) - len(inb), "e2e_identifiable": _geo(ident),
+    _, ident, lin = trained_groups(inb)
+    return {**group_comparison(inb, bootstrap), "excluded": len(t) - len(inb), "e2e_identifiable": _geo(ident),
             "e2e_linear": _geo(lin)}
 
 
@@ -238,7 +240,7 @@ def matched_claims(table: pd.DataFrame, settings: MatchedSettings | None = None)
         raise ValueError(f"the matched identifiability table lacks columns {missing}")
     claims = []
     for act in dict.fromkeys(table["activation"]):
-        t = table[(table["activation"] == act) & (table["split"] == "heldout")]
+        t = table[(table["activation"] == act) & (table["split"] == HELDOUT)]
         out = t[t["match"] != IN_BAND]
         kind, note = theorem_note(act)
         claim = (f"Identifiability effect at matched end-to-end error: saturated units fit the recovered action "
@@ -270,7 +272,7 @@ def matched_claims(table: pd.DataFrame, settings: MatchedSettings | None = None)
 
 def matched_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Medians over the fit seeds' in-band nets per (activation, scale, weight_decay), with the weight read."""
-    t = table[(table["split"] == "fit") & (table["match"] == IN_BAND)]
+    t = table[(table["split"] == FIT) & (table["match"] == IN_BAND)]
     cols = ["lam"] + [c for c in SUMMARY_COLUMNS if c in t.columns]
     return seed_medians(t, ["activation", "scale", "weight_decay"], cols)
 
@@ -282,8 +284,8 @@ def format_matched(res: MatchedResult) -> str:
     head = (f"Input scales {list(g.scales)} x AdamW weight decays {list(g.weight_decays)}; MLP {list(g.sizes)} "
             f"hidden; penalty ladder {list(g.lams)} ({g.steps} steps, then {max(1, g.steps // 2)} per further "
             f"weight); each net read at the weight with end-to-end error in [{lo:.2e}, {hi:.2e}] (+- {s.band:g} "
-            f"decade), the one closest to {s.target:.1e} if several, others excluded; fit seeds 0..{g.seeds - 1}, "
-            f"held-out seeds {g.seed_offset}..{g.seed_offset + g.heldout_seeds - 1}. Groups: layer-1 near-linear "
+            f"decade), the one closest to {s.target:.1e} if several, others excluded; "
+            f"{seeds_text(g.seeds, g.heldout_seeds, g.seed_offset)}. Groups: layer-1 near-linear "
             f"fraction < {SATURATED_BELOW:g} (identifiable) and > {LINEAR_ABOVE:g} (near-linear), trained nets only (test "
             f"accuracy >= {TRAINED_ACCURACY:g}); matched if the groups' mean log10 end-to-end errors differ by < "
             f"{MATCH_TOLERANCE:g} decade.")
@@ -299,10 +301,11 @@ def format_matched(res: MatchedResult) -> str:
                     "ratio identifiable": iv("ident"), "n near-linear": f["n_linear"],
                     "e2e near-linear": f"{f['e2e_linear']:.2e}", "ratio near-linear": iv("linear"),
                     "difference": iv("diff"), "rule": f["verdict"] if has else "a group is empty"})
-    lines = [head, "", "### Medians over the fit seeds' in-band nets", "", _markdown(summ, summary_formats(summ)), "",
+    lines = [head, "", "### Medians over the fit seeds' in-band nets", "", markdown_table(summ, summary_formats(summ)),
+             "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets (e2e: "
              "geometric mean; matched: the in-band nets; last weight: every net at the ladder's last weight, the "
-             "unmatched contrast, no verdict)", "", _markdown(pd.DataFrame(eff), {}), "",
+             "unmatched contrast, no verdict)", "", markdown_table(pd.DataFrame(eff)), "",
              f"### Verdicts (held-out seeds; fixed before the run: band [{lo:.1e}, {hi:.1e}], tolerance "
              f"{MATCH_TOLERANCE:g} decade, margin {EFFECT_MARGIN:g})", "", claims_markdown(res.claims)]
     return "\n".join(lines)

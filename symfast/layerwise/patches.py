@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from symfast._progress import Progress
-from symfast.layerwise.actions import DEFAULT_THRESHOLD, LatentActions, LayerAction, recover_latent_actions
+from symfast.layerwise.recovery import DEFAULT_THRESHOLD, LatentActions, LayerAction, recover_latent_actions
 from symfast.layerwise.data import ImageData, flip_matrix
 from symfast.layerwise.network import as_mlp
 

@@ -9,7 +9,7 @@ import textwrap
 
 import numpy as np
 
-from symfast.layerwise.actions import LatentActions
+from symfast.layerwise.recovery import LatentActions
 from symfast.plotting import FONT, SMALL, finish
 
 __all__ = ["plot_filters_by_orbit", "orbit_groups", "counts_text", "unit_label", "lit_pixels", "FILTER_CAPTION"]

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from symfast.groups import closure as generate
-from symfast.layerwise.actions import LatentActions, transformed_rows
+from symfast.layerwise.recovery import LatentActions, transformed_rows
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.activations import post_action
 from symfast.layerwise.group import GroupActions

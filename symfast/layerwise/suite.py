@@ -15,6 +15,7 @@ from symfast._progress import Progress, reporter
 from symfast.layerwise.cnn_experiments import analyse_cnn, train_cnn
 from symfast.layerwise.data import ImageData
 from symfast.layerwise.experiments import analyse, train_equivariant
+from symfast.layerwise.protocol import train_test_split
 
 __all__ = ["run_suite", "format_suite", "autoencoder_regimes", "format_regimes", "plot_regimes"]
 
@@ -37,7 +38,7 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
     from symfast.layerwise.network import as_mlp
     from symfast.layerwise.plots import lit_pixels, plot_filters_by_orbit
 
-    train, test = data.split(0.25, seed=0)
+    train, test = train_test_split(data)
     rows = []
     for model in models:
         for act in activations:
@@ -92,7 +93,7 @@ def autoencoder_regimes(data: ImageData, scales=(1.0, 4.0), weight_decays=(0.0, 
     identified). Returns one dict per setting with near-linear fractions, layer-1 errors, counts (weight
     and data level) and the relative reconstruction error.
     """
-    train, test = data.split(0.25, seed=0)
+    train, test = train_test_split(data)
     rows = []
     for s in scales:
         tr = ImageData(train.x * s, train.y, train.shape, train.name)

@@ -12,7 +12,7 @@ import symfast as sf
 from symfast.layerwise import MLP, data_errors, planted_mlp, project_equivariant
 from symfast.layerwise.activations import ACTIVATION_TABLE, activation, best_scales, match_rows, table_markdown
 from symfast.layerwise.data import flip_matrix
-from symfast.layerwise.identifiable import identifiable_submodel
+from symfast.layerwise.reduction import identifiable_submodel
 from symfast.layerwise.network import Act, as_mlp
 from symfast.layerwise.projection import equivariance_error
 

@@ -13,7 +13,7 @@ from symfast.layerwise.attention_exactness import (COLUMNS, RHO, TRAINED_BAR, At
                                                    attention_exactness_claims, attention_exactness_sweep,
                                                    attention_summary, measure_attention, train_attention_sweep,
                                                    true_head_index)
-from symfast.layerwise.exactness import EXACT_RATIO_BAR, SLOPE_BAR
+from symfast.layerwise.protocol import EXACT_RATIO_BAR, SLOPE_BAR
 from symfast.report.claim import VERDICTS
 
 TINY = dict(lams=(1e-2, 1e2), seeds=1, heldout_seeds=3, steps=40, batch=8, test=16, random_draws=4, bootstrap=100)

@@ -2,15 +2,13 @@
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from symfast.cli import main
-from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation, load_digits
-from symfast.layerwise.exactness import (COLUMNS, EXACT_RATIO_BAR, LAYER_COLUMNS, SLOPE_BAR, ExactnessSettings,
-                                         covering_inputs, exactness_claims, exactness_sweep, fit_slope, measure,
-                                         polish_net, summary_table, train_sweep)
-from symfast.layerwise.planted import planted_mlp
-from symfast.layerwise.projection import equivariance_error
+from symfast.layerwise.data import ImageData, load_digits
+from symfast.layerwise.exactness import COLUMNS, exactness_claims, exactness_sweep, summary_table
+from symfast.layerwise.measurement import LAYER_COLUMNS
+from symfast.layerwise.penalty_training import ExactnessSettings
+from symfast.layerwise.protocol import EXACT_RATIO_BAR, SLOPE_BAR, fit_slope
 from symfast.report.claim import VERDICTS
 
 
@@ -27,43 +25,6 @@ TINY = dict(sizes=(16, 8), steps=150, batch=64, bootstrap=200)
 def tiny_sweep():
     s = ExactnessSettings(lams=(1e-3, 1e-1, 1e1), seeds=1, heldout_seeds=3, seed_offset=1000, **TINY)
     return exactness_sweep(_digits(), ("tanh",), s)
-
-
-# ---- the slope fit --------------------------------------------------------------------------------
-
-def test_fit_slope_recovers_an_exact_power_law():
-    e2e = np.repeat(np.logspace(-4, 0, 5)[None], 3, 0)
-    layer = 2.5 * e2e ** 0.7 * np.array([[1.0], [1.5], [0.8]])  # per-seed prefactors: slope unchanged
-    seeds = np.repeat(np.arange(3)[:, None], 5, 1)
-    s, lo, hi = fit_slope(e2e.ravel(), layer.ravel(), seeds.ravel(), bootstrap=200)
-    # pooled fit over seeds with equal e2e grids: the prefactors shift log(layer) per seed only
-    assert s == pytest.approx(0.7, abs=1e-12)
-    assert lo == pytest.approx(0.7, abs=1e-12) and hi == pytest.approx(0.7, abs=1e-12)
-
-
-def test_fit_slope_interval_covers_a_noisy_slope_and_needs_two_seeds():
-    rng = np.random.default_rng(1)
-    e2e = np.tile(np.logspace(-3, 0, 6), 8)
-    seeds = np.repeat(np.arange(8), 6)
-    covered = 0
-    for rep in range(20):  # a 95 % interval should cover the true slope in most of 20 noise draws
-        layer = e2e ** 0.4 * np.exp(rng.normal(0, 0.05, e2e.size))
-        s, lo, hi = fit_slope(e2e, layer, seeds, bootstrap=300, seed=rep)
-        assert lo <= s <= hi and hi - lo < 0.1
-        covered += lo < 0.4 < hi
-    assert covered >= 15
-    s1, lo1, hi1 = fit_slope(e2e[:6], layer[:6], seeds[:6])
-    assert np.isfinite(s1) and np.isnan(lo1) and np.isnan(hi1)  # one seed: no interval
-
-
-@pytest.mark.parametrize("bad, match", [
-    ((np.array([1.0, -1.0]), np.array([1.0, 1.0]), np.array([0, 1])), "positive"),
-    ((np.array([1.0, 0.1]), np.array([1.0, np.nan]), np.array([0, 1])), "finite"),
-    ((np.array([1.0, 0.1, 0.3]), np.array([1.0, 0.5]), np.array([0, 1])), r"\[N\] each"),
-], ids=["negative", "nan", "shapes"])
-def test_fit_slope_bad_input_names_the_problem(bad, match):
-    with pytest.raises(ValueError, match=match):
-        fit_slope(*bad)
 
 
 # ---- verdicts --------------------------------------------------------------------------------------
@@ -121,83 +82,6 @@ def test_a_net_that_lost_its_task_gives_no_verdict():
     assert c.verdict == "not comparable" and "not trained" in c.reason and "0.19" in c.reason
 
 
-# ---- settings, covering law, training ---------------------------------------------------------------
-
-@pytest.mark.parametrize("kw, match", [
-    (dict(seeds=5, seed_offset=3), "seed_offset"),
-    (dict(lams=(1.0, 0.0)), "penalty weights"),
-    (dict(covering="ball"), "covering"),
-    (dict(steps=0), "steps"),
-    (dict(lams=(1.0, 10.0), polish_lams=(5.0,)), "polish penalty weights"),
-    (dict(polish_lams=(np.inf,)), "polish penalty weights"),
-    (dict(polish_iters=0), "polish_iters"),
-    (dict(polish_samples=0), "polish_samples"),
-    (dict(polish_history=0), "polish_history"),
-], ids=["overlap", "zero-lam", "covering", "steps", "polish-below", "polish-inf", "polish-iters", "polish-samples",
-        "polish-history"])
-def test_settings_refuse_bad_values(kw, match):
-    with pytest.raises(ValueError, match=match):
-        ExactnessSettings(**kw)
-
-
-@pytest.mark.parametrize("kind", ["uniform", "gaussian"])
-def test_covering_law_is_flip_invariant(kind):
-    d = _digits(300)
-    perm = flip_permutation(d.shape)
-    x = covering_inputs(d.x, perm, kind)(8000, torch.Generator().manual_seed(0)).numpy()
-    assert x.shape == (8000, 64)
-    # the flipped samples have the same per-pixel law: compare means and spreads pixel by pixel
-    np.testing.assert_allclose(x.mean(0), x[:, perm].mean(0), atol=0.03)
-    np.testing.assert_allclose(x.std(0), x[:, perm].std(0), atol=0.03)
-    assert (x.std(0) > 0.1).all()  # every direction is exercised, also pixels (4, 0), (4, 7) the data never lights
-    with pytest.raises(ValueError, match=r"\[N >= 2, 64\]"):
-        covering_inputs(d.x[:, :10], perm, kind)
-
-
-def test_stacked_training_equals_training_alone():
-    train = _digits(200)
-    s = ExactnessSettings(lams=(1e-2, 1.0), seeds=1, heldout_seeds=1, seed_offset=7, sizes=(8,), steps=20, batch=32)
-    both = train_sweep(train, "tanh", s.lams, [0, 7], s)
-    alone = train_sweep(train, "tanh", s.lams, [7], s)
-    for lam in s.lams:
-        for (W, b), (Wa, ba) in zip(both[(lam, 7)].layers, alone[(lam, 7)].layers):
-            np.testing.assert_allclose(W, Wa, atol=1e-6)
-            np.testing.assert_allclose(b, ba, atol=1e-6)
-
-
-def test_measure_reads_an_exactly_invariant_network_as_exact():
-    d = _digits(200)
-    net, _ = planted_mlp([64, 12, 6, 10], flip_matrix(d.shape), activation="tanh", seed=3)
-    row = measure(net, d, d.x)
-    assert row["end_to_end"] < 1e-12 and row["end_to_end_data"] < 1e-12 and "end_to_end_law" not in row
-    law = np.random.default_rng(0).uniform(0, 1, (50, 64))
-    assert measure(net, d, d.x, law=law)["end_to_end_law"] < 1e-12
-    with pytest.raises(ValueError, match="law must be"):
-        measure(net, d, d.x, law=law[:, :10])
-    # a net that is not invariant: the law error is the relative error on the law samples alone
-    W1, b1 = net.layers[0]
-    skew = net.with_layers([(W1 + 0.3 * np.random.default_rng(1).standard_normal(W1.shape), b1), *net.layers[1:]])
-    row_skew = measure(skew, d, d.x, law=law)
-    assert row_skew["end_to_end_law"] > 1e-3
-    assert row_skew["end_to_end_law"] == pytest.approx(equivariance_error(skew, law, flip_matrix(d.shape)))
-    assert row_skew["end_to_end_law"] != pytest.approx(row_skew["end_to_end"])
-    assert row_skew["layer1_data_error"] > 1e-3  # the skewed layer 1 is no longer equivariant on data
-    for name in ("layer1", "layer2", "output"):
-        assert row[f"{name}_error"] < 1e-10 and row[f"{name}_random"] > 0.3
-    assert row["layer1_data_error"] < 1e-10 and row["layer2_data_error"] < 1e-10 and "output_data_error" not in row
-    # projecting an exactly equivariant net onto its recovered actions changes nothing
-    assert row["accuracy_projected"] == row["accuracy"] and 0 <= row["accuracy_random_projection"] <= 1
-    assert 0 <= row["layer1_near_linear"] <= 1
-    # a duplicated layer-1 unit (outgoing weight split in two) keeps the function and is counted
-    (W1, b1), (W2, b2) = net.layers[:2]
-    W2d = np.concatenate([W2, 0.5 * W2[:, :1]], 1)
-    W2d[:, 0] *= 0.5
-    dup = net.with_layers([(np.concatenate([W1, W1[:1]]), np.append(b1, b1[0])), (W2d, b2), *net.layers[2:]])
-    row2 = measure(dup, d, d.x)
-    assert row2["end_to_end"] < 1e-12 and np.abs(dup(d.x) - net(d.x)).max() < 1e-12
-    assert row2["duplicate_units"] == row["duplicate_units"] + 1 and row2["dead_units"] == row["dead_units"]
-
-
 # ---- the sweep itself (reduced) ---------------------------------------------------------------------
 
 def test_end_to_end_error_falls_with_the_penalty_weight(tiny_sweep):
@@ -236,46 +120,6 @@ def test_sweep_table_and_verdict(tiny_sweep):
     h = t[t["split"] == "fit"]
     law_fit = tiny_sweep.fits.iloc[1]
     assert law_fit["slope_fit"] == pytest.approx(fit_slope(h["end_to_end_law"], h["layer1_error"], h["seed"], 1)[0])
-
-
-def test_polish_stage_closes_the_end_to_end_error_further():
-    """The L-BFGS polish continues the path: at larger lam the end-to-end error falls well below the
-    Adam path's last point, the default (no polish) trains exactly the Adam-only sweep, and the
-    polish's memory reaches the optimiser."""
-    d = _digits(300)
-    train, test = d.split(0.25, seed=0)
-    draw = covering_inputs(train.x, flip_permutation(d.shape), "uniform")
-    cover = np.concatenate([test.x, draw(len(test.x), torch.Generator().manual_seed(5)).numpy()])
-    base = dict(lams=(1e-2, 1.0), seeds=1, heldout_seeds=1, seed_offset=7, sizes=(12, 8), steps=150, batch=64)
-    plain = train_sweep(train, "tanh", base["lams"], [0], ExactnessSettings(**base))
-    s = ExactnessSettings(**base, polish_lams=(1e2, 1e4), polish_iters=150, polish_samples=512)
-    nets = train_sweep(train, "tanh", s.lams, [0], s)
-    assert set(nets) == {(lam, 0) for lam in (1e-2, 1.0, 1e2, 1e4)}
-    for lam in base["lams"]:  # the Adam path is untouched by the polish
-        for (W, b), (Wp, bp) in zip(plain[(lam, 0)].layers, nets[(lam, 0)].layers):
-            np.testing.assert_array_equal(W, Wp)
-            np.testing.assert_array_equal(b, bp)
-    e = [measure(nets[(lam, 0)], test, cover)["end_to_end"] for lam in (1.0, 1e2, 1e4)]
-    assert e[1] < e[0] and e[2] < e[1] / 3 and e[2] < e[0] / 30, e
-    assert (nets[(1e4, 0)](test.x).argmax(1) == test.y).mean() > 0.5  # still a classifier
-    # a longer L-BFGS memory closes the penalised residual faster per iteration (why it is a setting):
-    # 100 curvature pairs against 3, the same 60 iterations from the same net
-    fixed = np.concatenate([train.x, draw(512, torch.Generator().manual_seed(0)).numpy()])
-    short, long = (equivariance_error(polish_net(plain[(1.0, 0)], train, fixed, 1e4, 60, h), fixed,
-                                      flip_matrix(d.shape)) for h in (3, 100))
-    assert long < short / 2, (short, long)
-
-
-def test_polish_net_refuses_bad_input():
-    d = _digits(100)
-    net = train_sweep(d, "tanh", (1.0,), [0], ExactnessSettings(lams=(1.0,), seeds=1, heldout_seeds=1,
-                                                                  seed_offset=7, sizes=(4,), steps=2))[(1.0, 0)]
-    with pytest.raises(ValueError, match="lam > 0"):
-        polish_net(net, d, d.x, 0.0)
-    with pytest.raises(ValueError, match=r"\[N, 64\]"):
-        polish_net(net, d, d.x[:, :10], 1.0)
-    with pytest.raises(ValueError, match="history >= 1"):
-        polish_net(net, d, d.x, 1.0, history=0)
 
 
 def test_cli_exactness_bad_input(tmp_path, capsys):

@@ -4,13 +4,12 @@ import pandas as pd
 import pytest
 
 from symfast.cli import main
-from symfast.layerwise.data import ImageData, flip_matrix, load_digits
-from symfast.layerwise.exactness import TRAINED_ACCURACY, ExactnessSettings, measure, train_sweep
+from symfast.layerwise.data import ImageData, load_digits
 from symfast.layerwise.identifiability import (EFFECT_MARGIN, LINEAR_ABOVE, RATIO_COLUMN, SATURATED_BELOW,
                                                IdentifiabilitySettings, effect_test, format_identifiability,
                                                identifiability_claims, identifiability_sweep, plot_identifiability,
                                                regime_summary, scaled)
-from symfast.layerwise.planted import planted_mlp
+from symfast.layerwise.protocol import TRAINED_ACCURACY
 from symfast.report.claim import VERDICTS
 
 
@@ -83,7 +82,7 @@ def test_untrained_or_missing_groups_give_no_verdict():
         identifiability_claims(t.drop(columns=[RATIO_COLUMN]))
 
 
-# ---- settings and training pieces ---------------------------------------------------------------------
+# ---- settings ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw, match", [
     (dict(scales=(1.0, 0.0)), "scales"),
@@ -104,38 +103,6 @@ def test_scaled_multiplies_the_images_only():
     assert s.x.dtype == np.float32 and (s.y == d.y).all() and s.shape == d.shape
     with pytest.raises(ValueError, match="input scale"):
         scaled(d, 0.0)
-
-
-def test_weight_decay_shrinks_weights_and_keeps_stacked_training_exact():
-    train = _digits(200)
-    base = dict(lams=(1.0,), seeds=1, heldout_seeds=1, seed_offset=7, sizes=(8,), steps=20, batch=32)
-    plain = train_sweep(train, "tanh", (1.0,), [0], ExactnessSettings(**base))[(1.0, 0)]
-    s = ExactnessSettings(**base, weight_decay=2.0)
-    both = train_sweep(train, "tanh", (1.0,), [0, 7], s)
-    alone = train_sweep(train, "tanh", (1.0,), [0], s)[(1.0, 0)]
-    for (W, b), (Wa, ba) in zip(both[(1.0, 0)].layers, alone.layers):
-        np.testing.assert_allclose(W, Wa, atol=1e-6)
-    assert np.linalg.norm(alone.layers[0][0]) < 0.95 * np.linalg.norm(plain.layers[0][0])
-    with pytest.raises(ValueError, match="weight_decay"):
-        ExactnessSettings(weight_decay=-1.0)
-
-
-def test_measure_reads_the_identifiable_submodel():
-    d = _digits(200)
-    net, _ = planted_mlp([64, 12, 6, 10], flip_matrix(d.shape), activation="tanh", seed=3)
-    (W1, b1), (W2, b2) = net.layers[:2]
-    W2d = np.concatenate([W2, 0.5 * W2[:, :1]], 1)
-    W2d[:, 0] *= 0.5
-    dup = net.with_layers([(np.concatenate([W1, W1[:1]]), np.append(b1, b1[0])), (W2d, b2), *net.layers[2:]])
-    row = measure(dup, d, d.x, reduced=True)
-    assert row["duplicate_units"] == 1
-    for name in ("layer1", "layer2", "output"):
-        assert row[f"{name}_error_reduced"] < 1e-10 and row[f"{name}_random_reduced"] > 0.3
-        assert row[f"{name}_ratio_reduced"] == pytest.approx(row[f"{name}_error_reduced"] / row[f"{name}_random_reduced"])
-    assert 0 <= row["layer2_near_linear"] <= 1 and row["layer1_near_linear"] == row["layer1_near_linear"]
-    assert "layer1_ratio_reduced" not in measure(dup, d, d.x)
-    with pytest.raises(ValueError, match=r"\[N, 64\]"):
-        measure(dup, d, d.x[:, :10])
 
 
 # ---- the sweep itself (reduced) ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from symfast.testing import assert_close
 from symfast.layerwise import (MLP, data_errors, homomorphism_check, planted_mlp, project_equivariant,
                                projection_report)
 from symfast.layerwise.data import flip_matrix, flip_permutation, from_dataset, load_local
-from symfast.layerwise.identifiable import identifiable_submodel, near_linear_fraction
+from symfast.layerwise.reduction import identifiable_submodel, near_linear_fraction
 from symfast.ops.matching.reference import matching_scores_reference
 from symfast.layerwise.projection import closure, equivariance_error
 

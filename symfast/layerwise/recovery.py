@@ -32,11 +32,13 @@ def compat_frame(*args, **kwargs):
 
     return make(*args, **kwargs)
 
-__all__ = ["LayerAction", "LatentActions", "recover_latent_actions", "data_errors", "DEFAULT_THRESHOLD"]
+__all__ = ["LayerAction", "LatentActions", "recover_latent_actions", "data_errors", "relative_error",
+           "DEFAULT_THRESHOLD"]
 
 
 
-def _rel(x: np.ndarray, ref: np.ndarray) -> float:
+def relative_error(x: np.ndarray, ref: np.ndarray) -> float:
+    """|x| / |ref| (Frobenius norms); |x| itself when ref is 0."""
     n = np.linalg.norm(ref)
     return float(np.linalg.norm(x) / n) if n > 0 else float(np.linalg.norm(x))
 
@@ -168,7 +170,7 @@ def _random_baseline(A: np.ndarray, Bw: np.ndarray, Baug: np.ndarray, Aaug: np.n
     for _ in range(draws):
         pi = rng.permutation(Bw.shape[0])
         s = best_scales(Aaug, Baug[pi], mode)
-        errs.append(_rel(A - s[:, None] * Bw[pi], Bw))
+        errs.append(relative_error(A - s[:, None] * Bw[pi], Bw))
     return float(np.mean(errs))
 
 
@@ -194,8 +196,8 @@ def _recover_one(net: MLP, rho_in, rho_out, name, threshold, draws, seed) -> Lat
             actions.append(act)
             R = act.matrix
             base.append(_random_baseline(A, W, Baug, Aaug, mode, rng, draws))
-        errors.append(_rel(A - R @ W, W))
-        berr.append(_rel(Ab - R @ b, b))
+        errors.append(relative_error(A - R @ W, W))
+        berr.append(relative_error(Ab - R @ b, b))
         if l == net.num_layers - 1:  # output layer: a random action at its input
             H = W.shape[1]
             if l == 0:
@@ -206,7 +208,7 @@ def _recover_one(net: MLP, rho_in, rho_out, name, threshold, draws, seed) -> Lat
                     pi = rng.permutation(H)
                     s = rng.choice([-1.0, 1.0], H) if mode in ("sign", "real_scale") else np.ones(H)
                     P, cp = post_action(pi, s, ent)
-                    vals.append(_rel(W @ P - R @ W, W))
+                    vals.append(relative_error(W @ P - R @ W, W))
                 base.append(float(np.mean(vals)))
         else:
             prev, c_prev = post_action(act.index, act.scale, ent)
@@ -232,8 +234,8 @@ def data_errors(net, result: LatentActions, x, neuron_residuals: bool = False):
         raise ValueError("data has NaN or inf entries")
     hx, hgx = net.hidden(x), net.hidden(x @ result.rho_in.T)
     post = result.post_actions()
-    out = [_rel(hg - h @ R.T - c, h) for h, hg, (R, c) in zip(hx, hgx, post)]
-    out.append(_rel(net(x @ result.rho_in.T) - net(x) @ result.rho_out.T, net(x)))
+    out = [relative_error(hg - h @ R.T - c, h) for h, hg, (R, c) in zip(hx, hgx, post)]
+    out.append(relative_error(net(x @ result.rho_in.T) - net(x) @ result.rho_out.T, net(x)))
     if not neuron_residuals:
         return np.array(out)
     res = []
