@@ -520,3 +520,35 @@ def test_python_sweep_specs_accept_the_scalars_toml_specs_accept(tmp_path):
     assert py == toml
     with pytest.raises(ValueError, match="steps"):
         SweepSpec(steps=2.5)  # a scalar is still type-checked
+
+
+def test_result_objects_print_short_summaries_and_have_a_notebook_view():
+    """Readout, OrderedSchur and LatentActions print a few lines, never whole arrays or an address;
+    Readout and LatentActions render an HTML table in a notebook."""
+    import warnings
+
+    import numpy as np
+
+    from symfast.layerwise.recovery import recover_latent_actions
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # small budget
+        ens = sf.fit_sdf(["triangle", "square"], sf.TriAxisPE(2), seeds=3, steps=5, points=32, hidden=(8,))
+        r = sf.readout(ens, sweep=0, num_null=8)
+    text = repr(r)
+    assert text.startswith("Readout: 2 shape(s) x 1 encoding(s) x 1 observable(s)") and "object at 0x" not in text
+    assert text.splitlines()[1].startswith("  triangle / triaxis / gram: |G_obs| = ")
+    assert len(text.splitlines()) == 3 and "<table" in r._repr_html_()
+    with pytest.raises(ValueError, match="no rotation sweep .* sweep=0"):
+        r.plot_sweep()
+    assert list(ens.members.columns) == ["shape", "seed", "final_loss"] and list(ens.members.index) == list(range(6))
+
+    res = sf.ordered_schur(torch.randn(3, 40, 40, dtype=torch.float64))
+    text = repr(res)
+    assert text.startswith("OrderedSchur(n=40, batch=(3,), n_R=") and len(text) < 200 and "tensor" not in text
+
+    layers = [(np.eye(4), np.zeros(4)), (np.ones((1, 4)), np.zeros(1))]
+    one = recover_latent_actions(layers, np.eye(4)[[1, 0, 2, 3]], rho_out=None)
+    text = repr(one)
+    assert text.startswith("LatentActions(element=") and "array" not in text and len(text) < 300
+    assert "<table" in one._repr_html_()

@@ -162,6 +162,14 @@ class LatentActions:
     def __str__(self) -> str:
         return self.report()
 
+    def __repr__(self) -> str:  # short: the dataclass default would print every matrix
+        errs = ", ".join(f"{e:.3g}" for e in np.asarray(self.errors).tolist())
+        return (f"LatentActions(element={self.name!r}, hidden layers={len(self.actions)}, mode={self.mode!r}, "
+                f"errors per layer=[{errs}])")
+
+    def _repr_html_(self) -> str:
+        return f"<p>{self.__repr__()}</p>" + self.table.to_html(index=False)
+
 
 def _random_baseline(A: np.ndarray, Bw: np.ndarray, Baug: np.ndarray, Aaug: np.ndarray, mode: str,
                      rng: np.random.Generator, draws: int) -> float:

@@ -168,11 +168,11 @@ class Ensemble:
 
     @property
     def members(self):
-        """One row per model (a pandas DataFrame): index, shape, seed, final training loss."""
+        """One row per model (a pandas DataFrame indexed by the model's position): shape, seed,
+        final training loss."""
         import pandas as pd  # on use: `import symfast.nn` stays light
         final = self.losses[-1].tolist() if self.losses.numel() else [float("nan")] * len(self)
-        return pd.DataFrame({"index": range(len(self)), "shape": self.shapes, "seed": self.seeds,
-                             "final_loss": final})
+        return pd.DataFrame({"shape": self.shapes, "seed": self.seeds, "final_loss": final})
 
     def indices(self, shape) -> list[int]:
         """Member indices trained on `shape` (a Shape or its name)."""

@@ -10,6 +10,12 @@ from symfast.groups import Group, as_element
 __all__ = ["Readout"]
 
 
+def _html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
 class Readout:
     """Result of `symfast.readout.readout`: `.table` (one row per shape, pe, observable, element),
     `.sweep` (rotation-sweep rows), `.observed(shape)`, `.violations`, plots."""
@@ -20,6 +26,23 @@ class Readout:
         # name -> element of the candidates read (3D names carry axes to 4 digits, so parsing a name
         # back gives the element only to ~1e-4; these are the exact ones)
         self.elements = dict(elements or {})
+
+    def __repr__(self) -> str:
+        """One line per (shape, encoding, observable): G_obs against G_lift ∩ G_true, sizes only."""
+        if self.table.empty:
+            return "Readout(empty)"
+        lines = [f"Readout: {self.table['shape'].nunique()} shape(s) x {self.table['pe'].nunique()} encoding(s) x "
+                 f"{self.table['observable'].nunique()} observable(s), {self.table['element'].nunique()} candidates; "
+                 f"{len(self.violations)} violation(s) of G_obs ⊆ G_lift ∩ G_true"]
+        for _, r in self.counts().iterrows():
+            lines.append(f"  {r['shape']} / {r['pe']} / {r['observable']}: |G_obs| = {r['G_obs']}, "
+                         f"|G_lift ∩ G_true| = {r['G_lift_and_true']}" + ("" if r["match"] else " (differ)"))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        """Notebook view: the summary table (the hierarchy's sets by element names per row)."""
+        head = self.__repr__().splitlines()[0]
+        return f"<p>{_html_escape(head)}</p>" + self.summary().to_html(index=False)
 
     @property
     def dim(self) -> int:
@@ -163,6 +186,9 @@ class Readout:
     def plot_sweep(self, path=None, axes=None):
         """Score and lift residual against rotation angle, per encoding, with the decision threshold of
         the candidates' test; returns the figure."""
+        if self.sweep.empty:
+            raise ValueError("this readout has no rotation sweep (it was read with sweep=0); "
+                             "read again with sweep=360 (or any positive number of angles) to plot it")
         from symfast.readout.plots import sweep_curves
 
         return sweep_curves(self.sweep, path, axes=axes, table=self.table)

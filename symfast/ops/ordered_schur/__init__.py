@@ -61,6 +61,19 @@ class OrderedSchur:
     failed_swaps: object
     sector_failures: object
 
+    def __repr__(self) -> str:  # short: the dataclass default would print Q and T whole
+        n_R, T = np.asarray(self.n_R), np.asarray(self.T)
+        batch = n_R.shape
+
+        def worst(x):
+            x = np.asarray(x)
+            return float(x.max()) if x.size else float("nan")
+
+        n_r = int(n_R) if not batch else (f"{int(n_R.min())}..{int(n_R.max())}" if n_R.size else "-")
+        return (f"OrderedSchur(n={T.shape[-1]}" + (f", batch={batch}" if batch else "") + f", n_R={n_r}, "
+                f"recon_err={worst(self.recon_err):.2g}, orth_err={worst(self.orth_err):.2g}, "
+                f"failed_swaps={int(np.asarray(self.failed_swaps).sum())})")
+
     def blocks(self, index=()) -> list[tuple[int, int]]:
         """(start, size) of each diagonal block of matrix `index` of the batch."""
         st = np.asarray(self.block_start)[index]
