@@ -53,18 +53,28 @@ def converged(task: str, fvu: float, replay_acc: float | None = None) -> bool:
     return replay_acc is not None and bool(replay_acc >= target)
 
 
+def no_model_reason(n_trained: int | None) -> str:
+    """Why a setting has no converged model: not run, or none of its n_trained models converged
+    (n_trained None: unknown, both said)."""
+    if n_trained is None:
+        return "no converged model at this setting (not run, or none converged)"
+    if n_trained == 0:
+        return "not run: this run trained no model at this setting"
+    return f"no converged model at this setting: none of the {n_trained} trained converged"
+
+
 def _verdict(paper: float, mu: float, lo: float, hi: float, n: int, kind: str,
-             min_seeds: int = SCHUR_MIN_SEEDS) -> tuple[str, str]:
+             min_seeds: int = SCHUR_MIN_SEEDS, n_trained: int | None = None) -> tuple[str, str]:
     """(held | missed | not comparable, reason) for one number: `symfast.report.claim.equivalence_verdict`
     (our 95% interval inside the paper's tolerance band, >= min_seeds converged seeds), "acc" numbers on
     the accuracy band and the others on the dFVU band."""
     if n == 0 or not math.isfinite(mu):
-        return "not comparable", "no converged model at this setting (not run, or none converged)"
+        return "not comparable", no_model_reason(n_trained)
     v = equivalence_verdict(paper, lo, hi, n, "accuracy" if kind == "acc" else kind, min_seeds=min_seeds)
     return v.verdict, v.reason
 
 
-def compare_with_paper(summ, alpha: float = 0.9, min_seeds: int = SCHUR_MIN_SEEDS):
+def compare_with_paper(summ, alpha: float = 0.9, min_seeds: int = SCHUR_MIN_SEEDS, trained=None):
     """Every published number next to ours (mean [95% CI], n converged seeds) with a verdict.
 
     Verdicts (`symfast.report.claim.VERDICTS`): held, missed, not comparable (see `_verdict`), and two
@@ -83,6 +93,9 @@ def compare_with_paper(summ, alpha: float = 0.9, min_seeds: int = SCHUR_MIN_SEED
         alpha: the paper's main cut.
         min_seeds: converged seeds a number or ranking needs to be held or missed (fewer: "not
             comparable: too few seeds"); `SCHUR_MIN_SEEDS` by default.
+        trained: optional DataFrame, one row per trained model, converged or not (columns task,
+            construction, hidden): a row without converged models then says whether its setting
+            was not run or none of its models converged.
 
     Returns:
         pandas DataFrame: table, setting, subset, metric, paper, ours, lo, hi, n, verdict, reason.
@@ -107,8 +120,14 @@ def compare_with_paper(summ, alpha: float = 0.9, min_seeds: int = SCHUR_MIN_SEED
             s = s[s.hidden == hidden]
         return math.nan if s.empty or f"{metric}_mean" not in s.columns else float(s.iloc[0][f"{metric}_mean"])
 
+    def n_trained(task, cons, hidden):
+        if trained is None:
+            return None
+        t = trained[(trained.task == task) & (trained.construction == cons)]
+        return int(len(t if hidden is None or "hidden" not in t.columns else t[t.hidden == hidden]))
+
     def add(table, setting, subset, metric, paper, got, kind, key=None):
-        v, why = _verdict(paper, *got, kind, min_seeds)
+        v, why = _verdict(paper, *got, kind, min_seeds, None if key is None else n_trained(*key[:3]))
         if key is not None and got[3] > 0:
             task, cons, hidden, a = key
             if cons == "cayley":
@@ -147,21 +166,23 @@ def compare_with_paper(summ, alpha: float = 0.9, min_seeds: int = SCHUR_MIN_SEED
         orders = {s: (extra(task, "orthogonal", TASK_WIDTH, alpha, s, "dfvu_order_min"),
                       extra(task, "orthogonal", TASK_WIDTH, alpha, s, "dfvu_order_max"),
                       extra(task, "orthogonal", TASK_WIDTH, alpha, s, "order_dependent")) for s in got}
-        _claim(rows, f"{task} orthogonal H=64 alpha={alpha}", "largest dFVU", want, got, orders, min_seeds)
+        _claim(rows, f"{task} orthogonal H=64 alpha={alpha}", "largest dFVU", want, got, orders, min_seeds,
+               n_trained(task, "orthogonal", TASK_WIDTH))
     got = {s: cell("sine", "orthogonal", TASK_WIDTH, alpha, s, "sensitivity") for s in ("-T_RR", "-T_C->R", "-T_CC")}
     _claim(rows, f"sine orthogonal H=64 alpha={alpha}", "largest sensitivity (paper 21.1)", "-T_C->R", got,
-           min_seeds=min_seeds)
+           min_seeds=min_seeds, n_trained=n_trained("sine", "orthogonal", TASK_WIDTH))
     return pd.DataFrame(rows)
 
 
-def _claim(rows, setting, metric, want, got, orders=None, min_seeds: int = SCHUR_MIN_SEEDS):
+def _claim(rows, setting, metric, want, got, orders=None, min_seeds: int = SCHUR_MIN_SEEDS,
+           n_trained: int | None = None):
     """A ranking claim; `orders` {subset: (dfvu_order_min, dfvu_order_max, order_dependent share)} makes
     it "order-dependent" when the top block's range over within-sector orderings overlaps another's
     and one of the two is order-dependent."""
     import math
     ok = {s: v for s, v in got.items() if v[3] > 0 and math.isfinite(v[0])}
     if not ok:
-        verdict, why, top = "not comparable", "no converged model at this setting (not run, or none converged)", None
+        verdict, why, top = "not comparable", no_model_reason(n_trained), None
     else:
         top = max(ok, key=lambda s: ok[s][0])
     flip = []

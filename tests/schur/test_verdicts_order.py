@@ -98,3 +98,21 @@ def test_replicates_read_the_verdict_on_each_seed_set():
     assert row.verdict_heldout == "held" and row.replicated == True  # noqa: E712
     with pytest.raises(ValueError, match="held-out"):
         compare_replicates(_seed_rows([0, 1, 2], [0.1, 0.1, 0.1]), summarise)
+
+
+def test_a_row_without_converged_models_says_whether_its_setting_ran():
+    """Given the trained models (converged or not), "not comparable" says "not run" or "none of the k
+    trained converged" instead of both."""
+    summ = pd.DataFrame([_row("flipflop", "orthogonal", 64, "-T_C->R", "dfvu", 0.09, 0.08, 0.1)]).iloc[0:0]
+    trained = pd.DataFrame({"task": ["flipflop"] * 3 + ["copy"], "construction": ["orthogonal"] * 4,
+                            "hidden": [64, 64, 64, 64]})
+    v = compare_with_paper(summ, trained=trained).set_index(["table", "setting", "subset"])
+    ff = v.loc[("cross-task", "flipflop orthogonal H=64 alpha=0.9", "-T_C->R"), "reason"]
+    assert ff == "no converged model at this setting: none of the 3 trained converged"
+    sine = v.loc[("cross-task", "sine orthogonal H=64 alpha=0.9", "-T_C->R"), "reason"]
+    assert sine == "not run: this run trained no model at this setting"
+    h72 = v.loc[("copy", "copy orthogonal H=72 alpha=0.9", "-T_RR"), "reason"]  # copy trained at H = 64 only
+    assert h72.startswith("not run")
+    claim = v.loc[("claim", "flipflop orthogonal H=64 alpha=0.9", "-T_C->R"), "reason"]
+    assert "none of the 3 trained converged" in claim
+    assert (v["verdict"].isin(["not comparable", "by construction"])).all()
