@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import os
 import signal
 import threading
@@ -107,16 +108,22 @@ def atomic_save(obj, path) -> None:
         torch.save(obj, f)
 
 
-def safe_load(path, what: str):
-    """torch.load(weights_only=True) on CPU; a truncated or corrupt file raises ValueError naming it."""
+def safe_load(path, what: str, data: bytes | None = None):
+    """torch.load(weights_only=True) on CPU; a truncated or corrupt file raises ValueError naming it.
+
+    This is the package's one loader of torch files: a results folder may come from someone else,
+    and weights_only refuses any pickled object that is not plain data, so loading never runs code.
+    `data`: the file's bytes, already read (`read_bounded`); `path` then only names it in errors.
+    """
     path = os.fspath(path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        return torch.load(path if data is None else io.BytesIO(data), map_location="cpu", weights_only=True)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
     except Exception as e:  # EOFError, RuntimeError (zip), UnpicklingError, ...: all mean "not readable"
+        detail = str(e).strip().splitlines()[0][:160] if str(e).strip() else ""
         raise ValueError(f"{path}: cannot read {what} file; it is truncated, corrupt or not such a file "
-                         f"({type(e).__name__}: {e})") from None
+                         f"({type(e).__name__}: {detail})") from None
 
 
 @contextlib.contextmanager

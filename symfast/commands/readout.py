@@ -237,12 +237,12 @@ def _check_checkpoint(path: str) -> None:
     """A checkpoint left by an interrupted run must be readable data; otherwise say which file to delete."""
     if not os.path.exists(path):
         return
-    from symfast.readout.sweeps.store import BatchError, safe_load
+    from symfast._io import safe_load
 
     try:
-        ck = safe_load(path)
-    except BatchError as e:
-        raise UsageError(f"checkpoint {path} is {e}; delete it to train from scratch") from None
+        ck = safe_load(path, "readout checkpoint")
+    except (ValueError, OSError) as e:
+        raise UsageError(f"{e}; delete it to train from scratch") from None
     if not isinstance(ck, dict):
         raise UsageError(f"checkpoint {path} is not a symfast checkpoint; delete it to train from scratch")
 

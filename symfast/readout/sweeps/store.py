@@ -28,9 +28,10 @@ import socket
 
 import torch
 
+from symfast._io import safe_load
 from symfast.readout.sweeps.spec import Batch, SweepSpec
 
-__all__ = ["SweepStore", "BatchError", "atomic_write_bytes", "safe_load"]
+__all__ = ["SweepStore", "BatchError", "atomic_write_bytes"]
 
 _HOST = socket.gethostname().replace("-", "_")
 
@@ -71,14 +72,14 @@ def atomic_write_bytes(path: str, data: bytes) -> None:
             os.remove(tmp)
 
 
-def safe_load(source) -> object:
-    """`torch.load` of a path or bytes that never runs code (weights_only); errors become BatchError."""
+def _load(path: str, data: bytes | None = None):
+    """The payload of a batch file (`symfast._io.safe_load`: never runs code); errors become BatchError."""
     try:
-        return torch.load(io.BytesIO(source) if isinstance(source, bytes) else source, map_location="cpu",
-                          weights_only=True)
-    except Exception as e:  # truncated zip, pickle payload refused, bad magic, ...: all mean "not a batch"
-        raise BatchError(f"unreadable ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})") \
-            from None
+        return safe_load(path, "sweep batch", data=data)
+    except (ValueError, OSError) as e:  # truncated zip, pickle payload refused, bad magic, ...: not a batch
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise BatchError(f"unreadable: {e}") from None
 
 
 def _is_stale_tmp(name: str) -> bool:
@@ -194,7 +195,7 @@ class SweepStore:
             return
         if batch_id not in self._plan:
             raise BatchError(f"{batch_id!r} is not a batch of this sweep")
-        validate_batch(safe_load(path), self._plan[batch_id], self.spec.observables)
+        validate_batch(_load(path), self._plan[batch_id], self.spec.observables)
         self._valid[path] = (st.st_mtime_ns, st.st_size)
 
     def done(self) -> set[str]:
@@ -235,7 +236,7 @@ class SweepStore:
         """The validated payload of a finished batch (never unpickles code)."""
         if batch_id not in self._plan:
             raise BatchError(f"{batch_id!r} is not a batch of this sweep")
-        payload = safe_load(self.batch_path(batch_id))
+        payload = _load(self.batch_path(batch_id))
         try:
             validate_batch(payload, self._plan[batch_id], self.spec.observables)
         except BatchError as e:
@@ -264,7 +265,7 @@ class SweepStore:
                     data = f.read()
                 if bid not in self._plan:
                     raise BatchError("not a batch of this sweep")
-                validate_batch(safe_load(data), self._plan[bid], self.spec.observables)
+                validate_batch(_load(other.batch_path(bid), data), self._plan[bid], self.spec.observables)
             except BatchError as e:
                 refused[bid] = str(e)
                 continue
