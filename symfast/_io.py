@@ -1,8 +1,14 @@
-"""Crash-safe writes shared by the studies and commands (ensembles, checkpoints, tables, figures).
+"""Crash-safe writes and safe reads shared by the studies and commands (ensembles, checkpoints,
+tables, figures, sweep batches): the one place for each.
 
-Every write goes to a temporary file in the target's directory (PID in its name), is
-fsynced and renamed over the target, then the directory is fsynced: a crash, kill -9 or
-full disk leaves the old file (or none), never a partial one. A Ctrl-C that arrives during
+Reads: `safe_load` is the package's only `torch.load` (weights_only=True: loading never runs
+code); `read_bounded` reads a file only when that is bounded (a regular file, inside a given
+folder, at most a given size).
+
+Writes: every write goes to a temporary file in the target's directory (host and PID in its
+name; `remove_stale_temps` deletes those of dead local writers), is fsynced and renamed over
+the target, then the directory is fsynced: a crash, kill -9 or full disk leaves the old file
+(or none), never a partial one. A Ctrl-C that arrives during
 the write is held until the file is complete and then delivered. A failed write (full or
 read-only disk) raises `OSError` with the target's path as `filename`; torch's zip writer,
 which reports the failure of its file as a `RuntimeError`, is unwrapped to that `OSError`.

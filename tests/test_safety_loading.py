@@ -164,6 +164,9 @@ def _unsafe_loads(path: str) -> list[str]:
             load_names |= {a.asname or a.name for a in node.names if a.name == "load"}
     bad = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(_dotted(b).endswith("Unpickler") for b in node.bases):
+            if not any(isinstance(f, ast.FunctionDef) and f.name == "find_class" for f in node.body):
+                bad.append(f"{os.path.relpath(path, _PACKAGE)}:{node.lineno}: unpickler {node.name} without find_class")
         if not isinstance(node, ast.Call):
             continue
         name, where = _dotted(node.func), f"{os.path.relpath(path, _PACKAGE)}:{node.lineno}"
@@ -201,6 +204,7 @@ def test_no_file_is_loaded_around_the_safe_loader():
     ("import pickle\npickle.loads(b)", ["pickle.loads"]),
     ("import numpy as np\nnp.load(p, allow_pickle=True)", ["allow_pickle=True"]),
     ("import torch\ntorch.serialization.load(p, weights_only=flag)", ["weights_only=flag", "outside"]),
+    ("import pickle\nclass U(pickle.Unpickler):\n    pass", ["unpickler U without find_class"]),
 ])
 def test_the_load_scan_finds_unsafe_calls(tmp_path, source, found):
     """The scan above is not vacuous: each way around the safe loader is reported."""
