@@ -40,6 +40,9 @@ F32, F64, I64 = torch.float32, torch.float64, torch.int64
 # ---- valid calls -----------------------------------------------------------------------
 # A case: (op name, args dict (ordered as the op's schema), constraints). constraints maps a tensor
 # argument's name to (constrained dims, free ndim?, accepted dtypes, values that must be refused?).
+# The last is one kind or a tuple of kinds: True (NaN/Inf), "cpu" (NaN/Inf, C++ kernel only),
+# "index" (an entry out of range), "permutation" (a row that repeats an index in range),
+# "sign" (a finite entry other than +-1).
 
 def _mlp_args(r: random.Random, dtype, need=None):
     B, N, D, m = r.randint(1, 3), r.randint(1, 40), r.choice([2, 3]), r.randint(1, 4)
@@ -152,8 +155,8 @@ def match_signed_lifts(r):
     src = torch.stack([torch.randperm(k) for _ in range(G)])
     sign = torch.where(torch.rand(G, k) < 0.5, -1.0, 1.0).to(F64)
     args = dict(W=torch.randn(M, H, k, dtype=r.choice([F32, F64])), src=src, sign=sign, mode=r.randint(0, 2))
-    return args, dict(W=((2,), False, (F32, F64), True), src=((0, 1), False, (I64,), "index"),
-                      sign=((0, 1), False, (F64,), True))
+    return args, dict(W=((2,), False, (F32, F64), True), src=((0, 1), False, (I64,), ("index", "permutation")),
+                      sign=((0, 1), False, (F64,), (True, "sign")))
 
 
 def ordered_schur(r):
@@ -311,16 +314,26 @@ def broken_calls(r: random.Random, args: dict, constraints: dict, backend: str):
                 out.append((f"{name} as {dt}", _set(args, name, bad)))
         if len(constraints) > 1:  # (a single tensor on meta is a valid all-meta call)
             out.append((f"{name} on meta", _set(args, name, t.to("meta"))))
-        if values is True or (values == "cpu" and backend == "cpu"):
+        kinds = values if isinstance(values, tuple) else (values,)
+        if any(k is True for k in kinds) or ("cpu" in kinds and backend == "cpu"):
             if t.numel():
                 for v in (float("nan"), float("inf")):
                     bad = t.clone()
                     bad.view(-1)[r.randrange(t.numel())] = v
                     out.append((f"{name} with {v}", _set(args, name, bad)))
-        if values == "index" and t.numel():
+        if "index" in kinds and t.numel():
             bad = t.clone()
             bad.view(-1)[r.randrange(t.numel())] = r.choice([-1, 10 ** 6])
             out.append((f"{name} index out of range", _set(args, name, bad)))
+        if "permutation" in kinds and t.ndim == 2 and t.shape[1] > 1:
+            bad, g = t.clone(), r.randrange(t.shape[0])
+            i, j = r.sample(range(t.shape[1]), 2)
+            bad[g, i] = bad[g, j]  # in range, but the row is no longer a permutation
+            out.append((f"{name} row not a permutation", _set(args, name, bad)))
+        if "sign" in kinds and t.numel():
+            bad = t.clone()
+            bad.view(-1)[r.randrange(t.numel())] = r.choice([0.0, 0.5, 2.0, -3.0])
+            out.append((f"{name} entry not +-1", _set(args, name, bad)))
     if "biases" in args:  # fourier_mlp: layer lists and chaining
         L = len(args["weights"])
         out.append(("one weight fewer than biases", _set(args, "weights", args["weights"][:-1])))

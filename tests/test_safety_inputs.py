@@ -182,3 +182,31 @@ def test_mesh_with_a_zero_area_face_in_a_solid_part_is_refused():
     f = np.array([t for t in f.tolist() if t != [0, 5, 1]] + [[0, 5, 8], [8, 5, 1], [1, 0, 8]])
     with pytest.raises(ValueError, match="zero-area"):
         _mesh_shape(v, f, "sliver")
+
+
+# -- command-line sizes: refused in one line, with the bound, before anything is allocated ---------
+@pytest.mark.parametrize("argv,words", [
+    (["schur", "--hidden", "1000000000"], ["--hidden", "1..4096"]),
+    (["schur", "--hidden", "8,,8"], ["--hidden", "no empty items"]),
+    (["schur", "--alpha-grid", "0:1:1e-12"], ["--alpha-grid", "at most 200 values"]),
+    (["schur", "--alpha-grid", "0.85:inf:0.01"], ["--alpha-grid", "at most 200 values"]),
+    (["schur", "--batch", "1000000000000"], ["--batch", "1..65536"]),
+    (["schur", "--n-eval", "1000000000000"], ["--n-eval", "1..65536"]),
+    (["schur", "--task", "copy", "--copy-length", "1000000000"], ["--copy-length", "1..4096"]),
+    (["schur", "--task", "copy", "--copy-symbols", "1000000000"], ["--copy-symbols", "1..1024"]),
+    (["schur", "--task", "copy", "--copy-delay", "1000000000"], ["--copy-delay", "0..65536"]),
+    (["readout", "--sweep", "1000000000"], ["--sweep", "0..36000"]),
+    (["readout", "--hidden", "8,,8"], ["--hidden", "no empty items"]),
+    (["readout", "--hidden", "8,"], ["--hidden", "no empty items"]),
+])
+def test_absurd_command_line_sizes_are_one_line_with_the_bound(tmp_path, capsys, argv, words):
+    import time
+
+    from symfast.cli import main
+
+    t = time.perf_counter()
+    rc = main([*argv, "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and err.strip().count("\n") == 0, err
+    assert all(w in err for w in words), err
+    assert time.perf_counter() - t < 30  # refused before planning, allocating or training

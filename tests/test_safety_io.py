@@ -108,3 +108,42 @@ def test_atomic_path_leaves_no_empty_csv_on_a_full_disk(tmp_path, monkeypatch):
         pd.DataFrame({"a": [2]}).to_csv(tmp)
     assert info.value.filename == str(path)
     assert pd.read_csv(path)["a"].tolist() == [1] and os.listdir(tmp_path) == ["table.csv"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["--task", "flipflop", "--construction", "cayley", "--hidden", "8"],  # tanh: fails on the damaged checkpoint
+    ["--family", "ssm", "--task", "flipflop", "--hidden", "7"],  # family: fails on the odd width, after the cleanup
+], ids=["tanh", "family"])
+def test_schur_removes_checkpoint_temp_files_of_killed_runs(tmp_path, capsys, argv):
+    """A kill -9 inside a checkpoint write leaves `.<name>.tmp-<host>-<pid>.pt` in OUT/ckpt; the next run
+    removes those of dead local processes and keeps a live writer's and another host's."""
+    import subprocess
+    import sys
+
+    from symfast.cli import main
+
+    ckpt = tmp_path / "out" / "ckpt"
+    ckpt.mkdir(parents=True)
+    (ckpt / "flipflop_cayley_H8_s0.pt").write_bytes(b"PK\x03\x04 not a zip")
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        stale = [ckpt / f".ssm_flipflop_diagonal_H8_s0.tmp-{sio.HOST_TAG}-{dead.pid}.pt",
+                 ckpt / f".flipflop_cayley_H8_s0.tmp-{dead.pid}.pt"]  # the name before host tags
+        kept = [ckpt / f".flipflop_cayley_H8_s1.tmp-{sio.HOST_TAG}-{live.pid}.pt",
+                ckpt / ".flipflop_cayley_H8_s2.tmp-otherhost-1.pt"]
+        for p in stale + kept:
+            p.write_bytes(b"partial")
+        rc = main(["schur", *argv, "--seeds", "1", "--epochs", "1", "--out", str(tmp_path / "out"), "--quiet"])
+        assert rc == 2, capsys.readouterr().err
+        assert not any(p.exists() for p in stale) and all(p.exists() for p in kept)
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_atomic_writes_name_their_temp_files_by_host_and_pid(tmp_path):
+    tmp = sio._tmp_for(str(tmp_path / "a.pt"))
+    assert os.path.basename(tmp) == f".a.tmp-{sio.HOST_TAG}-{os.getpid()}.pt"
+    assert not sio.is_stale_temp(os.path.basename(tmp))  # this process is alive

@@ -2,6 +2,7 @@
 damaged Adam state, layerwise .npz data, tampered sweep results, tampered ensembles."""
 from __future__ import annotations
 
+import ast
 import io
 import os
 import pickle
@@ -130,3 +131,98 @@ def test_tampered_ensemble_is_refused(tmp_path, tiny_ensemble, tamper):
     if tamper in ("relabel", "config"):
         with pytest.raises(ValueError, match="config|shapes"):
             Ensemble.load(path)
+
+
+# -- one loader: nothing in the package unpickles code -----------------------------------------
+_PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "symfast")
+_LOADER = os.path.join(_PACKAGE, "_io.py")  # symfast._io.safe_load: the one place torch.load is called
+# calls that unpickle whatever a file holds (no weights_only, no restricted find_class)
+_UNSAFE = {("pickle", "load"), ("pickle", "loads"), ("marshal", "load"), ("marshal", "loads"),
+           ("dill", "load"), ("dill", "loads"), ("joblib", "load"), ("pandas", "read_pickle"),
+           ("pd", "read_pickle"), ("cloudpickle", "load"), ("cloudpickle", "loads")}
+
+
+def _dotted(node) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _unsafe_loads(path: str) -> list[str]:
+    """Calls in `path` that could unpickle code: torch.load outside the one loader or without
+    weights_only=True, weights_only=<anything but True>, np.load(allow_pickle=True), pickle.load & co."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    torch_names, load_names = {"torch"}, set()  # import torch as t; from torch import load [as l]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            torch_names |= {a.asname or a.name for a in node.names if a.name == "torch"}
+        elif isinstance(node, ast.ImportFrom) and node.module in ("torch", "torch.serialization"):
+            load_names |= {a.asname or a.name for a in node.names if a.name == "load"}
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and any(_dotted(b).endswith("Unpickler") for b in node.bases):
+            if not any(isinstance(f, ast.FunctionDef) and f.name == "find_class" for f in node.body):
+                bad.append(f"{os.path.relpath(path, _PACKAGE)}:{node.lineno}: unpickler {node.name} without find_class")
+        if not isinstance(node, ast.Call):
+            continue
+        name, where = _dotted(node.func), f"{os.path.relpath(path, _PACKAGE)}:{node.lineno}"
+        kw = {k.arg: k.value for k in node.keywords if k.arg}
+        only = kw.get("weights_only")
+        if only is not None and not (isinstance(only, ast.Constant) and only.value is True):
+            bad.append(f"{where}: weights_only={ast.unparse(only)}")
+        head, _, tail = name.rpartition(".")
+        is_torch_load = (tail == "load" and head.split(".")[0] in torch_names) or name in load_names
+        if is_torch_load:
+            if os.path.abspath(path) != _LOADER:
+                bad.append(f"{where}: {name}() outside symfast._io.safe_load")
+            elif only is None:
+                bad.append(f"{where}: {name}() without weights_only=True")
+        if (head.split(".")[-1] if head else "", tail) in _UNSAFE:
+            bad.append(f"{where}: {name}()")
+        allow = kw.get("allow_pickle")
+        if tail == "load" and allow is not None and not (isinstance(allow, ast.Constant) and allow.value is False):
+            bad.append(f"{where}: {name}(allow_pickle={ast.unparse(allow)})")
+    return bad
+
+
+def test_no_file_is_loaded_around_the_safe_loader():
+    """Every .py file of the package: torch.load only in symfast._io.safe_load, with weights_only=True."""
+    files = [os.path.join(d, f) for d, _, fs in os.walk(_PACKAGE) for f in fs if f.endswith(".py")]
+    assert len(files) > 50 and _LOADER in files
+    bad = [b for f in sorted(files) for b in _unsafe_loads(f)]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("source,found", [
+    ("import torch\ntorch.load(p, weights_only=False)", ["weights_only=False", "outside"]),
+    ("import torch as T\nT.load(p)", ["outside"]),
+    ("from torch import load\nload(p, weights_only=True)", ["outside"]),
+    ("import pickle\npickle.loads(b)", ["pickle.loads"]),
+    ("import numpy as np\nnp.load(p, allow_pickle=True)", ["allow_pickle=True"]),
+    ("import torch\ntorch.serialization.load(p, weights_only=flag)", ["weights_only=flag", "outside"]),
+    ("import pickle\nclass U(pickle.Unpickler):\n    pass", ["unpickler U without find_class"]),
+])
+def test_the_load_scan_finds_unsafe_calls(tmp_path, source, found):
+    """The scan above is not vacuous: each way around the safe loader is reported."""
+    path = tmp_path / "mod.py"
+    path.write_text(source)
+    bad = "\n".join(_unsafe_loads(str(path)))
+    assert all(f in bad for f in found), bad
+
+
+def test_reproduce_never_unpickles_a_results_folder(tmp_path, monkeypatch):
+    """A pickle payload saved as a readout ensemble: reproduce's report reads it as data; nothing runs."""
+    from symfast.commands import reproduce
+
+    monkeypatch.chdir(tmp_path)
+    sub = tmp_path / "readout"
+    sub.mkdir()
+    buf = io.BytesIO()
+    torch.save({"config": {"steps": 5}, "x": _Boom()}, buf)
+    (sub / "ensemble_dyadic.pt").write_bytes(buf.getvalue())
+    assert reproduce._trained_steps(str(sub)) is None
+    assert not (tmp_path / "PWNED").exists()

@@ -22,20 +22,24 @@ def run(args) -> int:
     with input_errors():
         sources = [SweepStore.open(d) for d in args.dirs]
         target = SweepStore(args.out, sources[0].spec)
-    refused_total = 0
+    refusals = []  # (batch id, "file: reason") of every source file not merged
     for s in sources:
         if s.root != target.root:
             with input_errors():
                 new, refused = target.merge_from(s)
             for bid, reason in refused.items():
-                log.warning(f"not merged: {s.batch_path(bid)}: {reason}")
-            refused_total += len(refused)
+                path = s.batch_path(bid)
+                refusals.append((bid, reason if path in reason else f"{path}: {reason}"))
     missing = target.missing()
-    if missing:
+    if missing:  # one line: the refused file of a missing batch, if any, is the one to name
+        ids = {b.batch_id for b in missing}
+        named = sorted(refusals, key=lambda r: r[0] not in ids)[0][1] if refusals else ""
         raise UsageError(f"merged sweep is incomplete: {len(missing)} of {len(target.spec.plan())} batches "
                          f"missing (e.g. {missing[0].batch_id})" +
-                         (f"; {refused_total} invalid batch file(s) refused" if refused_total else "") +
-                         "; run the shards that produce them")
+                         (f"; {len(refusals)} invalid batch file(s) refused, e.g. {named}" if refusals else "")
+                         + "; run the shards that produce them")
+    for _, line in refusals:  # the merge is complete without them (a good copy came from another source)
+        log.warning(f"not merged: {line}")
     table = finalize(target)
     print(f"merged {len(args.dirs)} directories: {table['cell_id'].nunique()} cells -> {target.root}/results.csv")
     return 0

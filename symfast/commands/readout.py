@@ -12,7 +12,7 @@ import time
 import pandas as pd
 
 from symfast._io import atomic_write as _write
-from symfast.commands import UsageError, check_backend, input_errors, output_errors
+from symfast.commands import UsageError, check_backend, input_errors, limits, output_errors
 
 NAME = "readout"
 HELP = "train PE+MLP ensembles on shapes and read which symmetries their weights show"
@@ -134,14 +134,8 @@ def run(args) -> int:
         raise UsageError(f"--seeds x shapes = {args.seeds * len(shape_names)} models, more than {MAX_CELLS}")
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be in (0, 1), got {args.alpha}")
-    if args.sweep < 0:
-        raise UsageError(f"--sweep must be >= 0, got {args.sweep}")
-    try:
-        hidden = tuple(int(h) for h in _csv(args.hidden))
-    except ValueError:
-        raise UsageError(f"--hidden must be comma-separated integers, got {args.hidden!r}") from None
-    if not hidden or not all(1 <= h <= MAX_WIDTH for h in hidden):
-        raise UsageError(f"--hidden widths must be in 1..{MAX_WIDTH}, got {args.hidden!r}")
+    limits.int_in("--sweep", args.sweep, 0, limits.READOUT_MAX_SWEEP)
+    hidden = limits.int_list("--hidden", args.hidden, 1, MAX_WIDTH)
     if args.activation not in ACTIVATIONS:
         raise UsageError(f"--activation must be one of {sorted(ACTIVATIONS)}, got {args.activation!r}")
     if args.observable != "prefixes":  # "prefixes" reads every K = 1..L, always valid
@@ -237,12 +231,12 @@ def _check_checkpoint(path: str) -> None:
     """A checkpoint left by an interrupted run must be readable data; otherwise say which file to delete."""
     if not os.path.exists(path):
         return
-    from symfast.readout.sweeps.store import BatchError, safe_load
+    from symfast._io import safe_load
 
     try:
-        ck = safe_load(path)
-    except BatchError as e:
-        raise UsageError(f"checkpoint {path} is {e}; delete it to train from scratch") from None
+        ck = safe_load(path, "readout checkpoint")
+    except (ValueError, OSError) as e:
+        raise UsageError(f"{e}; delete it to train from scratch") from None
     if not isinstance(ck, dict):
         raise UsageError(f"checkpoint {path} is not a symfast checkpoint; delete it to train from scratch")
 

@@ -28,8 +28,8 @@ import time
 import pandas as pd
 import torch
 
-from symfast._io import atomic_write
-from symfast.commands import UsageError
+from symfast._io import atomic_write, remove_stale_temps
+from symfast.commands import UsageError, limits
 from symfast.commands.schur_common import SINGLE, ablated_fixed_point_facts, ci_column, fixed_point_facts, print_fixed_points
 from symfast.commands.schur_common import budget as _budget
 from symfast.commands.schur_common import fmt_ci as _fmt_ci
@@ -231,6 +231,7 @@ def _grid(arg: str) -> list[float]:
     try:
         if ":" in arg:
             a, b, h = (float(v) for v in arg.split(":"))
+            limits.alpha_grid_size(arg, a, b, h)  # before the list is built
             if not h > 0 or b < a:
                 raise ValueError
             out = [round(a + h * i, 10) for i in range(int(round((b - a) / h)) + 1)]
@@ -296,6 +297,7 @@ def run(args) -> int:
     from symfast.schur.rnn.model import CONSTRUCTIONS
     from symfast.schur.subspace import damage_predictors
 
+    limits.schur_sizes(args)  # before anything is planned or allocated
     if args.copy_family:
         from symfast.commands.schur_copy_family import run_copy_family
         return run_copy_family(args, run)
@@ -363,6 +365,7 @@ def run(args) -> int:
         raise UsageError(f"--alphas must lie in (0, 1], got {sweep}")
     try:
         os.makedirs(os.path.join(args.out, "ckpt"), exist_ok=True)
+        remove_stale_temps(os.path.join(args.out, "ckpt"))  # checkpoint writes of killed runs
     except OSError as e:
         raise UsageError(f"cannot create output directory {args.out!r}: {e}") from e
     threads = args.threads or (1 if args.engine == "torch" or family != "tanh" else None)  # None: torch's count

@@ -125,3 +125,30 @@ def test_large_arguments_fall_back_exactly():
     x3 = torch.tensor([[0.2, 0.0, 1.5], [0.0, 0.3, 0.01]])
     fast = fourier_features(x3, w3, torch.zeros(2), backend="cpu")
     assert_close("3d features", reference.fourier_features(x3, w3, torch.zeros(2)), fast, atol=1e-6, rtol=0)
+
+
+# float16/bfloat16 features are computed in float32 and rounded once to x's dtype: against float64
+# math on the same (rounded) points, the error is that final rounding (half an ulp at 1: 2^-11 for
+# float16, 2^-8 for bfloat16) plus float32's error on arguments up to 2^11 pi (about 1e-3).
+HALF_TOL = {torch.float16: 1e-2, torch.bfloat16: 2e-2}
+
+
+@pytest.mark.parametrize("backend", ["auto", "reference"] + (["cpu"] if _ext.cpp_available() else []))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_half_precision_matches_float64_math(dtype, backend):
+    g = torch.Generator().manual_seed(0)
+    x = (torch.rand(512, 2, generator=g) * 2 - 1).to(dtype)
+    w = torch.tensor([[2.0 ** k * math.pi, 0.0] for k in range(12)] + [[0.0, 2.0 ** k * math.pi] for k in range(12)],
+                     dtype=torch.float64)  # the dyadic encoding's frequencies, up to 2^11 pi
+    b = torch.rand(24, generator=g, dtype=torch.float64)
+    out = fourier_features(x, w, b, backend=backend)
+    exact = reference.fourier_features(x.double(), w, b)
+    assert out.dtype == dtype and out.shape == exact.shape
+    assert (out.double() - exact).abs().max() < HALF_TOL[dtype]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["f16", "bf16"])
+def test_half_precision_gradients_reach_the_half_inputs(dtype):
+    x, w, b = (t.to(dtype).requires_grad_() for t in _inputs(9, torch.float32))
+    fourier_features(x, w, b).sum().backward()
+    assert all(t.grad is not None and t.grad.dtype == dtype and torch.isfinite(t.grad).all() for t in (x, w, b))

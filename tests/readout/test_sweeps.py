@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import symfast
+from symfast._io import HOST_TAG
 from symfast.cli import main
 from symfast.readout.sweeps import SweepSpec, SweepStore, load_results, load_spec, run_sweep
 from symfast.readout.sweeps.store import BatchError
@@ -209,8 +210,6 @@ def test_merge_writes_are_fsynced(tmp_path, clean_dir, monkeypatch):
 
 def test_only_stale_temp_files_are_cleaned(tmp_path):
     """A starting sweep removes temp files of dead writers only, never a live writer's in-flight file."""
-    from symfast.readout.sweeps import store as store_mod
-
     spec = SweepSpec(shapes=["circle"], encodings=["dyadic"], steps=[1], points=[8], seeds=1)
     batches = tmp_path / "s" / "batches"
     batches.mkdir(parents=True)
@@ -218,8 +217,8 @@ def test_only_stale_temp_files_are_cleaned(tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     try:
-        (batches / f"a.pt.tmp-{store_mod._HOST}-{live.pid}").write_bytes(b"in flight")
-        (batches / f"b.pt.tmp-{store_mod._HOST}-{dead.pid}").write_bytes(b"stale")
+        (batches / f"a.pt.tmp-{HOST_TAG}-{live.pid}").write_bytes(b"in flight")
+        (batches / f"b.pt.tmp-{HOST_TAG}-{dead.pid}").write_bytes(b"stale")
         (batches / "c.pt.tmp-otherhost-1").write_bytes(b"another machine")
         SweepStore(str(tmp_path / "s"), spec)
         assert sorted(p.name.split(".")[0] for p in batches.iterdir()) == ["a", "c"]
@@ -282,3 +281,61 @@ def test_spec_errors_fire_before_anything_trains(tmp_path, capsys):
     assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 2
     assert "gram_bais" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_store_files_stay_within_their_bound(clean_dir):
+    """The bound a store reads batch files under leaves room for every real batch file."""
+    store = SweepStore.open(str(clean_dir))
+    for b in store.spec.plan():
+        assert os.path.getsize(store.batch_path(b.batch_id)) * 4 < store.bytes_bound(b.batch_id)
+
+
+def test_store_refuses_oversized_linked_out_and_special_files_unread(tmp_path, clean_dir, monkeypatch):
+    """A file over the plan's bound (sparse: nothing is allocated), a link out of the sweep directory to a
+    valid batch, and a FIFO are refused without being read; the store reads no file its plan does not name."""
+    src = copy_sweep(clean_dir, tmp_path / "src")
+    store = SweepStore.open(str(src))
+    big, out, fifo, *_ = [b.batch_id for b in store.spec.plan()]
+    with open(store.batch_path(big), "r+b") as f:
+        f.truncate(store.bytes_bound(big) + 1)
+    elsewhere = tmp_path / "elsewhere.pt"
+    os.replace(store.batch_path(out), elsewhere)
+    os.symlink(elsewhere, store.batch_path(out))
+    os.remove(store.batch_path(fifo))
+    os.mkfifo(store.batch_path(fifo))
+    (src / "batches" / "unplanned.pt").symlink_to("/dev/zero")
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda p, *a, **k: (opened.append(os.fspath(p)), real_open(p, *a, **k))[1])
+    store = SweepStore.open(str(src))
+    bad = store.invalid()
+    assert f"more than the {store.bytes_bound(big)} bytes" in bad[big]
+    assert "outside" in bad[out] and str(elsewhere) in bad[out]
+    assert "not a regular file" in bad[fifo]
+    assert "not a batch of this sweep" in bad["unplanned"]
+    assert not any(p.endswith("unplanned.pt") for p in opened)
+    new, refused = SweepStore(str(tmp_path / "m"), store.spec).merge_from(store)
+    assert {big, out, fifo, "unplanned"} <= set(refused) and new == len(store.spec.plan()) - 3
+
+
+def test_merge_of_a_link_to_dev_zero_is_one_line_in_bounded_memory(tmp_path, clean_dir):
+    """`symfast merge` of a shard whose batch is a link to /dev/zero: exit 2, one line naming the file.
+    Run with a 2 GiB data limit and a timeout, so that reading the link would fail this test, not the machine."""
+    import resource
+
+    src = copy_sweep(clean_dir, tmp_path / "src")
+    victim = sorted((src / "batches").glob("*.pt"))[-1]
+    victim.unlink()
+    victim.symlink_to("/dev/zero")
+    (src / "batches" / "0unplanned.pt").symlink_to("/dev/zero")  # listed first, never opened
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_DATA, (2 << 30, 2 << 30))
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(symfast.__file__)))
+    proc = subprocess.run([sys.executable, "-m", "symfast.cli", "merge", str(src), "--out", str(tmp_path / "m")],
+                          capture_output=True, text=True, env=env, timeout=300, preexec_fn=limit)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert str(victim) in proc.stderr and "/dev/zero, outside" in proc.stderr, proc.stderr
+    assert not (tmp_path / "m" / "batches" / victim.name).exists()

@@ -17,9 +17,10 @@ import torch
 from symfast.ops import _checks, _dispatch
 from symfast.ops.fourier_features import cpu, reference
 
-__all__ = ["fourier_features", "INPUT_DIMS", "input_dim"]
+__all__ = ["fourier_features", "INPUT_DIMS", "HALF_DTYPES", "input_dim"]
 
 INPUT_DIMS = (2, 3)  # coordinate dimensions D the Fourier-feature ops (and fourier_mlp) accept
+HALF_DTYPES = (torch.float16, torch.bfloat16)  # computed in float32 by `fourier_features`
 
 
 def input_dim(x: torch.Tensor, frequencies: torch.Tensor, x_form: str = "[..., D]") -> int:
@@ -126,13 +127,16 @@ def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.T
             "reference" (see `symfast.ops._dispatch`).
 
     Returns:
-        [..., 2m] features in x's dtype.
+        [..., 2m] features in x's dtype. float16/bfloat16 points are encoded in float32 and the
+        features rounded to x's dtype at the end (as `FourierPE` does).
     """
     for name, t in (("x", x), ("frequencies", frequencies), ("phases", phases)):
         _check_real(t, name)
     input_dim(x, frequencies)
     if phases.shape != frequencies.shape[:1]:
         raise ValueError(f"phases must be [{frequencies.shape[0]}], got {list(phases.shape)}")
+    if x.dtype in HALF_DTYPES:  # w.x rounded to 3 significant digits would put sin/cos off by up to 2
+        return fourier_features(x.float(), frequencies, phases, backend).to(x.dtype)
     w = frequencies.to(device=x.device, dtype=x.dtype)
     b = phases.to(device=x.device, dtype=x.dtype)
     be = _dispatch.resolve("fourier_features", backend, x.device)

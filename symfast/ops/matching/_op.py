@@ -143,8 +143,24 @@ def validate_signed_lifts(W, src, sign, mode) -> None:
 
 
 def _signed_lifts_values(W, src, sign):
-    _checks.finite("match_signed_lifts", (("W", W), ("sign", sign)))
-    _index_range("match_signed_lifts", "src", src, W.shape[2])
+    """Value checks of both backends: a lift is a signed permutation, so each row of src must be a
+    permutation of 0..k-1 and each sign +-1 (otherwise the kernel and the reference disagree)."""
+    op = "match_signed_lifts"
+    _checks.finite(op, (("W", W), ("sign", sign)))
+    _index_range(op, "src", src, W.shape[2])
+    if _checks.has_values(src) and src.numel():
+        k = src.shape[1]
+        bad = (src.sort(dim=1).values != torch.arange(k, dtype=src.dtype, device=src.device)).any(dim=1).nonzero()
+        if bad.numel():
+            g = int(bad[0, 0])
+            raise ValueError(f"{op}: src rows must be permutations of 0..{k - 1} (src [G, k] = {list(src.shape)}); "
+                             f"row {g} is {src[g].tolist()[:16]}")
+    if _checks.has_values(sign) and sign.numel():
+        bad = (sign.abs() != 1).nonzero()
+        if bad.numel():
+            g, t = (int(v) for v in bad[0])
+            raise ValueError(f"{op}: sign entries must be +1 or -1 (sign [G, k] = {list(sign.shape)}); "
+                             f"sign[{g}, {t}] = {float(sign[g, t])!r}")
 
 
 def _signed_lifts_reference(W, src, sign, mode, backend):

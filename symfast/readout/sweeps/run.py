@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 import pandas as pd
 import torch
 
+from symfast._io import atomic_write_bytes
 from symfast._progress import Progress, reporter
 from symfast.nn.fields import Ensemble
 from symfast.readout.observables import observable, scores
@@ -203,8 +204,6 @@ def finalize(store: SweepStore, num_null: int = 64) -> pd.DataFrame:
     table = table.merge(obs_df[keys + ["true_symmetry", "observed"]], on=keys, how="left")
     table = table.sort_values(["cell_id", "observable", "element"]).reset_index(drop=True)
     _write_table(table, store.root, "results")
-    from symfast.readout.sweeps.store import atomic_write_bytes
-
     atomic_write_bytes(f"{store.root}/observed.csv", obs_df.to_csv(index=False).encode())
     return table
 
@@ -218,8 +217,6 @@ def _concat(enss: list) -> Ensemble:
 
 
 def _write_table(df: pd.DataFrame, root: str, name: str) -> str:
-    from symfast.readout.sweeps.store import atomic_write_bytes
-
     try:
         import io
 

@@ -13,9 +13,14 @@ Batch files are data, never code: they are read with `torch.load(weights_only=Tr
 which refuses pickled objects, and a batch counts as done only when its content
 matches the plan (its id, configuration, cells, scores and finite weights). A file
 that fails is not done: `run_sweep` moves it aside and trains the batch again, and
-`merge` never copies it. Several processes may write one directory at once (shards
-of a sweep): temporary files are named by host and PID and only those of dead local
-processes are cleaned up.
+`merge` never copies it. A store reads only the files its plan names, each at most
+`batch_bytes_bound(batch, observables)` bytes, and refuses (without reading) one that
+resolves outside the sweep directory or is not a regular file (a symbolic link to
+/dev/zero, a FIFO): a directory written by someone else cannot make it read without bound.
+
+Several processes may write one directory at once (shards of a sweep). Writes and loads
+are `symfast._io`'s: temporary files are named by host and PID, and only those of dead
+local processes are cleaned up.
 """
 from __future__ import annotations
 
@@ -24,78 +29,51 @@ import io
 import json
 import math
 import os
-import socket
 
 import torch
 
-from symfast.readout.sweeps.spec import Batch, SweepSpec
+from symfast._io import HOST_TAG, atomic_write_bytes, read_bounded, remove_stale_temps, safe_load
+from symfast.readout.sweeps.spec import Batch, SweepSpec, make_encoding
 
-__all__ = ["SweepStore", "BatchError", "atomic_write_bytes", "safe_load"]
-
-_HOST = socket.gethostname().replace("-", "_")
+__all__ = ["SweepStore", "BatchError", "batch_bytes_bound", "SPEC_BYTES"]
 
 
 class BatchError(ValueError):
     """A batch file that is unreadable or does not hold the batch its name says."""
 
 
-def _tmp_name(path: str) -> str:
-    return f"{path}.tmp-{_HOST}-{os.getpid()}"
+# What a batch file may hold, from its plan (see batch_bytes_bound). Rows: a pickled cell or score
+# row takes a few hundred bytes; at most ELEMENTS candidate elements are scored per observable
+# (16 in 2D, 144 in 3D); SLACK covers the zip container and the batch's description.
+ROW_BYTES = 1024
+ELEMENTS = 256
+SLACK = 1 << 20
+SPEC_BYTES = 64 << 20  # spec.json: a list of 10^6 seeds takes about 8 MB
 
 
-def _fsync_dir(path: str) -> None:
+def batch_bytes_bound(batch: Batch, observables: list, features: int | None = None) -> int:
+    """Most bytes the file of `batch` may take; a larger file is refused unread.
+
+    Twice the tensors the batch stores (8 bytes per float32 value: the weights and biases of
+    `batch.size` MLPs of widths [features, *hidden, 1] and `steps` losses per model), ROW_BYTES per
+    cell and per (cell, observable, element) score row for up to ELEMENTS elements, 64 bytes per
+    encoding feature, plus SLACK. `features`: the encoding's dimension (built from the plan if None).
+    """
+    d = make_encoding(batch.encoding).dim if features is None else int(features)
+    widths = [d, *batch.hidden, 1]
+    params = sum((a + 1) * b for a, b in zip(widths, widths[1:]))
+    return (8 * batch.size * (params + batch.steps) + 64 * d
+            + ROW_BYTES * batch.size * (1 + len(observables) * ELEMENTS) + SLACK)
+
+
+def _load(path: str, data: bytes | None = None):
+    """The payload of a batch file (`symfast._io.safe_load`: never runs code); errors become BatchError."""
     try:
-        fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems cannot fsync directories
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: str, data: bytes) -> None:
-    """Write `path` so that it is either absent, the old content, or all of `data` (also after a crash)."""
-    tmp = _tmp_name(path)
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def safe_load(source) -> object:
-    """`torch.load` of a path or bytes that never runs code (weights_only); errors become BatchError."""
-    try:
-        return torch.load(io.BytesIO(source) if isinstance(source, bytes) else source, map_location="cpu",
-                          weights_only=True)
-    except Exception as e:  # truncated zip, pickle payload refused, bad magic, ...: all mean "not a batch"
-        raise BatchError(f"unreadable ({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})") \
-            from None
-
-
-def _is_stale_tmp(name: str) -> bool:
-    """A temp file of a process on this host that no longer runs (a live writer's file is kept)."""
-    tail = name.rsplit(".tmp-", 1)[-1]
-    host, _, pid = tail.rpartition("-")
-    if host and host != _HOST:
-        return False  # another machine's writer (shared file system): cannot tell; leave it
-    if not pid.isdigit():
-        return True  # legacy names ("merge") of older versions
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # alive, owned by someone else
-    return False
+        return safe_load(path, "sweep batch", data=data)
+    except (ValueError, OSError) as e:  # truncated zip, pickle payload refused, bad magic, ...: not a batch
+        if isinstance(e, FileNotFoundError):
+            raise
+        raise BatchError(f"unreadable: {e}") from None
 
 
 def _jsonable(x):
@@ -148,6 +126,7 @@ class SweepStore:
         self.spec = spec
         self._plan = {b.batch_id: b for b in spec.plan()}
         self._valid: dict = {}  # path -> (mtime_ns, size) of files that validated
+        self._features: dict = {}  # encoding (as JSON) -> its feature dimension
         try:
             os.makedirs(os.path.join(self.root, "batches"), exist_ok=True)
         except OSError as e:
@@ -161,12 +140,7 @@ class SweepStore:
                                  "use another --out directory")
         else:
             atomic_write_bytes(path, json.dumps(meta, indent=2, sort_keys=True).encode())
-        for tmp in glob.glob(os.path.join(self.root, "batches", "*.tmp-*")):
-            if _is_stale_tmp(os.path.basename(tmp)):
-                try:
-                    os.remove(tmp)  # leftovers of a process killed mid-write
-                except FileNotFoundError:
-                    pass
+        remove_stale_temps(os.path.join(self.root, "batches"))  # leftovers of processes killed mid-write
 
     @staticmethod
     def open(root: str) -> "SweepStore":
@@ -183,6 +157,26 @@ class SweepStore:
     def batch_path(self, batch_id: str) -> str:
         return os.path.join(self.root, "batches", f"{batch_id}.pt")
 
+    def bytes_bound(self, batch_id: str) -> int:
+        """The size bound of a planned batch's file (`batch_bytes_bound`)."""
+        batch = self._plan[batch_id]
+        key = json.dumps(batch.encoding, sort_keys=True)
+        if key not in self._features:
+            self._features[key] = make_encoding(batch.encoding).dim
+        return batch_bytes_bound(batch, self.spec.observables, self._features[key])
+
+    def _read(self, batch_id: str, path: str | None = None) -> bytes:
+        """The bytes of a planned batch's file (of this store, or `path` of another copy of the sweep)."""
+        if batch_id not in self._plan:
+            raise BatchError(f"{batch_id!r} is not a batch of this sweep")
+        path = path or self.batch_path(batch_id)
+        try:
+            return read_bounded(path, self.bytes_bound(batch_id), inside=os.path.dirname(os.path.dirname(path)))
+        except FileNotFoundError:
+            raise
+        except (ValueError, OSError) as e:
+            raise BatchError(str(e) if isinstance(e, ValueError) else f"unreadable: {e}") from None
+
     def _files(self) -> set[str]:
         return {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(self.root, "batches", "*.pt"))}
 
@@ -194,7 +188,7 @@ class SweepStore:
             return
         if batch_id not in self._plan:
             raise BatchError(f"{batch_id!r} is not a batch of this sweep")
-        validate_batch(safe_load(path), self._plan[batch_id], self.spec.observables)
+        validate_batch(_load(path, self._read(batch_id)), self._plan[batch_id], self.spec.observables)
         self._valid[path] = (st.st_mtime_ns, st.st_size)
 
     def done(self) -> set[str]:
@@ -222,7 +216,7 @@ class SweepStore:
 
     def quarantine(self, batch_id: str) -> str:
         """Move an invalid batch file aside (kept for inspection, no longer counted as done)."""
-        dst = f"{self.batch_path(batch_id)}.invalid-{_HOST}-{os.getpid()}"
+        dst = f"{self.batch_path(batch_id)}.invalid-{HOST_TAG}-{os.getpid()}"
         os.replace(self.batch_path(batch_id), dst)
         return dst
 
@@ -235,7 +229,7 @@ class SweepStore:
         """The validated payload of a finished batch (never unpickles code)."""
         if batch_id not in self._plan:
             raise BatchError(f"{batch_id!r} is not a batch of this sweep")
-        payload = safe_load(self.batch_path(batch_id))
+        payload = _load(self.batch_path(batch_id), self._read(batch_id))
         try:
             validate_batch(payload, self._plan[batch_id], self.spec.observables)
         except BatchError as e:
@@ -260,13 +254,13 @@ class SweepStore:
             if bid in mine:
                 continue
             try:
-                with open(other.batch_path(bid), "rb") as f:
-                    data = f.read()
-                if bid not in self._plan:
-                    raise BatchError("not a batch of this sweep")
-                validate_batch(safe_load(data), self._plan[bid], self.spec.observables)
+                data = self._read(bid, other.batch_path(bid))  # refuses unplanned, oversized, linked-out files
+                validate_batch(_load(other.batch_path(bid), data), self._plan[bid], self.spec.observables)
             except BatchError as e:
                 refused[bid] = str(e)
+                continue
+            except FileNotFoundError:  # removed since listed, or a link to nothing
+                refused[bid] = f"{other.batch_path(bid)}: no such file"
                 continue
             atomic_write_bytes(self.batch_path(bid), data)
             new += 1
@@ -274,9 +268,9 @@ class SweepStore:
 
 
 def _read_spec_json(path: str) -> dict:
+    data = read_bounded(path, SPEC_BYTES, inside=os.path.dirname(path))  # ValueError naming path, if refused
     try:
-        with open(path) as f:
-            meta = json.load(f)
+        meta = json.loads(data)
         if not isinstance(meta, dict) or "fingerprint" not in meta or "spec" not in meta:
             raise ValueError("missing fingerprint or spec")
         return meta
