@@ -226,3 +226,22 @@ def test_reproduce_never_unpickles_a_results_folder(tmp_path, monkeypatch):
     (sub / "ensemble_dyadic.pt").write_bytes(buf.getvalue())
     assert reproduce._trained_steps(str(sub)) is None
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_reproduce_names_a_damaged_ensemble_instead_of_losing_the_report(tmp_path, monkeypatch):
+    """A results folder whose ensemble file is foreign: the readout section says the figures were not
+    drawn and names the file; nothing runs and no traceback ends the report."""
+    import pandas as pd
+
+    from symfast.commands import reproduce
+
+    monkeypatch.chdir(tmp_path)
+    sub = tmp_path / "readout"
+    sub.mkdir()
+    buf = io.BytesIO()
+    torch.save({"config": {"steps": 5}, "x": _Boom()}, buf)
+    (sub / "ensemble_dyadic.pt").write_bytes(buf.getvalue())
+    summary = pd.DataFrame({"shape": ["square"], "pe": ["dyadic"], "observable": ["gram"]})
+    why = reproduce._readout_figures(str(sub), summary)
+    assert why.startswith(f"{sub / 'ensemble_dyadic.pt'} was refused (") and not (tmp_path / "PWNED").exists()
+    assert not (sub / "fields.png").exists()

@@ -113,7 +113,9 @@ def _readout_section(sub: str, section):
                                                                               summary["G_lift_and_true"])]
     section.tables.append(("Observed vs expected symmetries per (shape, encoding)", summary,
                            {k: v for k, v in READOUT_GLOSSARY.items() if k in summary.columns}))
-    _readout_figures(sub, summary)
+    refused = _readout_figures(sub, summary)
+    if refused:
+        section.text.append(f"Fitted zero-level and loss figures not drawn: {refused}")
     for name in ("summary_grid.png", "heatmap.png", "sweep.png", "fields.png", "loss.png"):
         if os.path.exists(os.path.join(sub, name)):
             section.figures.append((os.path.join(sub, name), FIGURE_CAPTIONS[name]))
@@ -219,18 +221,27 @@ def _layerwise_section(sub: str, section) -> None:
     section.text.append("Numbers behind the tables: `layerwise/results.json`; printed output: `layerwise/stdout.txt`.")
 
 
-def _readout_figures(sub: str, summary) -> None:
-    """The grid summary, fitted zero-level sets and loss curves, from the files `symfast readout` wrote."""
+def _readout_figures(sub: str, summary) -> str:
+    """The grid summary, fitted zero-level sets and loss curves, from the files `symfast readout` wrote;
+    returns why the ensemble figures were not drawn ('' when they were): a damaged or foreign ensemble
+    file is named in the report, never a traceback that loses it."""
     from symfast.readout import plots
     from symfast.nn.fields import Ensemble
 
     if {"G_obs", "G_lift_and_true"} <= set(summary.columns):
         plots.sweep_summary(summary, os.path.join(sub, "summary_grid.png"))
     paths = [os.path.join(sub, f"ensemble_{pe}.pt") for pe in dict.fromkeys(summary.get("pe", []))]
-    ensembles = [Ensemble.load(p) for p in paths if os.path.exists(p)]
+    ensembles = []
+    for path in paths:
+        if os.path.exists(path):
+            try:
+                ensembles.append(Ensemble.load(path))
+            except ValueError as e:  # Ensemble.load refuses damaged or foreign files by ValueError
+                return f"{path} was refused ({e})"
     if ensembles:
         plots.zero_level_sets(ensembles, os.path.join(sub, "fields.png"))
         plots.loss_curves(ensembles, os.path.join(sub, "loss.png"))
+    return ""
 
 
 def _layerwise_claims(sub: str) -> list:
