@@ -55,7 +55,7 @@ def test_every_public_progress_argument_defaults_to_off():
     names = {n for n, _ in found}
     assert {"symfast.readout.training.fit_sdf", "symfast.schur.rnn.train.train", "symfast.schur.rnn.train.train_many",
             "symfast.layerwise.suite.run_suite", "symfast.layerwise.exactness.exactness_sweep",
-            "symfast.layerwise.patches.patch_study"} <= names
+            "symfast.layerwise.patches.patch_study", "symfast.readout.readout.readout"} <= names
     wrong = [n for n, p in found if p.default is not False and p.default is not inspect.Parameter.empty]
     assert not wrong, f"progress must default to False (on by default only in the CLI): {wrong}"
 
@@ -132,3 +132,14 @@ def test_run_sweep_takes_progress_and_the_old_quiet_still_works(tmp_path):
     assert lines and lines[-1].startswith("sweep: 1/1")
     with pytest.warns(DeprecationWarning, match="quiet"):
         run_sweep(spec, str(tmp_path / "b"), quiet=True)
+
+
+def test_readout_reports_its_cells():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # small budget
+        ens = sf.fit_sdf(["triangle", "square"], sf.TriAxisPE(2), seeds=3, steps=2, points=16, hidden=(4,))
+        lines = []
+        sf.readout(ens, sweep=0, num_null=8, observable=["gram", "prefix1"], progress=lines.append)
+    assert lines == [f"readout: {k}/4" for k in range(1, 5)]  # 2 shapes x 2 observables

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from symfast._progress import Progress, reporter
 from symfast.readout.decision import ATOL as _ATOL
 from symfast.readout.decision import budget_shortfall, decide, pairings, split_halves
 from symfast.nn.fields import Ensemble
@@ -81,7 +82,7 @@ def _angle_deg(g) -> float:
 
 def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ensemble",
             sweep: int = 360, num_null: int = 64, seed: int = 0, alpha: float = 0.05,
-            sweep_axis=(0.0, 0.0, 1.0), shapes=None) -> Readout:
+            sweep_axis=(0.0, 0.0, 1.0), shapes=None, progress: Progress = False) -> Readout:
     """Read which candidate symmetries the trained weights show.
 
     Args:
@@ -110,6 +111,8 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
             (nn.Sequential lists, or a FourierMLPEnsemble built without shapes=).
         alpha: family-wise rate, per (shape, encoding, observable), of calling a true symmetry
             broken (Holm over the candidates; `symfast.readout.decision`).
+        progress: False (default), True (a tqdm bar over the (encoding, observable, shape) cells) or
+            a callable given a line about every tenth of them (`symfast._progress`).
 
     Returns:
         A `Readout`.
@@ -134,6 +137,8 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         raise ValueError("candidates must hold at least one group element (or None for the default candidates)")
     gen = torch.Generator().manual_seed(seed)
     rows, sweep_rows, elements = [], [], {}
+    bar = reporter(progress, "symfast.readout").bar(
+        sum(len(kinds) * len(dict.fromkeys(e.shapes)) for e in ensembles), "readout", unit="cell")
     for ens in ensembles:
         for layer in ens.weights + ens.biases:
             if not torch.isfinite(layer).all():
@@ -151,6 +156,7 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
                 phi = phi_all[ens.indices(shape_name)]
                 group = ens.true_group(shape_name, cands)
                 rows += _rows(phi, lifts, aggregate, num_null, gen, shape_name, ens.pe.name, kind, group, alpha)
+                bar.update()
                 if sweep_lifts is not None:
                     sweep_group = ens.true_group(shape_name, [g for g, *_ in sweep_lifts])
                     rho = torch.stack([r for _, r, _, _ in sweep_lifts])
@@ -163,6 +169,7 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
                             row["angle_deg"] = 360.0 * i / sweep
                         sweep_rows.append(dict(row, score_null=nl,  # identity: 0 / 0, undefined
                                                score_norm=r["score"] / nl if nl > _ATOL else np.nan))
+    bar.close()
     return Readout(pd.DataFrame(rows), pd.DataFrame(sweep_rows), elements)
 
 
