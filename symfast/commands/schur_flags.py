@@ -125,6 +125,7 @@ def parse_settings(args) -> SchurSettings:
 
     Checks only what the flags say; the checks that need the output folder or the recipe's training
     configurations are `prepare_run`'s."""
+    from symfast.schur.ablation import EPSILON
     from symfast.schur.families import FAMILY_CONSTRUCTIONS, GATES
     from symfast.schur.rnn.model import CONSTRUCTIONS
     from symfast.schur.study import SchurSettings
@@ -171,10 +172,13 @@ def parse_settings(args) -> SchurSettings:
                                            "min_lr_ratio", "curriculum", "cayley_neg", "cayley_init",
                                            "include_unconverged", "alpha", "n_random", "n_orders", "near_cut",
                                            "n_eval", "fixed_points", "refit", "threads", "engine")}
-    settings = SchurSettings(family=family, tasks=tuple(tasks), gates=gates, constructions=None if cons is None
-                             else tuple(cons), hidden=hidden, recipe=args.recipe or "converge",
-                             epsilon=SchurSettings.epsilon if args.epsilon is None else args.epsilon,
-                             alphas=alphas, alpha_grid=tuple(grid), **flags)
+    try:  # every flag is checked above; the settings' own checks are a safety net
+        settings = SchurSettings(family=family, tasks=tuple(tasks), gates=gates, constructions=None if cons is None
+                                 else tuple(cons), hidden=hidden, recipe=args.recipe or "converge",
+                                 epsilon=EPSILON if args.epsilon is None else args.epsilon,
+                                 alphas=alphas, alpha_grid=tuple(grid), **flags)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     if settings.copy_task_kwargs() and (family != "tanh" or "copy" not in tasks):
         raise UsageError("--copy-length, --copy-symbols, --copy-delay and --copy-replay set the copy task of the "
                          "tanh family: pass --task copy")

@@ -96,6 +96,39 @@ class SchurSettings:
     threads: int | None = None
     engine: str = "fused"
 
+    def __post_init__(self):
+        """Refuse settings no study can run (the command line refuses each with its flag's name first)."""
+        from symfast.schur.families import FAMILIES, FAMILY_CONSTRUCTIONS, GATES
+        from symfast.schur.rnn import TASKS
+
+        def known(what, items, allowed):
+            if not items or any(v not in allowed for v in items):
+                raise ValueError(f"{what} must be a non-empty choice of {', '.join(allowed)}, got {items!r}")
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {', '.join(FAMILIES)}, got {self.family!r}")
+        known("tasks", self.tasks, tuple(TASKS))
+        if self.constructions is not None:
+            known(f"{self.family} constructions", self.constructions, FAMILY_CONSTRUCTIONS[self.family])
+        if self.gates is not None:
+            known(f"{self.family} gates", self.gates, GATES.get(self.family, ()))
+        at_least = {"seeds": 1, "n_eval": 1, "n_random": 0, "n_orders": 0, "fixed_points": 0, "epochs": 0,
+                    "batches": 1, "batch": 1}
+        for name, low in at_least.items():
+            v = getattr(self, name)
+            if v is not None and v < low:
+                raise ValueError(f"{name} must be >= {low}, got {v}")
+        if self.hidden is not None and (not self.hidden or min(self.hidden) < 1):
+            raise ValueError(f"hidden widths must be >= 1, got {self.hidden!r}")
+        if any(not 0 < a <= 1 for a in self.sweep) or any(not 0 < a <= 1 for a in self.alpha_grid):
+            raise ValueError(f"alpha, alphas and alpha_grid must lie in (0, 1], got {self.alpha}, {self.alphas}, "
+                             f"{self.alpha_grid}")
+        if not (self.epsilon >= 0 and self.near_cut > 0 and (self.clip is None or self.clip > 0)):
+            raise ValueError(f"need epsilon >= 0, near_cut > 0 and clip > 0 (or None), got {self.epsilon}, "
+                             f"{self.near_cut}, {self.clip}")
+        if self.engine not in ("fused", "torch") or self.copy_replay not in (None, "cyclic", "once"):
+            raise ValueError(f"engine must be fused or torch and copy_replay cyclic, once or None, got "
+                             f"{self.engine!r}, {self.copy_replay!r}")
+
     @property
     def sweep(self) -> list[float]:
         """The alphas of the ablation table, sorted: `alphas` and `alpha`."""

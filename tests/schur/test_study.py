@@ -95,3 +95,18 @@ def test_a_damaged_checkpoint_is_a_checkpoint_error_naming_it(tmp_path):
     with pytest.raises(CheckpointError, match="flipflop_orthogonal_H4_s0.pt"):
         schur_study(SchurSettings(hidden=(4,), seeds=1, epochs=1), str(tmp_path))
     assert issubclass(CheckpointError, ValueError)
+
+
+@pytest.mark.parametrize("bad, words", [
+    (dict(family="rnn"), "family"), (dict(tasks=("xor",)), "tasks"), (dict(tasks=()), "tasks"),
+    (dict(constructions=("bias",)), "tanh constructions"), (dict(gates=("n",)), "tanh gates"),
+    (dict(family="gru", gates=("g",)), "gru gates"), (dict(seeds=0), "seeds"), (dict(n_random=-1), "n_random"),
+    (dict(hidden=(8, 0)), "hidden"), (dict(hidden=()), "hidden"), (dict(alpha=1.5), "alpha"),
+    (dict(alphas=(0.0,)), "alpha"), (dict(alpha_grid=(1.2,)), "alpha"), (dict(epsilon=-1.0), "epsilon"),
+    (dict(clip=0.0), "clip"), (dict(engine="cuda"), "engine"), (dict(copy_replay="twice"), "copy_replay"),
+])
+def test_settings_refuse_what_no_study_can_run(bad, words):
+    with pytest.raises(ValueError, match=words):
+        SchurSettings(**bad)
+    SchurSettings(family="gru", gates=("n", "z"), hidden=(1,), alphas=(), alpha_grid=(), seeds=1, n_random=0,
+                  epochs=0, fixed_points=0)  # the edges the command line accepts
