@@ -1,8 +1,9 @@
 """`symfast schur`: train (or load) tanh RNNs, run all Schur block ablations, write CSV + PNG.
 
-`--family ssm|gru|lstm` runs the same ablations on a linear state-space model, GRU or LSTM
-(`symfast.commands.schur_families`: training with checkpoints in OUT/ckpt, ablation tables, CSV and a
-spectra figure).
+The study itself is `symfast.schur.study.schur_study`: this command parses and checks its flags
+(`schur_flags`), builds the study's `SchurSettings`, runs it and writes and prints its tables
+(`schur_tanh`; `--family ssm|gru|lstm`, the same ablations on a linear state-space model, GRU or
+LSTM: `schur_families`; `--copy-family`: `schur_copy_family`).
 
 Example:
     symfast schur --task copy --out runs/schur      # the paper's copy experiment

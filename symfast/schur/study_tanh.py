@@ -32,10 +32,6 @@ class CheckpointError(ValueError):
     """A checkpoint file of the study is damaged; the message names the file (delete it to train again)."""
 
 
-def _quiet(message: str) -> None:
-    pass
-
-
 def train_tanh_models(task, cells, seeds, cfg, checkpoint_dir: str, progress: Progress = False,
                       log: Callable[[str], None] | None = None) -> dict:
     """Every model of `task` the study needs: {(construction, hidden): ([model per seed], [losses per seed])}.
@@ -66,7 +62,7 @@ def train_tanh_models(task, cells, seeds, cfg, checkpoint_dir: str, progress: Pr
             return _load(path)
         except ValueError as e:
             raise CheckpointError(str(e)) from None
-    log = log or _quiet
+    log = log or (lambda message: None)
     cfg_of = cfg if isinstance(cfg, dict) else {cn: cfg for cn, _ in cells}  # construction -> TrainConfig
     seeds = list(seeds)
     keys = [(cn, hidden, s) for cn, hidden in cells for s in seeds]
