@@ -37,7 +37,8 @@ _NAMES = {
     **dict.fromkeys(["MatchingScores", "matching_scores"], "symfast.readout.matching"),
     **dict.fromkeys(["GroupActions", "LatentActions", "LayerAction", "identifiable_submodel", "project_equivariant",
                      "recover_latent_actions"], "symfast.layerwise"),
-    **dict.fromkeys(["rnn", "schur_ablation", "schur_ablation_summary"], "symfast.schur"),
+    **dict.fromkeys(["rnn", "schur_ablation", "schur_ablation_summary", "SchurSettings", "SchurStudy", "schur_study"],
+                    "symfast.schur"),
 }
 # `import symfast.o3` / `symfast.samplers` / `symfast.sweeps` / `symfast.rnn` keep working as short
 # names for the modules they name.
@@ -88,6 +89,7 @@ __all__ = [
     "orthogonal_group",
     "Ensemble", "fit_sdf", "readout", "Readout",
     "ordered_schur", "ordschur", "OrderedSchur", "schur_ablation", "schur_ablation_summary", "rnn",
+    "SchurSettings", "SchurStudy", "schur_study",
     "recover_latent_actions", "matching_scores", "identifiable_submodel", "project_equivariant",
     "LatentActions", "LayerAction", "GroupActions", "MatchingScores",
     "fourier_mlp", "fourier_mlp_train_step",

@@ -12,7 +12,7 @@ PUBLIC = {
     "symfast": ["fit_sdf", "readout", "Readout", "Ensemble", "FourierPE", "DyadicAxisPE", "TriAxisPE", "MultiAxisPE",
                 "RandomFourierPE", "O2Element", "Group", "rotation", "reflection", "identity", "dihedral", "cyclic",
                 "rotation_sweep", "orthogonal_group", "ordered_schur", "ordschur", "OrderedSchur", "schur_ablation",
-                "schur_ablation_summary", "recover_latent_actions", "matching_scores", "MatchingScores",
+                "schur_ablation_summary", "SchurSettings", "SchurStudy", "schur_study", "recover_latent_actions", "matching_scores", "MatchingScores",
                 "identifiable_submodel", "project_equivariant", "LatentActions", "LayerAction", "GroupActions",
                 "fourier_mlp", "fourier_mlp_train_step", "cpp_available", "__version__",
                 "shapes", "o3", "nn", "rnn", "samplers", "sweeps", "groups"],
@@ -26,6 +26,9 @@ PUBLIC = {
     "symfast.nn": ["FourierMLP", "FourierMLPEnsemble", "Sine", "ACTIVATION_MODULES", "FourierPE", "Ensemble",
                    "encoding_by_name"],
     "symfast.rnn": ["TanhRNN", "make_task", "TASKS"],
+    "symfast.schur": ["SchurSettings", "SchurStudy", "schur_study", "schur_ablation", "rnn"],
+    "symfast.schur.study": ["SchurSettings", "SchurStudy", "schur_study", "CheckpointError", "copy_family_settings",
+                            "train_tanh_models", "analyse_model", "stabiliser_table", "fixed_point_facts"],
     "symfast.samplers": ["sample_disk", "sample_ball", "sample_box", "sample_near_surface"],
     "symfast.readout": ["readout", "Readout", "fit_sdf"],
 }

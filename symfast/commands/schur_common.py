@@ -1,15 +1,18 @@
-"""Parsing and table formatting shared by `symfast schur`'s tanh path and its other families."""
+"""Parsing and table formatting shared by `symfast schur`'s tanh path and its other families.
+
+`SINGLE`, `stabiliser_table`, `fixed_point_facts` and `ablated_fixed_point_facts` moved to the study
+(`symfast.schur.study`); they are re-exported here for callers of their old place.
+"""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
 from symfast.commands import UsageError
+from symfast.schur.study import SINGLE, ablated_fixed_point_facts, fixed_point_facts, stabiliser_table
 
 __all__ = ["SINGLE", "parse_list", "fmt_ci", "stabiliser_table", "budget", "print_deviations", "fixed_point_facts",
            "ablated_fixed_point_facts", "print_fixed_points"]
-
-SINGLE = ("-T_RR", "-T_C->R", "-T_CC")
 
 
 def parse_list(arg: str, allowed, what: str) -> list[str]:
@@ -37,24 +40,6 @@ def fmt_ci(mu, lo, hi) -> str:
     return f"{mu:.3g} [{lo:.3g}, {hi:.3g}]"
 
 
-def stabiliser_table(raw, keys=("task", "construction", "hidden")) -> pd.DataFrame:
-    """Per model cell (`keys`), subset and alpha: 'S k/n' = k of n seeds are eps-stabilisers.
-
-    Printed for the single blocks and all three (every subset is in the raw CSV and the figure)."""
-    r = raw[raw.subset.isin(SINGLE + ("-T_RR,-T_C->R,-T_CC",))]
-    names = [("H" if k == "hidden" else k) for k in keys] + ["subset"]
-    out = []
-    for key, g in r.groupby(list(keys) + ["subset"], sort=False):
-        row = dict(zip(names, key))
-        for a, ga in g.groupby("alpha"):
-            c = ga["stabiliser"].value_counts()
-            n = len(ga)
-            row[f"alpha={a:g}"] = ("no-op" if c.get("no-op", 0) == n else
-                                   f"S {c.get('eps-stabiliser', 0)}/{n}" + (f" d_D {ga['d_D'].median():.2g}"))
-        out.append(row)
-    return pd.DataFrame(out)
-
-
 def budget(cfg) -> str:
     """One line: the training budget of a TrainConfig (epochs, batches, Adam and its schedule, clipping)."""
     lr = (f"Adam {cfg.lr:g}" if cfg.schedule == "constant" else
@@ -79,39 +64,10 @@ def print_deviations(recipe: str, cfg_of: dict, given: dict, family: str = "tanh
     print("deviations from the paper's training budget:" + ("\n" + "\n".join(lines) if lines else " none"))
 
 
-def fixed_point_facts(model, task, n_starts: int, seed: int, alpha: float) -> tuple:
-    """Fixed/slow points of the model's autonomous map (input held at 0) from n_starts visited states,
-    and the ordered Schur split of the Jacobian at the slowest: (facts, that point h*)."""
-    import torch
-
-    from symfast.schur.fixedpoints import find_fixed_points, step_map, visited_states
-
-    fp = find_fixed_points(step_map(model), visited_states(model, task, n_starts, seed=seed))
-    sb = fp.schur(0, alpha=alpha)
-    nN, nT = float(sb.N.norm()), float(sb.T.norm())
-    return {"n_fixed": int(fp.is_fixed.sum()), "n_slow": int((~fp.is_fixed).sum()), "q_min": float(fp.q[0]),
-            "rho_J": sb.rho, "n_R_J": sb.n_R, "N_over_T_J": nN / nT if nT > 0 else float("nan"),
-            "norm_h": float(torch.linalg.norm(fp.points[0]))}, fp.points[0]
-
-
-def ablated_fixed_point_facts(view, h_star, alpha: float, at) -> dict:
-    """Per single-block ablation of the view's matrix: the ablated map linearised at the intact model's
-    slowest point h* (`ablated_linearisation`), next to the block's behavioural dFVU at the same alpha
-    (`at`: the ablation table at that alpha, indexed by subset)."""
-    from symfast.schur.blocks import subset_name
-    from symfast.schur.fixedpoints import ablated_linearisation
-
-    lin = ablated_linearisation(view, h_star, alpha=alpha)
-    out = {"align_J": lin.alignment}
-    for k, b in enumerate(lin.blocks):
-        out.update({f"rho_Jab_{b}": lin.rho_ablated[k], f"n_slow_Jab_{b}": lin.n_slow_ablated[k],
-                    f"align_Jab_{b}": lin.alignment_ablated[k], f"dfvu_{b}": float(at.loc[subset_name((b,)), "dfvu"])})
-    return out
-
-
-def print_fixed_points(fps: list[dict], n_starts: int, alpha: float) -> None:
-    """The fixed-point rows (one per model and ablated matrix): the points and the Jacobian's split per
-    model, then one line per model, matrix and block: the ablated linearisation beside the block's dFVU."""
+def print_fixed_points(fps, n_starts: int, alpha: float) -> None:
+    """The fixed-point rows (`SchurStudy.fixed_points`, one per model and ablated matrix: a DataFrame or a
+    list of dicts): the points and the Jacobian's split per model, then one line per model, matrix and
+    block: the ablated linearisation beside the block's dFVU."""
     from symfast.schur.blocks import BLOCKS
 
     fpd = pd.DataFrame(fps)

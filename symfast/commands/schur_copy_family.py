@@ -10,18 +10,12 @@ setting) and OUT/copy_family.png.
 """
 from __future__ import annotations
 
-import copy
 import os
 
 import pandas as pd
 
 from symfast._io import atomic_write
 from symfast.commands import UsageError
-
-# the family's model: orthogonal init at H = 64 (the paper's copy widths are 56 / 64 / 72)
-FAMILY_CONSTRUCTION, FAMILY_HIDDEN = "orthogonal", "64"
-# the TrainConfig fields a longer budget sets, each also the name of its command-line flag's attribute
-_BUDGET_FIELDS = ("epochs", "lr", "clip", "schedule", "warmup", "min_lr_ratio", "curriculum")
 
 
 def _settings(arg: str | None):
@@ -48,9 +42,12 @@ def read_runs(out: str, settings) -> dict:
 
 
 def run_copy_family(args, run_one) -> int:
+    """Run every copy setting of `--copy-settings` with `run_one(settings, out, progress)` (`symfast.commands.schur.
+    run_settings`) into OUT/<setting>, then write and print the copy pattern's verdict per setting."""
+    from symfast.commands.schur_flags import parse_settings
     from symfast.schur import plots
     from symfast.schur.copy_family import ablation_table, pattern_table
-    from symfast.schur.recipes import recipe_config
+    from symfast.schur.study import copy_family_settings
 
     if args.family != "tanh" or args.task not in ("copy", "flipflop"):
         raise UsageError("--copy-family runs the tanh family's copy task: leave --family and --task at their "
@@ -59,24 +56,12 @@ def run_copy_family(args, run_one) -> int:
         raise UsageError("--copy-family sets the copy task of each setting itself: drop --copy-length, "
                          "--copy-symbols, --copy-delay and --copy-replay (choose settings with --copy-settings)")
     settings = _settings(args.copy_settings)
-    long_cfg = recipe_config("converge", "copy", "dense")
+    base = parse_settings(args)
     for s in settings:
-        sub = copy.copy(args)
-        sub.copy_family, sub.copy_settings, sub.task = False, None, "copy"
-        sub.out = os.path.join(args.out, s.name)
-        sub.copy_length, sub.copy_symbols, sub.copy_delay = s.length, s.n_symbols, s.delay
-        sub.copy_replay = "cyclic" if s.cyclic else "once"
-        if args.construction == "paper":
-            sub.construction = FAMILY_CONSTRUCTION
-        if args.hidden == "paper":
-            sub.hidden = FAMILY_HIDDEN
-        if s.long_budget:  # flags given on the command line win, as in any run
-            for field in _BUDGET_FIELDS:
-                if getattr(sub, field) is None:
-                    setattr(sub, field, getattr(long_cfg, field))
+        sub_out = os.path.join(args.out, s.name)
         print(f"\n######## copy setting {s.name} ({s.bits:g} bits"
-              + (", the longer budget" if s.long_budget else "") + f") -> {sub.out}")
-        rc = run_one(sub)
+              + (", the longer budget" if s.long_budget else "") + f") -> {sub_out}")
+        rc = run_one(copy_family_settings(base, s), sub_out, progress=not args.no_progress)
         if rc:
             return rc
     runs = read_runs(args.out, settings)

@@ -32,10 +32,11 @@ from dataclasses import dataclass
 
 import torch
 
-from symfast.schur.blocks import BLOCKS, SchurBlocks, ablate, schur_blocks
+from symfast.schur.blocks import BLOCKS, SchurBlocks, ablate, schur_blocks, subset_name
 
 __all__ = ["FixedPoints", "find_fixed_points", "step_map", "visited_states", "jacobians", "AblatedLinearisation",
-           "ablated_linearisation", "ablated_step_map", "slow_basis", "readout_alignment"]
+           "ablated_linearisation", "ablated_step_map", "slow_basis", "readout_alignment", "fixed_point_facts",
+           "ablated_fixed_point_facts"]
 
 
 @dataclass
@@ -335,3 +336,35 @@ def visited_states(model, task, n: int, seed: int = 0, batch: int = 16) -> torch
         raise ValueError(f"asked for {n} states, the batch visits only {len(allst)} (batch {batch} x T {x.shape[1]})")
     pick = torch.randperm(len(allst), generator=torch.Generator().manual_seed(int(seed)))[:n]
     return allst[pick]
+
+
+def fixed_point_facts(model, task, n_starts: int, seed: int, alpha: float) -> tuple:
+    """Fixed/slow points of the model's autonomous map (input held at 0) from n_starts visited states,
+    and the ordered Schur split of the Jacobian at the slowest.
+
+    Returns:
+        (facts, h*): facts = {"n_fixed", "n_slow", "q_min", "rho_J", "n_R_J", "N_over_T_J", "norm_h"}
+        (one row of the study's fixed-point table), h* [D] the slowest point.
+    """
+    fp = find_fixed_points(step_map(model), visited_states(model, task, n_starts, seed=seed))
+    sb = fp.schur(0, alpha=alpha)
+    nN, nT = float(sb.N.norm()), float(sb.T.norm())
+    return {"n_fixed": int(fp.is_fixed.sum()), "n_slow": int((~fp.is_fixed).sum()), "q_min": float(fp.q[0]),
+            "rho_J": sb.rho, "n_R_J": sb.n_R, "N_over_T_J": nN / nT if nT > 0 else float("nan"),
+            "norm_h": float(torch.linalg.norm(fp.points[0]))}, fp.points[0]
+
+
+def ablated_fixed_point_facts(view, h_star, alpha: float, at) -> dict:
+    """Per single-block ablation of the view's matrix: the ablated map linearised at the intact model's
+    slowest point h* [D] (`ablated_linearisation`), next to the block's behavioural dFVU at the same
+    alpha (`at`: the ablation table at that alpha, indexed by subset).
+
+    Returns:
+        {"align_J", and per block b: "rho_Jab_b", "n_slow_Jab_b", "align_Jab_b", "dfvu_b"}.
+    """
+    lin = ablated_linearisation(view, h_star, alpha=alpha)
+    out = {"align_J": lin.alignment}
+    for k, b in enumerate(lin.blocks):
+        out.update({f"rho_Jab_{b}": lin.rho_ablated[k], f"n_slow_Jab_{b}": lin.n_slow_ablated[k],
+                    f"align_Jab_{b}": lin.alignment_ablated[k], f"dfvu_{b}": float(at.loc[subset_name((b,)), "dfvu"])})
+    return out

@@ -1,16 +1,14 @@
 """The faster analysis after training gives the reference results: one rollout per distinct matrix
 equals rolling out every matrix, and the analysis at a fixed single thread gives the same table
 whatever the caller's thread count."""
-from types import SimpleNamespace
-
 import pandas as pd
 import pytest
 import torch
 
-from symfast.commands.schur import analyse_model
 from symfast.ops.rnn_rollout import rnn_rollout
 from symfast.schur.ablation import rollout_variants
 from symfast.schur.rnn import TanhRNN, make_task
+from symfast.schur.study import SchurSettings, analyse_model
 from symfast.schur.threads import analysis_threads, kernel_threads
 
 
@@ -65,13 +63,15 @@ def test_analysis_table_identical_at_one_and_two_threads():
     # H = 27: a size MKL rounds differently at one and two threads
     task = make_task("copy", replay=12, scored=12)
     model = _model(task.n_in, 27, task.n_out, seed=3)
-    args = SimpleNamespace(alpha=0.9, n_eval=16, n_random=1, n_orders=1, refit=False, near_cut=0.02)
+    settings = SchurSettings(alpha=0.9, alphas=(0.85,), alpha_grid=(0.88, 0.9), epsilon=0.05, n_eval=16, n_random=1,
+                             n_orders=1, refit=False, near_cut=0.02)
+    assert settings.sweep == [0.85, 0.9]
     prev = torch.get_num_threads()
     out = []
     try:
         for nt in (1, 2):
             torch.set_num_threads(nt)
-            out.append(analyse_model(model, task, 0, args, [0.85, 0.9], 0.05, [0.88, 0.9]))
+            out.append(analyse_model(model, task, 0, settings))
             assert torch.get_num_threads() == nt
     finally:
         torch.set_num_threads(prev)

@@ -148,20 +148,19 @@ def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tm
     per-construction configs) train in one call; with some checkpoints gone, one call trains just
     those, to the same weights bit for bit; --engine torch goes through the same path."""
     from dataclasses import replace
-    from types import SimpleNamespace
 
     import torch
 
-    from symfast.commands import schur
     from symfast.schur.rnn import Copy, TrainConfig
+    from symfast.schur.study import train_tanh_models
     calls = _spy_train_many(monkeypatch)
-    task, args = Copy(length=3, replay=5, scored=5), SimpleNamespace(seeds=2, no_progress=True)
+    task, seeds = Copy(length=3, replay=5, scored=5), range(2)
     cells = [(cn, h) for cn in ("orthogonal", "cayley") for h in (6, 9)]
     cfg = {"orthogonal": TrainConfig(epochs=2, batches_per_epoch=2, batch=4),
            "cayley": TrainConfig(epochs=3, batches_per_epoch=2, batch=4, lr=3e-3, schedule="cosine", warmup=1,
                                  clip=1.0, curriculum=1, cayley_init="spread")}
     ck = str(tmp_path / "ckpt")
-    first = schur._train_task(task, cells, args, cfg, ck)
+    first = train_tanh_models(task, cells, seeds, cfg, ck)
     assert len(calls) == 1 and calls[0][4] == "fused"
     assert sorted(zip(calls[0][3], calls[0][2], calls[0][1])) == sorted((cn, h, s) for cn, h in cells for s in (0, 1))
     assert sorted(first) == sorted(cells)
@@ -173,13 +172,13 @@ def test_schur_trains_each_task_in_one_call_and_retrains_only_what_is_missing(tm
     for cn, h, s in gone:
         os.remove(os.path.join(ck, f"copy_{cn}_H{h}_s{s}.pt"))
     calls.clear()
-    again = schur._train_task(task, cells, args, cfg, ck)
+    again = train_tanh_models(task, cells, seeds, cfg, ck)
     assert [(c[3], c[2], c[1]) for c in calls] == [(["orthogonal", "cayley"], [6, 9], [0, 1])]
     for cell, (models, losses) in first.items():
         for a, b, la, lb in zip(models, again[cell][0], losses, again[cell][1]):
             assert la == lb and all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters())), cell
     calls.clear()
-    via_torch = schur._train_task(task, cells, args, {cn: replace(c, engine="torch") for cn, c in cfg.items()},
+    via_torch = train_tanh_models(task, cells, seeds, {cn: replace(c, engine="torch") for cn, c in cfg.items()},
                                   str(tmp_path / "torch"))
     assert [c[4] for c in calls] == ["torch"]
     for cell, (models, _) in first.items():
@@ -191,7 +190,7 @@ def test_schur_cli_copy_variant_flags_build_the_task(tmp_path, capsys, monkeypat
     """--copy-* flags reach the task that is trained (stopped before any training) and are checked."""
     import pytest
 
-    from symfast.commands import schur
+    from symfast.schur import study_tanh
     from symfast.schur.rnn import Copy
     seen = []
 
@@ -201,7 +200,7 @@ def test_schur_cli_copy_variant_flags_build_the_task(tmp_path, capsys, monkeypat
     def stop(task, *a, **kw):
         seen.append(task)
         raise Stop
-    monkeypatch.setattr(schur, "_train_task", stop)
+    monkeypatch.setattr(study_tanh, "train_tanh_models", stop)
     with pytest.raises(Stop):
         main(["schur", "--task", "copy", "--copy-length", "5", "--copy-symbols", "3", "--copy-delay", "2",
               "--copy-replay", "once", "--out", str(tmp_path / "run"), "--no-progress"])

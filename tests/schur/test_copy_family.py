@@ -106,22 +106,22 @@ def test_copy_family_long_budget_and_bad_input(tmp_path):
     from symfast.commands.schur_copy_family import run_copy_family
     seen = []
 
-    def fake_run(args):  # record each setting's arguments instead of training
-        seen.append(args)
+    def fake_run(settings, out, progress):  # record each setting's study settings instead of training
+        seen.append((settings, out))
         raise SystemExit(0)
     base = ["schur", "--copy-family", "--out", str(tmp_path)]
     with pytest.raises(SystemExit):
         run_copy_family(_parse(base + ["--copy-settings", "once_L32_K4"]), fake_run)
-    sub = seen[0]
+    sub, out = seen[0]
     assert (sub.copy_length, sub.copy_symbols, sub.copy_delay, sub.copy_replay) == (32, 4, 10, "once")
-    assert (sub.construction, sub.hidden, sub.task, sub.copy_family, sub.copy_settings) == (
-        "orthogonal", "64", "copy", False, None)
+    assert (sub.constructions, sub.hidden, sub.tasks, sub.family) == (("orthogonal",), (64,), ("copy",), "tanh")
     assert (sub.epochs, sub.lr, sub.clip, sub.schedule, sub.curriculum) == (60, 3e-3, 1.0, "cosine", 20)
-    assert sub.out == os.path.join(str(tmp_path), "once_L32_K4")
+    assert out == os.path.join(str(tmp_path), "once_L32_K4")
     seen.clear()
     with pytest.raises(SystemExit):
         run_copy_family(_parse(base + ["--copy-settings", "cyclic_L8_K4", "--epochs", "5"]), fake_run)
-    assert (seen[0].epochs, seen[0].curriculum, seen[0].schedule) == (5, None, None)  # the paper's budget stays
+    sub = seen[0][0]
+    assert (sub.epochs, sub.curriculum, sub.schedule) == (5, None, None)  # the paper's budget stays
     for extra, msg in ((["--copy-length", "16"], "drop --copy-length"), (["--copy-settings", "x"], "unknown copy"),
                        (["--family", "gru"], "tanh family's copy task"), (["--task", "sine"], "copy task")):
         with pytest.raises(UsageError, match=msg):
