@@ -220,8 +220,17 @@ def tanh_study(settings: SchurSettings, checkpoint_dir: str, progress: Progress 
     proj_used = study.used_subspace
     study.predictors = {"all": damage_predictors(proj_used), "by_task": damage_predictors(proj_used, by="task"),
                         "matched": damage_predictors(proj_used, target="dfvu_excess")}
-    summ = study.summary
-    study.paper_comparison = compare_with_paper(summ if paper_copy else summ[summ.task != "copy"], alpha=0.9)
+    # The paper's numbers are read on converged models only, also when --include-unconverged keeps the
+    # others in the tables (a model that did not train gives no verdict). The trained models, converged
+    # or not, let a row without converged models say which it is; a copy variant is not the paper's
+    # task, so its rows keep the generic reason.
+    conv = study.raw[study.raw.converged]
+    summ = study.summary if not s.include_unconverged else (
+        summarise(conv) if not conv.empty else pd.DataFrame(columns=["task", "construction", "hidden", "alpha",
+                                                                     "subset", "n"]))
+    trained = study.models if paper_copy or not (study.models.task == "copy").any() else None
+    study.paper_comparison = compare_with_paper(summ if paper_copy else summ[summ.task != "copy"], alpha=0.9,
+                                                trained=trained)
     if s.seeds > PAPER_SEEDS and (used.seed >= PAPER_SEEDS).any():
         study.replicates = compare_replicates(used if paper_copy else used[used.task != "copy"], summarise, alpha=0.9)
     return study

@@ -71,6 +71,13 @@ def test_schur_study_gives_the_tables_the_command_writes(tmp_path, capsys):
         os.path.join(out, "schur_fixed_points.csv"))
     assert set(study.predictors) == {"all", "by_task", "matched"} and len(study.losses) == 2
     assert study.used.equals(study.raw)  # --include-unconverged
+    # the paper's numbers are read on converged models only: a run where none converged has no verdict
+    # on them, and its rows say so (or that the setting was not run), never "order-dependent"
+    cmp = study.paper_comparison
+    assert not study.raw.converged.any()  # 1 epoch at H = 4: nothing converges
+    assert set(cmp.verdict) == {"not comparable", "by construction"}
+    # the paper's settings are H = 64 and 72; this run trained H = 4 only, so each of its rows says "not run"
+    assert cmp[cmp.verdict.eq("not comparable")].reason.str.startswith("not run: ").all()
     strict = schur_study(replace(settings, include_unconverged=False), os.path.join(out, "ckpt"))
     assert strict.used.converged.all() and len(strict.used) == strict.raw.converged.sum()
 
