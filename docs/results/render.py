@@ -32,7 +32,7 @@ import pandas as pd
 
 STUDIES = {  # key: (page title, the report's section title, guide page, results-log section)
     "readout": ("Symmetry readout", "Symmetry readout from neural-field weights", "guide/readout.md",
-                None),
+                "readout-decisions"),
     "readout3d": ("Symmetry readout on solids (3D)", "Symmetry readout on solids (3D)", "guide/readout-3d.md",
                   None),
     "schur": ("Schur ablations", "Schur ablations of recurrent weights", "guide/schur.md",
