@@ -47,7 +47,7 @@ class CopySetting:
     """One copy definition: sequence length, alphabet size, cyclic replay or one replay after a delay.
     `long_budget`: trained under the `converge` recipe of dense-init copy (twice the paper's epochs, a
     cosine schedule, clipping, a curriculum), because the paper's budget left every model of it
-    below the target (measured on seeds 0-2; docs/guide/schur.md)."""
+    below the target (measured on seeds 0-2; docs/results-log.md)."""
 
     length: int
     n_symbols: int

@@ -9,7 +9,7 @@ the settings listed in `RECIPES` (gradient clipping, more epochs, a learning-rat
 curriculum, and for Cayley copy a spread-angle init of the generator, `TrainConfig.cayley_init`, and a
 curriculum twice as long). It brings every model of the paper's grid to the target at the paper's seeds
 (Cayley copy: 30 of 30 models over seeds 0-9 with the spread init and the 40-epoch curriculum, against
-15 of 30 with the 20-epoch one; the measured counts are in docs/guide/schur.md). Every such change is a
+15 of 30 with the 20-epoch one; the measured counts are in docs/results-log.md). Every such change is a
 deviation from the paper's
 budget, printed by `symfast schur` and tabulated in docs/guide/schur.md by `deviation_table` (a test
 keeps the two equal).
@@ -33,7 +33,7 @@ FIELDS = ("epochs", "batches_per_epoch", "batch", "lr", "clip", "schedule", "war
 
 # recipe -> {(family, task, construction or "*"): {field: value}}; a construction's own entry replaces
 # the task's "*" entry. Settings not listed are the paper's.
-# tanh: chosen on the paper's seeds (0, 1, 2) from the trials logged in docs/guide/schur.md ("Training
+# tanh: chosen on the paper's seeds (0, 1, 2) from the trials logged in docs/results-log.md ("Training
 # recipes"). Twice the paper's epochs, a 3x peak rate reached after a 2-epoch linear warmup and decayed
 # by a cosine to 1 % of it, each model's gradient norm clipped at 1:
 _LONG_COSINE = {"epochs": 60, "lr": 3e-3, "schedule": "cosine", "warmup": 256, "min_lr_ratio": 0.01, "clip": 1.0}
@@ -46,7 +46,7 @@ _COPY_CURRICULUM = {**_LONG_COSINE, "curriculum": 20}
 # growing over 40 of the 60 epochs instead of 20: 9 of 9, and 21 of 21 held-out models against 10 of 21
 # (the misses lost replay components while the window grew fast; halving the rate instead: see the docs).
 _COPY_CAYLEY = {**_COPY_CURRICULUM, "cayley_init": "spread", "curriculum": 40}
-# GRU and LSTM (trials in docs/guide/schur.md, "Other recurrent families"): on flip-flop, 4 epochs at a
+# GRU and LSTM (trials in docs/results-log.md, "Other recurrent families"): on flip-flop, 4 epochs at a
 # constant 1e-3 left every model at FVU 0.17-0.21; a short cosine at a 10x peak converged 10 of 10 models
 # per family in about a quarter of the paper's steps (the paper's own 30 epochs were not tried on them).
 # The same setting converged the bias-free GRU and LSTM on context, 5 of 5 each (with biases: not run).

@@ -11,7 +11,7 @@ cfg.engine "torch" trains one model after another in the plain
 loop `symfast.schur.rnn.train.fit` (the reference); "fused" (the default) trains the GRU's and the
 SSM's seeds together as one batched ensemble (`symfast.schur.families.ensemble`), equal to the
 reference to float32 rounding. The LSTM keeps the plain loop under either engine: torch.nn.LSTM's own
-C++ time loop measured faster than the batched Python loop (docs/guide/schur.md).
+C++ time loop measured faster than the batched Python loop (docs/results-log.md).
 """
 from __future__ import annotations
 

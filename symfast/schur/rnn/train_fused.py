@@ -15,7 +15,7 @@ after its last epoch (where its models are written back). Per step, the cohorts 
 the same shape share one kernel call; a curriculum's shorter sequences get a call of their own
 rather than a tail padded with mask 0 (the padded tail is bit-identical, but the kernel still
 runs its steps: on the copy grid's curriculum shapes one padded call took 15-32 % more CPU time
-than two calls; docs/guide/schur.md). Models of different widths share a call: parameters are
+than two calls; docs/results-log.md). Models of different widths share a call: parameters are
 zero-padded to the widest model of the call, and `widths` makes the kernel ignore the padding
 (which therefore stays exactly zero, Cayley included). Clipping sums each model's gradient norm
 over its own width only. Per-model checkpoints (model, Adam state and losses, the model's own
