@@ -41,16 +41,18 @@ class SchurSettings:
             orthogonal on the other tasks; other families: all of the family's).
         hidden: hidden widths H; None: the paper's (tanh copy: 56, 64, 72; otherwise 64).
         seeds: seeds 0..seeds-1 per setting.
-        copy_length, copy_symbols, copy_delay, copy_replay ("cyclic" or "once"): the tanh family's
-            copy task (None: the paper's).
+        copy_length: the tanh family's copy task (None: the paper's): its length, and likewise
+            copy_symbols, copy_delay and copy_replay ("cyclic" or "once").
         recipe: the training recipe (`symfast.schur.recipes`).
-        epochs, batches, batch, lr, clip, schedule, warmup, min_lr_ratio, curriculum, cayley_neg,
-            cayley_init: explicit training settings that replace the recipe's (None: the recipe's);
-            cayley_neg and cayley_init apply to Cayley models only.
+        epochs: explicit training settings that replace the recipe's (None: the recipe's): epochs,
+            and likewise batches, batch, lr, clip, schedule, warmup, min_lr_ratio, curriculum,
+            cayley_neg and cayley_init (the last two apply to Cayley models only).
         epsilon: tolerance on the rollout distance d_D for eps-stabilisers.
         include_unconverged: keep models below their convergence target in the tables.
-        alpha: the sector cut of the main tables; alphas: the ablation sweep (alpha is always in it).
-        n_random: equal-norm random draws per ablation and control; n_orders: random within-sector orders.
+        alpha: the sector cut of the main tables.
+        alphas: the ablation sweep (alpha is always in it).
+        n_random: equal-norm random draws per ablation and control.
+        n_orders: random within-sector orders.
         alpha_grid: the fine alpha grid of the stability table (tanh family; () for none).
         near_cut: relative distance to alpha * rho within which eigenvalues are listed (tanh family).
         n_eval: held-out sequences.
