@@ -166,6 +166,44 @@ class TanhRNN(nn.Module):
             parametrize.register_parametrization(self.rnn, "weight_hh_l0", _Cayley(d))  # original = P
         self.readout = nn.Parameter(V)
 
+    @classmethod
+    def from_torch(cls, rnn: nn.RNN, readout) -> "TanhRNN":
+        """A TanhRNN with the weights of your own `torch.nn.RNN` and linear readout (copied, recurrent
+        construction "dense"), so the Schur analysis (`schur_ablation`, `ordered_schur` of
+        `recurrent_weight()`) reads a model trained elsewhere exactly.
+
+        Args:
+            rnn: nn.RNN(I, H, nonlinearity="tanh", bias=False), one layer, one direction (batch_first
+                either way: the weights do not depend on it).
+            readout: nn.Linear(H, O) without bias (or with an all-zero bias), or its weight [O, H].
+
+        Returns:
+            TanhRNN computing the same h_t = tanh(W h_{t-1} + U x_t), y_t = V h_t.
+        """
+        if not isinstance(rnn, nn.RNN) or rnn.nonlinearity != "tanh" or rnn.num_layers != 1 or rnn.bidirectional:
+            raise ValueError("from_torch takes a one-layer, one-direction nn.RNN(..., nonlinearity='tanh'); got "
+                             f"{rnn!r}")
+        if rnn.bias and any(bool(getattr(rnn, n).detach().abs().max() > 0) for n in ("bias_ih_l0", "bias_hh_l0")):
+            raise ValueError("the study's RNN has no biases (h_t = tanh(W h_{t-1} + U x_t)); this nn.RNN has "
+                             "nonzero biases: train with bias=False")
+        if rnn.proj_size:
+            raise ValueError("nn.RNN with proj_size is not a plain tanh RNN")
+        if isinstance(readout, nn.Linear):
+            if readout.bias is not None and bool(readout.bias.detach().abs().max() > 0):
+                raise ValueError("the readout y_t = V h_t has no bias; this nn.Linear has a nonzero bias")
+            V = readout.weight.detach()
+        else:
+            V = torch.as_tensor(readout)
+        H, I = rnn.hidden_size, rnn.input_size
+        if V.ndim != 2 or V.shape[1] != H:
+            raise ValueError(f"readout must be [O, H] = [O, {H}], got {list(V.shape)}")
+        model = cls(I, H, V.shape[0], recurrent="dense")
+        with torch.no_grad():
+            model.rnn.weight_ih_l0.copy_(rnn.weight_ih_l0)
+            model.rnn.weight_hh_l0.copy_(rnn.weight_hh_l0)
+            model.readout.copy_(V)
+        return model
+
     @property
     def input_weight(self) -> torch.Tensor:
         """U: [H, I]."""
