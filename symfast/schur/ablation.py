@@ -26,6 +26,10 @@ Columns of the returned table (one row per alpha x subset):
   over within-sector orderings (NaN at alphas without them):
     n_orders, order_failed_swaps, dfvu_order_min / _median / _max, dfvu_order_spread (max - min),
     order_dependent (`orderings.order_spread`'s rule; for copy also on the replay-accuracy drop);
+    modulus_ties_R / _C (neighbouring blocks of a sector with moduli within
+    `orderings.MODULUS_TIE_TOL` rho: where the paper's modulus order is ambiguous) and
+    paper_order_ambiguous (1 when a sector this ablation touches has such a tie and the effect is
+    order-dependent: only then does the paper's own rule leave the number open);
   the invariant variant:
     removed_rel_T_inv, fvu_inv, dfvu_inv, d_D_inv, stabiliser_inv, eigvec_cond_R, eigvec_cond_C;
   controls (n_random draws each, same Frobenius norm as the removed mass):
@@ -49,7 +53,7 @@ from symfast.schur.blocks import (NOOP_C, SUBSETS, ablate, departure_from_normal
                                   subset_name)
 from symfast.schur.controls import CONTROLS, pattern_perturbations
 from symfast.schur.invariant import invariant_ablate
-from symfast.schur.orderings import order_spread, within_sector_orderings
+from symfast.schur.orderings import modulus_ties, order_spread, within_sector_orderings
 from symfast.schur.threads import kernel_threads
 
 __all__ = ["schur_ablation", "summarize", "rollout_distance", "rollout_variants", "distinct_rollouts", "ALPHAS",
@@ -184,6 +188,7 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
         W_ab, mass = ablate(sb, SUBSETS)
         W_inv, mass_inv = invariant_ablate(sb, SUBSETS)
         dep = departure_from_normality(sb)
+        ties_R, ties_C = modulus_ties(sb)
         parts = {"paper": W_ab, "inv": W_inv[1:]}
         if a in detail:
             orders = within_sector_orderings(sb, n_orders, seed)[1:]
@@ -237,6 +242,12 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
                         "eigvec_cond_R": inv["eigvec_cond_R"], "eigvec_cond_C": inv["eigvec_cond_C"]})
             row.update(_order_columns(k, d, f_ord, acc_ord, f0, acc_all, float(acc_all[k]) if is_copy else 0.0,
                                       orders if "orders" in sl else None))
+            # the paper's own order is ambiguous for this ablation only where a sector it touches has
+            # tied moduli (-T_C->R is the same in every order) and the effect moves with the order
+            tied = ("T_RR" in sub and ties_R > 0) or ("T_CC" in sub and ties_C > 0)
+            row.update({"modulus_ties_R": ties_R, "modulus_ties_C": ties_C,
+                        "paper_order_ambiguous": float(tied and bool(row["order_dependent"]))
+                        if row["n_orders"] else math.nan})
             for c, name in (("anywhere", "rand"), ("pattern", "rand_pattern"), ("outside", "rand_outside")):
                 have = k > 0 and n_random and c in sl
                 rd = per(c, "fvu")[k - 1] - f0 if have else None

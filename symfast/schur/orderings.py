@@ -23,10 +23,15 @@ import torch
 from symfast.ops.ordered_schur import ordschur
 from symfast.schur.blocks import SchurBlocks, split_blocks
 
-__all__ = ["sector_blocks", "reorder", "within_sector_orderings", "order_spread", "ORDER_FLOOR"]
+__all__ = ["sector_blocks", "reorder", "within_sector_orderings", "order_spread", "ORDER_FLOOR", "MODULUS_TIE_TOL",
+           "modulus_ties"]
 
 # Spreads below this (in dFVU, units of target variance) are rollout noise, never "order-dependent".
 ORDER_FLOOR = 1e-4
+# The paper's order (blocks by non-increasing |lambda|) is ambiguous between two blocks of one sector
+# whose moduli differ by less than this times rho(W): there, and only there, its rule leaves the
+# order open. Fixed before any run; LAPACK's own tie handling works at ~1e-9.
+MODULUS_TIE_TOL = 1e-6
 
 
 def sector_blocks(sb: SchurBlocks) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -38,6 +43,21 @@ def sector_blocks(sb: SchurBlocks) -> tuple[list[tuple[int, int]], list[tuple[in
         blocks.append((i, s))
         i += s
     return [b for b in blocks if b[0] < sb.n_R], [b for b in blocks if b[0] >= sb.n_R]
+
+
+def modulus_ties(sb: SchurBlocks, tol: float = MODULUS_TIE_TOL) -> tuple[int, int]:
+    """(ties in R, ties in C): neighbouring blocks of the modulus order, inside one sector, whose
+    moduli differ by less than tol * rho(W); where a sector has none, the paper's ordering of it
+    is unique."""
+    bR, bC = sector_blocks(sb)
+    mod = np.abs(np.asarray(sb.eigvals))
+    scale = tol * max(float(sb.rho), 1e-300)
+
+    def ties(blocks):
+        m = [float(mod[i]) for i, _ in blocks]
+        return int(sum(abs(a - b) < scale for a, b in zip(m, m[1:])))
+
+    return ties(bR), ties(bC)
 
 
 def reorder(sb: SchurBlocks, perm_R, perm_C) -> SchurBlocks:

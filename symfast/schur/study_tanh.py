@@ -23,7 +23,8 @@ __all__ = ["CheckpointError", "train_tanh_models", "analyse_model", "tanh_study"
 SUMMARY_VALUES = ("fvu", "dfvu", "d_D", "removed_rel_T", "sensitivity", "rand_dfvu_mean", "replay_acc",
                   "nonadditivity", "fvu_refit", "dfvu_order_min", "dfvu_order_median", "dfvu_order_max",
                   "order_dependent", "replay_order_min", "replay_order_max", "dfvu_inv", "replay_acc_inv",
-                  "removed_rel_T_inv", "rand_pattern_dfvu_mean", "rand_outside_dfvu_mean", "noop")
+                  "removed_rel_T_inv", "rand_pattern_dfvu_mean", "rand_outside_dfvu_mean", "noop",
+                  "paper_order_ambiguous")
 _SUBSPACE_COLUMNS = ["subset", "dfvu", "rand_dfvu_mean", "rand_pattern_dfvu_mean", "task", "construction", "hidden",
                      "seed", "converged"]
 

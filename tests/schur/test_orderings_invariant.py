@@ -176,3 +176,29 @@ def test_near_cut_lists_planted_eigenvalues_and_alpha_grid():
     st = alpha_stability(model, task, alphas=[0.5, 0.7, 0.9], n_eval=4)
     assert len(st) == 9 and {"n_R", "dfvu", "dfvu_inv", "dfvu_range", "dfvu_inv_range"} <= set(st.columns)
     assert (st.groupby("alpha")["n_R"].first().diff().dropna() <= 0).all()  # R shrinks as alpha grows
+
+
+def test_modulus_ties_find_where_the_papers_order_is_ambiguous():
+    """Two complex pairs of the same modulus in the R sector: the paper's order between them is open
+    (a tie); a generic random W has no tie in either sector."""
+    import math
+
+    import numpy as np
+    import torch
+
+    from symfast.schur.blocks import schur_blocks
+    from symfast.schur.orderings import MODULUS_TIE_TOL, modulus_ties
+
+    def rot(r, th):
+        return r * torch.tensor([[math.cos(th), -math.sin(th)], [math.sin(th), math.cos(th)]], dtype=torch.float64)
+
+    W = torch.block_diag(rot(0.95, 0.3), rot(0.95, 1.1), rot(0.5, 0.7), torch.tensor([[0.2]], dtype=torch.float64))
+    Q = torch.linalg.qr(torch.randn(7, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(0)))[0]
+    sb = schur_blocks(Q @ W @ Q.T, alpha=0.9)
+    assert sb.n_R == 4 and modulus_ties(sb) == (1, 0)
+    W2 = W.clone()
+    W2[2:4, 2:4] = rot(0.95 * (1 + 10 * MODULUS_TIE_TOL), 1.1)  # moduli apart by 10x the tolerance: no tie
+    assert modulus_ties(schur_blocks(Q @ W2 @ Q.T, alpha=0.9)) == (0, 0)
+    rnd = torch.randn(16, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) / 4
+    assert modulus_ties(schur_blocks(rnd, alpha=0.9)) == (0, 0)
+    assert np.isfinite(MODULUS_TIE_TOL) and 0 < MODULUS_TIE_TOL < 1e-3
