@@ -135,3 +135,22 @@ def test_a_row_without_converged_models_says_whether_its_setting_ran():
     claim = v.loc[("claim", "flipflop orthogonal H=64 alpha=0.9", "-T_C->R"), "reason"]
     assert "none of the 3 trained converged" in claim
     assert (v["verdict"].isin(["not comparable", "by construction"])).all()
+
+
+def test_class_rules_inferred_task_selection_and_a_defined_task():
+    """A miss on a task whose definition was inferred (copy, sine, context) is "not comparable: task
+    definition differs"; the full copy model's replay (selected by the convergence target on the same
+    evaluation) is "by construction"; flip-flop, a defined task, can be missed."""
+    calm = dict(order_dependent=0.0, dfvu_order_min=0.0, dfvu_order_max=0.0, paper_order_ambiguous=0.0)
+    rows = [_row("copy", "orthogonal", 72, "full", "replay_acc", 1.0, 0.995, 1.0, **calm),
+            _row("copy", "orthogonal", 72, "-T_C->R", "replay_acc", 0.99, 0.98, 1.0, **calm),  # paper 0.639
+            _row("sine", "orthogonal", 64, "-T_CC", "dfvu", 0.2, 0.1, 0.3, **calm),  # paper 2.08
+            _row("flipflop", "orthogonal", 64, "-T_CC", "dfvu", 0.5, 0.45, 0.55, **calm)]  # paper 4.96e-2
+    v = compare_with_paper(pd.DataFrame(rows)).set_index(["table", "setting", "subset"])
+    full = v.loc[("copy", "copy orthogonal H=72 alpha=0.9", "full")]
+    assert full["verdict"] == "by construction" and "convergence target on this same evaluation" in full["reason"]
+    for key in [("copy", "copy orthogonal H=72 alpha=0.9", "-T_C->R"),
+                ("cross-task", "sine orthogonal H=64 alpha=0.9", "-T_CC")]:
+        assert v.loc[key, "verdict"] == "not comparable"
+        assert v.loc[key, "reason"].startswith("task definition differs: ") and "on ours: missed" in v.loc[key, "reason"]
+    assert v.loc[("cross-task", "flipflop orthogonal H=64 alpha=0.9", "-T_CC"), "verdict"] == "missed"
