@@ -546,6 +546,11 @@ def test_result_objects_print_short_summaries_and_have_a_notebook_view():
     res = sf.ordered_schur(torch.randn(3, 40, 40, dtype=torch.float64))
     text = repr(res)
     assert text.startswith("OrderedSchur(n=40, batch=(3,), n_R=") and len(text) < 200 and "tensor" not in text
+    from symfast.schur.blocks import schur_blocks
+
+    text = repr(schur_blocks(torch.randn(40, 40, dtype=torch.float64) / 8, alpha=0.9))
+    assert text.startswith("SchurBlocks(n=40, alpha=0.9, n_R=") and "||T_C->R||/||T|| = " in text
+    assert "tensor" not in text and len(text) < 250
 
     layers = [(np.eye(4), np.zeros(4)), (np.ones((1, 4)), np.zeros(1))]
     one = recover_latent_actions(layers, np.eye(4)[[1, 0, 2, 3]], rho_out=None)

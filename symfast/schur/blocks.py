@@ -64,6 +64,12 @@ class SchurBlocks:
     near_cut: torch.Tensor
     failed_swaps: int
 
+    def __repr__(self) -> str:  # short: the dataclass default would print every matrix
+        norms = self.block_norms()
+        parts = ", ".join(f"||{b}||/||T|| = {norms[b] / norms['T']:.3g}" for b in self.masks) if norms["T"] else ""
+        return (f"SchurBlocks(n={self.T.shape[0]}, alpha={self.alpha:g}, n_R={self.n_R}, rho={self.rho:.4g}"
+                + (f", {parts}" if parts else "") + f", near_cut={int(self.near_cut.sum())})")
+
     def block_norms(self) -> dict:
         """Frobenius norm of each coupling block, of N, and of T."""
         out = {b: float(self.N[m].norm()) for b, m in self.masks.items()}
