@@ -557,3 +557,34 @@ def test_result_objects_print_short_summaries_and_have_a_notebook_view():
     text = repr(one)
     assert text.startswith("LatentActions(element=") and "array" not in text and len(text) < 300
     assert "<table" in one._repr_html_()
+
+
+def test_an_exported_program_loads_in_a_fresh_process_after_register_all(tmp_path):
+    """torch.export of a fused module, saved, and loaded in a new process: refused until the ops are
+    registered, then the same outputs; the program keeps the backend resolved at export ('cpu')."""
+    import subprocess
+    import sys
+
+    m = sf.nn.FourierMLPEnsemble(sf.DyadicAxisPE(3), hidden=(8,), num_models=2)
+    x = torch.rand(2, 16, 2, generator=torch.Generator().manual_seed(0))
+    ep = torch.export.export(m, (x,))
+    assert any(n.target == torch.ops.symfast.fourier_mlp.default and "cpu" in n.args for n in ep.graph.nodes)
+    path = tmp_path / "field.pt2"
+    torch.export.save(ep, str(path))
+    torch.save(x, tmp_path / "x.pt")
+    torch.save(m(x).detach(), tmp_path / "y.pt")
+    script = f"""
+import torch
+try:
+    torch.export.load({str(path)!r})
+    print("loaded-unregistered")
+except Exception:
+    print("refused-unregistered")
+import symfast.ops
+symfast.ops.register_all()
+ep = torch.export.load({str(path)!r})
+y = ep.module()(torch.load({str(tmp_path / 'x.pt')!r}))
+print("same" if torch.equal(y, torch.load({str(tmp_path / 'y.pt')!r})) else "differ")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300).stdout.split()
+    assert out == ["refused-unregistered", "same"], out

@@ -22,3 +22,16 @@ where one exists, `triton.py`. Backend names and resolution ("auto", "cpu", "tri
 Tests: tests/ops/test_<op>.py (and test_transforms.py for torch.compile / torch.func);
 benchmarks: benchmarks/benchmarks/bench_<op>.py.
 """
+
+OP_MODULES = ("fourier_features", "fourier_mlp", "gram", "gram_scores", "rnn_rollout", "rnn_train", "ordered_schur",
+              "matching")
+
+
+def register_all() -> None:
+    """Register every `torch.ops.symfast.*` op (importing their modules; `import symfast` alone is lazy
+    and registers none). Call it before `torch.export.load` of a program holding symfast ops, in a
+    process that has not used them yet: the loader resolves ops by name only."""
+    import importlib
+
+    for name in OP_MODULES:
+        importlib.import_module(f"symfast.ops.{name}")
