@@ -586,5 +586,6 @@ ep = torch.export.load({str(path)!r})
 y = ep.module()(torch.load({str(tmp_path / 'x.pt')!r}))
 print("same" if torch.equal(y, torch.load({str(tmp_path / 'y.pt')!r})) else "differ")
 """
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300).stdout.split()
+    out = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True,
+                         timeout=300).stdout.split()  # -P: the symfast under test, not a source tree in the cwd
     assert out == ["refused-unregistered", "same"], out

@@ -30,7 +30,8 @@ def _run(env_isa: str) -> subprocess.CompletedProcess:
     import os
 
     env = {**os.environ, "SYMFAST_ISA": env_isa}
-    return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=120)
+    # -P: the installed symfast (with its compiled kernels), never a source tree in the working directory
+    return subprocess.run([sys.executable, "-P", "-c", PROBE], capture_output=True, text=True, env=env, timeout=120)
 
 
 def _cpu_rank() -> int:

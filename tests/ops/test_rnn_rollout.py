@@ -163,5 +163,6 @@ assert torch.equal(torch.isnan(got), torch.isnan(ref)), (got, ref)
 print("ok")
 """
     env = {**os.environ, "SYMFAST_ISA": "generic"}
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    # -P: the symfast under test, never a source tree (without _C) in the working directory
+    r = subprocess.run([sys.executable, "-P", "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "ok" in r.stdout, r.stderr[-3000:]
