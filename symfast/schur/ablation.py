@@ -164,8 +164,11 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
         pandas DataFrame, one row per (alpha, subset); see the module docstring.
     """
     if isinstance(model, torch.nn.RNNBase):  # a bare torch module: say how to read it, not AttributeError
+        adapter = ("symfast.schur.families.GatedRNN.from_torch(rnn, readout, gate=...)"
+                   if isinstance(model, (torch.nn.GRU, torch.nn.LSTM)) else
+                   "symfast.schur.rnn.TanhRNN.from_torch(rnn, readout) (tanh, bias=False)")
         raise TypeError(f"schur_ablation takes a symfast RNN; wrap your torch.nn.{type(model).__name__} with its "
-                        f"readout: symfast.schur.rnn.TanhRNN.from_torch(rnn, readout) (tanh, bias=False)")
+                        f"readout: {adapter}")
     alphas = [float(alpha)] if np.isscalar(alpha) else [float(a) for a in alpha]
     if n_random < 0 or n_eval < 1 or n_orders < 0:
         raise ValueError(f"n_random, n_orders must be >= 0 and n_eval >= 1, got {n_random}, {n_orders}, {n_eval}")

@@ -61,6 +61,39 @@ class GatedRNN(nn.Module):
                 p.copy_((2 * torch.rand(p.shape, generator=generator) - 1) * k)
         self.readout = nn.Parameter((2 * torch.rand(self.n_out, H, generator=generator) - 1) * k)
 
+    @classmethod
+    def from_torch(cls, rnn, readout, gate: str | None = None) -> "GatedRNN":
+        """A GatedRNN with the weights of your own one-layer `torch.nn.GRU` or `torch.nn.LSTM` and linear
+        readout (copied, biases included), for the Schur analysis of one gate's recurrent slice.
+
+        Args:
+            rnn: nn.GRU or nn.LSTM, one layer, one direction, no projection (batch_first either way).
+            readout: nn.Linear(H, O) without bias (or with an all-zero bias), or its weight [O, H].
+            gate: the gate to ablate (default: the GRU's candidate "n", the LSTM's cell input "g").
+
+        Returns:
+            GatedRNN computing the same y_t = V h_t.
+        """
+        kind = "gru" if isinstance(rnn, nn.GRU) else "lstm" if isinstance(rnn, nn.LSTM) else None
+        if kind is None or rnn.num_layers != 1 or rnn.bidirectional or getattr(rnn, "proj_size", 0):
+            raise ValueError(f"from_torch takes a one-layer, one-direction nn.GRU or nn.LSTM without projection; "
+                             f"got {rnn!r}")
+        if isinstance(readout, nn.Linear):
+            if readout.bias is not None and bool(readout.bias.detach().abs().max() > 0):
+                raise ValueError("the readout y_t = V h_t has no bias; this nn.Linear has a nonzero bias")
+            V = readout.weight.detach()
+        else:
+            V = torch.as_tensor(readout).detach()
+        H = rnn.hidden_size
+        if V.ndim != 2 or V.shape[1] != H:
+            raise ValueError(f"readout must be [O, H] = [O, {H}], got {list(V.shape)}")
+        model = cls(kind, rnn.input_size, H, V.shape[0], bias=rnn.bias, gate=gate)
+        with torch.no_grad():
+            for name, p in model.rnn.named_parameters():
+                p.copy_(getattr(rnn, name))
+            model.readout.copy_(V)
+        return model
+
     @property
     def family(self) -> str:
         return self.kind
