@@ -14,6 +14,7 @@ import pandas as pd
 import torch
 
 from symfast._progress import Progress
+from symfast.schur.rnn.checkpoint import CheckpointError
 from symfast.schur.study_result import SchurStudy
 from symfast.schur.study_settings import SchurSettings
 
@@ -27,10 +28,6 @@ SUMMARY_VALUES = ("fvu", "dfvu", "d_D", "removed_rel_T", "sensitivity", "rand_df
                   "paper_order_ambiguous")
 _SUBSPACE_COLUMNS = ["subset", "dfvu", "rand_dfvu_mean", "rand_pattern_dfvu_mean", "task", "construction", "hidden",
                      "seed", "converged"]
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file of the study is damaged; the message names the file (delete it to train again)."""
 
 
 def train_tanh_models(task, cells, seeds, cfg, checkpoint_dir: str, progress: Progress = False,

@@ -104,3 +104,23 @@ def test_checkpoints_of_other_settings_or_damaged_files_are_retrained(tmp_path, 
 def test_train_family_rejects_a_wrong_number_of_checkpoints(tmp_path):
     with pytest.raises(ValueError, match="one checkpoint path per seed, got 1 for 2 seeds"):
         fam.train_family(TASK, "gru", "bias", SEEDS, n_hidden=4, cfg=CFG, checkpoints=[str(tmp_path / "a.pt")])
+
+
+@pytest.mark.parametrize("family,construction", [("gru", "bias"), ("ssm", "dense")])
+def test_a_checkpoint_with_damaged_adam_moments_is_one_error_naming_it(tmp_path, family, construction):
+    """NaN in a partly trained checkpoint's Adam moments: resuming raises CheckpointError naming the file
+    before anything loads (it used to load and train the model into NaN weights)."""
+    from symfast.schur.rnn.checkpoint import CheckpointError
+
+    paths = _paths(tmp_path, family)
+    fam.train_family(TASK, family, construction, SEEDS, n_hidden=4, cfg=CFG, checkpoints=paths)
+    ck = torch.load(paths[0], weights_only=True)
+    first = next(iter(ck["optimizer"]["state"].values()))
+    first["exp_avg_sq"].view(-1)[0] = float("nan")
+    torch.save(ck, paths[0])
+    m = fam.make_model(family, construction, TASK.n_in, 4, TASK.n_out)
+    opt, before = torch.optim.Adam(m.parameters()), {k: v.clone() for k, v in m.state_dict().items()}
+    longer = TrainConfig(**{**vars(CFG), "epochs": CFG.epochs})
+    with pytest.raises(CheckpointError, match=rf"checkpoint {paths[0]}: optimiser exp_avg_sq of parameter 0 holds NaN"):
+        ckmod.resume_family(paths[0], m, opt, TASK, longer, SEEDS[0], [])
+    assert not opt.state and all(torch.equal(before[k], v) for k, v in m.state_dict().items())  # nothing loaded

@@ -84,3 +84,18 @@ def test_partly_trained_run_resumes_exactly_from_its_checkpoint(tmp_path, monkey
     drawn.clear()
     rnn.train(task, n_hidden=8, cfg=rnn.TrainConfig(epochs=2, lr=2e-3, **small), checkpoint=ck, progress=False)
     assert len(drawn) == 6
+
+
+def test_a_partly_trained_checkpoint_with_damaged_adam_moments_is_one_error_naming_it(tmp_path):
+    from symfast.schur import rnn
+    from symfast.schur.rnn.checkpoint import CheckpointError
+
+    task = rnn.make_task("flipflop")
+    small = dict(batches_per_epoch=2, batch=4)
+    ck = str(tmp_path / "ck.pt")
+    rnn.train(task, n_hidden=8, cfg=rnn.TrainConfig(epochs=1, **small), checkpoint=ck, progress=False)
+    saved = torch.load(ck, weights_only=True)
+    next(iter(saved["optimizer"]["state"].values()))["exp_avg"].view(-1)[0] = float("inf")
+    torch.save(saved, ck)
+    with pytest.raises(CheckpointError, match=r"ck.pt: optimiser exp_avg of parameter \d+ holds NaN, Inf"):
+        rnn.train(task, n_hidden=8, cfg=rnn.TrainConfig(epochs=2, **small), checkpoint=ck, progress=False)

@@ -18,6 +18,7 @@ import torch
 from symfast._io import atomic_save, safe_load
 from symfast.schur.families.gated import GatedRNN
 from symfast.schur.families.ssm import LinearSSM
+from symfast.schur.rnn.checkpoint import check_optimizer_moments
 from symfast.schur.rnn.config import TrainConfig
 from symfast.schur.rnn.tasks import Task
 
@@ -83,6 +84,7 @@ def resume_family(path: str | None, model, optimizer, task: Task, cfg: TrainConf
         return 0
     if not _matches(ck, model, task, cfg, seed):
         return 0
+    check_optimizer_moments(ck["optimizer"], path)  # a damaged moment would train into NaN: one error naming it
     try:  # the optimiser first: on failure nothing has been loaded
         optimizer.load_state_dict(ck["optimizer"])
     except (ValueError, KeyError, TypeError, RuntimeError):

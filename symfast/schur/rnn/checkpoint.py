@@ -18,6 +18,26 @@ from symfast._io import atomic_save, safe_load
 from symfast.schur.rnn.model import CAYLEY_INITS, CONSTRUCTIONS, TanhRNN
 from symfast.schur.rnn.tasks import Task, make_task
 
+
+class CheckpointError(ValueError):
+    """A checkpoint file of the study is damaged; the message names the file (delete it to train again)."""
+
+
+def check_optimizer_moments(sd, path) -> None:
+    """CheckpointError naming `path` unless every Adam moment in optimiser state `sd` is finite (second
+    moment >= 0) with a finite step count >= 0: a damaged moment would train the model into NaN."""
+    states = sd.get("state") if isinstance(sd, dict) else None
+    if not isinstance(states, dict):
+        raise CheckpointError(f"checkpoint {path}: its optimiser state is not Adam state; delete the file to "
+                              f"train this model again")
+    for k, st in states.items():
+        for name, t in (st.items() if isinstance(st, dict) else ()):
+            if not isinstance(t, torch.Tensor) or name not in ("step", "exp_avg", "exp_avg_sq"):
+                continue
+            if not torch.isfinite(t).all() or (name != "exp_avg" and (t < 0).any()):
+                raise CheckpointError(f"checkpoint {path}: optimiser {name} of parameter {k} holds NaN, Inf or "
+                                      f"negative values; delete the file to train this model again")
+
 __all__ = ["read_checkpoint", "load_checkpoint", "save_checkpoint", "resume", "MAX_HIDDEN"]
 
 MAX_HIDDEN = 1 << 14  # largest width a checkpoint may declare (an [H, H] matrix is built from it)
@@ -139,6 +159,7 @@ def resume(path: str, model: TanhRNN, opt, task: Task, seed: int, cfg, losses: l
     epoch = ck.get("epoch") if isinstance(ck, dict) else None
     if not same or not isinstance(epoch, int) or not 0 < epoch <= cfg.epochs:
         return 0
+    check_optimizer_moments(ck["optimizer"], path)  # before anything is loaded: nothing trains on NaN
     model.load_state_dict(ck["state"])
     opt.load_state_dict(ck["optimizer"])
     losses[:] = list(ck.get("losses", []))
