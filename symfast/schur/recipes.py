@@ -11,7 +11,7 @@ curriculum twice as long). It brings every model of the paper's grid to the targ
 (Cayley copy: 30 of 30 models over seeds 0-9 with the spread init and the 40-epoch curriculum, against
 15 of 30 with the 20-epoch one; the measured counts are in docs/results-log.md). Every such change is a
 deviation from the paper's
-budget, printed by `symfast schur` and tabulated in docs/guide/schur.md by `deviation_table` (a test
+budget, printed by `symfast schur` and tabulated in the Schur guide (docs/guide/schur.md, schur-families.md) by `deviation_table` (a test
 keeps the two equal).
 
 The other recurrent families (`symfast.schur.families`: linear SSM, GRU, LSTM) have their entries in
@@ -92,7 +92,7 @@ def deviations(recipe: str, task: str, construction: str, cfg: TrainConfig | Non
 
 def deviation_table(recipe: str = "converge", family: str = "tanh") -> str:
     """The recipe's deviations from the paper's budget for `family` as a markdown table (one row per
-    task, construction and setting), as printed in docs/guide/schur.md."""
+    task, construction and setting), as printed in the Schur guide (docs/guide/schur*.md)."""
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; expected one of {list(RECIPE_NAMES)}")
     rows = ["| task | construction | setting | paper | recipe |", "|---|---|---|---|---|"]
