@@ -214,16 +214,22 @@ def test_the_load_scan_finds_unsafe_calls(tmp_path, source, found):
     assert all(f in bad for f in found), bad
 
 
+def _results_folder_with_a_payload_ensemble(root):
+    """root/readout holding ensemble_dyadic.pt: a pickle payload that would run code if unpickled."""
+    sub = root / "readout"
+    sub.mkdir()
+    buf = io.BytesIO()
+    torch.save({"config": {"steps": 5}, "x": _Boom()}, buf)
+    (sub / "ensemble_dyadic.pt").write_bytes(buf.getvalue())
+    return sub
+
+
 def test_reproduce_never_unpickles_a_results_folder(tmp_path, monkeypatch):
     """A pickle payload saved as a readout ensemble: reproduce's report reads it as data; nothing runs."""
     from symfast.commands import reproduce
 
     monkeypatch.chdir(tmp_path)
-    sub = tmp_path / "readout"
-    sub.mkdir()
-    buf = io.BytesIO()
-    torch.save({"config": {"steps": 5}, "x": _Boom()}, buf)
-    (sub / "ensemble_dyadic.pt").write_bytes(buf.getvalue())
+    sub = _results_folder_with_a_payload_ensemble(tmp_path)
     assert reproduce._trained_steps(str(sub)) is None
     assert not (tmp_path / "PWNED").exists()
 
@@ -236,11 +242,7 @@ def test_reproduce_names_a_damaged_ensemble_instead_of_losing_the_report(tmp_pat
     from symfast.commands import reproduce
 
     monkeypatch.chdir(tmp_path)
-    sub = tmp_path / "readout"
-    sub.mkdir()
-    buf = io.BytesIO()
-    torch.save({"config": {"steps": 5}, "x": _Boom()}, buf)
-    (sub / "ensemble_dyadic.pt").write_bytes(buf.getvalue())
+    sub = _results_folder_with_a_payload_ensemble(tmp_path)
     summary = pd.DataFrame({"shape": ["square"], "pe": ["dyadic"], "observable": ["gram"]})
     why = reproduce._readout_figures(str(sub), summary)
     assert why.startswith(f"{sub / 'ensemble_dyadic.pt'} was refused (") and not (tmp_path / "PWNED").exists()

@@ -2,18 +2,14 @@
 observable and element) and its summaries, reports and plots."""
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 
 from symfast.groups import Group, as_element
 
 __all__ = ["Readout"]
-
-
-def _html_escape(text: str) -> str:
-    import html
-
-    return html.escape(text)
 
 
 class Readout:
@@ -42,7 +38,7 @@ class Readout:
     def _repr_html_(self) -> str:
         """Notebook view: the summary table (the hierarchy's sets by element names per row)."""
         head = self.__repr__().splitlines()[0]
-        return f"<p>{_html_escape(head)}</p>" + self.summary().to_html(index=False)
+        return f"<p>{html.escape(head)}</p>" + self.summary().to_html(index=False)
 
     @property
     def dim(self) -> int:
