@@ -5,6 +5,11 @@
 //     Forward:   y [B, N]
 //     TrainStep: MSE vs targets [B, N] -> loss [B], dW, db (of sum_b loss_b)
 //     Backward:  cotangent [B, N] -> dW, db (and dx [B, N, D] when requested)
+//   and the second-order modes (fourier_mlp_jet_impl.h), on f and its input gradient g = grad_x f:
+//     Jet:          y [B, N], gy [B, N, D]
+//     JetBackward:  cotangents [B, N] of y and aux_g [B, N, D] of gy -> dW, db (and dx)
+//     JetTrainStep: targets [B, N] (+ target normals aux_g [B, N, D], optional) -> loss terms [B, 3]
+//                   (MSE, eikonal (|g| - 1)^2, normal |g - n|^2, each a mean over points), dW, db
 // Reference: symfast/ops/fourier_mlp/reference.py. The kernel body (fourier_mlp_impl.h) is
 // compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at run time (resolve_isa, common.h).
 #include <algorithm>
@@ -24,7 +29,7 @@
 namespace symfast {
 
 // What one call of the fused kernel computes (the `mode` argument).
-enum class FourierMlpMode : int { Forward = 0, TrainStep = 1, Backward = 2 };
+enum class FourierMlpMode : int { Forward = 0, TrainStep = 1, Backward = 2, Jet = 3, JetBackward = 4, JetTrainStep = 5 };
 
 template <typename T>
 struct Problem {
@@ -38,7 +43,10 @@ struct Problem {
   int act = 0;
   FourierMlpMode mode = FourierMlpMode::Forward;
   const T* aux = nullptr;  // targets (TrainStep) or cotangent (Backward)
+  const T* aux_g = nullptr;  // jet modes: cotangent of gy (JetBackward) or target normals (JetTrainStep)
+  T eikonal = 0, normal = 0;  // JetTrainStep: weights of the eikonal and normal terms
   T* y = nullptr;
+  T* gy = nullptr;  // Jet: the input gradient [B, N, D]
   T* loss = nullptr;
   T* dx = nullptr;
   std::vector<T*> dw, db;
@@ -73,6 +81,7 @@ namespace {
 // The kernel for instruction set `isa` (from resolve_isa) and input dimension D.
 template <typename T, int D>
 int run_isa(Isa isa, const Problem<T>& pb, int nt) {
+  if (pb.mode >= FourierMlpMode::Jet) return SYMFAST_ISA_CALL(isa, fmlp, run_jet<T, D>(pb, nt));
   return SYMFAST_ISA_CALL(isa, fmlp, run<T, D>(pb, nt));
 }
 
@@ -118,7 +127,8 @@ template <typename T>
 py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vector<carray<T>> weights,
                          std::vector<carray<T>> biases, int act, FourierMlpMode mode, py::object aux, py::object y,
                          py::object loss, py::object dx, std::vector<carray<T>> dw, std::vector<carray<T>> db,
-                         int num_threads, const std::string& isa, long chunk) {
+                         int num_threads, const std::string& isa, long chunk, py::object gy, py::object aux_g,
+                         double eikonal, double normal) {
   // Every shape is checked here, before any pointer is taken: the kernel trusts fan-ins, batch sizes
   // and lengths, so a direct call with mismatched arrays must stop at this boundary.
   Problem<T> pb;
@@ -171,9 +181,12 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
     pb.fan_out.push_back(fo);
     fan_in = fo;
   }
-  if (mode != FourierMlpMode::Forward && mode != FourierMlpMode::TrainStep && mode != FourierMlpMode::Backward)
-    throw std::invalid_argument("mode must be a FourierMlpMode (forward, train_step or backward)");
-  if (mode != FourierMlpMode::Forward) {
+  if (mode < FourierMlpMode::Forward || mode > FourierMlpMode::JetTrainStep)
+    throw std::invalid_argument("mode must be a FourierMlpMode (forward, train_step, backward, jet, jet_backward "
+                                "or jet_train_step)");
+  const bool jet = mode >= FourierMlpMode::Jet;
+  const bool step = mode == FourierMlpMode::TrainStep || mode == FourierMlpMode::JetTrainStep;
+  if (mode != FourierMlpMode::Forward && mode != FourierMlpMode::Jet) {
     if ((int)dw.size() != L || (int)db.size() != L) throw std::invalid_argument("dw/db must have one array per layer");
     for (int l = 0; l < L; ++l) {
       check_shape(dw[l], {pb.B, pb.fan_in[l], pb.fan_out[l]}, indexed("dw", l), "weights[l]'s shape");
@@ -181,10 +194,24 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
       pb.dw.push_back(dw[l].mutable_data());
       pb.db.push_back(db[l].mutable_data());
     }
-    if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for mode train_step/backward");
-    pb.aux = opt_ptr<T>(aux, mode == FourierMlpMode::TrainStep ? "targets" : "the incoming gradient", {pb.B, pb.N},
+    if (aux.is_none()) throw std::invalid_argument("targets/cotangent required for the training and backward modes");
+    pb.aux = opt_ptr<T>(aux, step ? "targets" : "the incoming gradient", {pb.B, pb.N},
                         "[B, N] = [" + sB + ", " + sN + "]");
   }
+  const std::string sBND = "[B, N, D] = [" + sB + ", " + sN + ", " + sD + "]";
+  if (!aux_g.is_none()) {
+    if (mode != FourierMlpMode::JetBackward && mode != FourierMlpMode::JetTrainStep)
+      throw std::invalid_argument("aux_g is only read by modes jet_backward and jet_train_step");
+    pb.aux_g = opt_ptr<T>(aux_g, step ? "the target normals" : "the incoming gradient of the input gradient",
+                          {pb.B, pb.N, pb.D}, sBND);
+  }
+  if (!gy.is_none() && mode != FourierMlpMode::Jet) throw std::invalid_argument("gy is only written by mode jet");
+  if (!(std::isfinite(eikonal) && std::isfinite(normal) && eikonal >= 0 && normal >= 0))
+    throw std::invalid_argument("eikonal and normal weights must be finite and >= 0");
+  if (mode == FourierMlpMode::JetTrainStep && normal > 0 && !pb.aux_g)
+    throw std::invalid_argument("a normal weight > 0 needs the target normals (aux_g)");
+  pb.eikonal = T(eikonal);
+  pb.normal = T(normal);
   pb.x = x.data();
   pb.freq = freq.data();
   pb.phase = phase.data();
@@ -192,10 +219,17 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   pb.mode = mode;
   pb.chunk = chunk > 0 ? chunk : 4096;
   pb.y = opt_ptr<T>(y, "y", {pb.B, pb.N}, "[B, N] = [" + sB + ", " + sN + "]");
-  pb.loss = opt_ptr<T>(loss, "loss", {pb.B}, "[B] = [" + sB + "]");
-  pb.dx = opt_ptr<T>(dx, "dx", {pb.B, pb.N, pb.D}, "[B, N, D] = [" + sB + ", " + sN + ", " + sD + "]");
-  if (mode == FourierMlpMode::Forward && !pb.y) throw std::invalid_argument("mode forward needs y");
-  if (mode == FourierMlpMode::TrainStep && !pb.loss) throw std::invalid_argument("mode train_step needs loss");
+  pb.loss = mode == FourierMlpMode::JetTrainStep ? opt_ptr<T>(loss, "loss", {pb.B, 3}, "[B, 3] = [" + sB + ", 3]")
+                                                 : opt_ptr<T>(loss, "loss", {pb.B}, "[B] = [" + sB + "]");
+  pb.dx = opt_ptr<T>(dx, "dx", {pb.B, pb.N, pb.D}, sBND);
+  pb.gy = opt_ptr<T>(gy, "gy", {pb.B, pb.N, pb.D}, sBND);
+  if (pb.dx && (mode == FourierMlpMode::Forward || mode == FourierMlpMode::Jet || step))
+    throw std::invalid_argument("dx is only written by modes backward and jet_backward");
+  if ((mode == FourierMlpMode::Forward || mode == FourierMlpMode::Jet) && !pb.y)
+    throw std::invalid_argument("modes forward and jet need y");
+  if (mode == FourierMlpMode::Jet && !pb.gy) throw std::invalid_argument("mode jet needs gy");
+  if (step && !pb.loss) throw std::invalid_argument("modes train_step and jet_train_step need loss");
+  (void)jet;
   const Isa which = resolve_isa(isa);
   const int nt = clamp_threads(num_threads);
   int flags = 0;
@@ -206,7 +240,7 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
   // The kernel checks its inputs as it reads them (free, unlike a separate pass over x).
   const char* bad = (flags & fmlp::generic::NONFINITE_X) ? "x"
                     : (flags & fmlp::generic::NONFINITE_AUX)
-                        ? (mode == FourierMlpMode::TrainStep ? "targets" : "the incoming gradient")
+                        ? (step ? "targets" : "the incoming gradient")
                         : nullptr;
   if (bad)
     throw std::invalid_argument(std::string(bad) + " contains NaN or Inf values; the fused kernel needs finite inputs");
@@ -238,17 +272,22 @@ void bind_fourier_mlp(py::module_& m) {
   py::enum_<FourierMlpMode>(m, "FourierMlpMode", "What one fused-MLP call computes (the `mode` argument)")
       .value("forward", FourierMlpMode::Forward)
       .value("train_step", FourierMlpMode::TrainStep)
-      .value("backward", FourierMlpMode::Backward);
+      .value("backward", FourierMlpMode::Backward)
+      .value("jet", FourierMlpMode::Jet)
+      .value("jet_backward", FourierMlpMode::JetBackward)
+      .value("jet_train_step", FourierMlpMode::JetTrainStep);
   m.attr("FOURIER_MLP_TILE") = fmlp::generic::TILE;
   m.attr("SINCOS_POLY_RANGE") = kSinCosPolyRange;
   def_f32_f64(m, "fourier_mlp_run", &fourier_mlp_run<float>, &fourier_mlp_run<double>,
               "Fused Fourier-PE + MLP on {dtype} arrays (see csrc/fourier_mlp.cpp header): mode forward, "
-              "train_step (MSE) or backward (cotangent); outputs written in place",
+              "train_step (MSE), backward (cotangent), jet (f and grad_x f), jet_backward or jet_train_step "
+              "(MSE + eikonal + normal terms); outputs written in place",
               py::arg("x").noconvert(), py::arg("frequencies").noconvert(), py::arg("phases").noconvert(),
               py::arg("weights").noconvert(), py::arg("biases").noconvert(), py::arg("act"), py::arg("mode"),
               py::arg("aux"), py::arg("y"), py::arg("loss"), py::arg("dx"), py::arg("dw").noconvert(),
               py::arg("db").noconvert(), py::arg("num_threads") = 1, py::arg("isa") = "auto",
-              py::arg("chunk") = 4096);
+              py::arg("chunk") = 4096, py::arg("gy") = py::none(), py::arg("aux_g") = py::none(),
+              py::arg("eikonal") = 0.0, py::arg("normal") = 0.0);
   m.def("fourier_mlp_isa", [](const std::string& isa) { return std::string(isa_name(resolve_isa(isa))); },
         py::arg("isa") = "auto", "Instruction set the fourier_mlp kernel uses for `isa` on this CPU");
   m.def("fourier_mlp_sincos_f32", &sincos_f32, py::arg("u"), py::arg("isa") = "auto",

@@ -401,6 +401,39 @@ struct Engine {
   }
 };
 
+// Sums per-(model, chunk) partials in chunk order (deterministic) into the outputs: the loss terms
+// (nterms per unit, sums of squares; divided by N) and, when a model spans several chunks (C > 1),
+// the weight and bias gradients. Shared by the plain and the jet training steps.
+template <typename T>
+void reduce_partials(const Problem<T>& pb, const std::vector<double>& ploss, int nterms,
+                     const std::vector<std::vector<T>>& pw, const std::vector<std::vector<T>>& pbias, long C,
+                     int nthreads) {
+  const long B = pb.B, N = pb.N;
+  const int L = (int)pb.w.size();
+#pragma omp parallel for schedule(static) num_threads(nthreads)
+  for (long b = 0; b < B; ++b) {
+    for (int k = 0; k < nterms; ++k) {
+      double s = 0.0;
+      for (long c = 0; c < C; ++c) s += ploss[(b * C + c) * nterms + k];
+      if (pb.loss) pb.loss[b * nterms + k] = T(s / double(N));
+    }
+    if (C == 1) continue;
+    for (int l = 0; l < L; ++l) {
+      const long nw = pb.fan_in[l] * pb.fan_out[l], nb = pb.fan_out[l];
+      for (long i = 0; i < nw; ++i) {
+        T acc = T(0);
+        for (long c = 0; c < C; ++c) acc += pw[l][(b * C + c) * nw + i];
+        pb.dw[l][b * nw + i] = acc;
+      }
+      for (long i = 0; i < nb; ++i) {
+        T acc = T(0);
+        for (long c = 0; c < C; ++c) acc += pbias[l][(b * C + c) * nb + i];
+        pb.db[l][b * nb + i] = acc;
+      }
+    }
+  }
+}
+
 // Runs one problem with D-dimensional points: units = (model, chunk of points); each unit is processed by one thread
 // in a fixed tile order, so results do not depend on the thread count.
 // Returns NONFINITE_* flags for inputs holding NaN or Inf (the outputs are then meaningless).
@@ -482,26 +515,8 @@ int run(const Problem<T>& pb, int nthreads) {
     }
   }
   if (!grads) return flags;
-  // Reduce per-model partials in chunk order (deterministic).
-#pragma omp parallel for schedule(static) num_threads(nthreads)
-  for (long b = 0; b < B; ++b) {
-    double s = 0.0;
-    for (long c = 0; c < C; ++c) s += ploss[b * C + c];
-    if (pb.loss) pb.loss[b] = T(s / double(N));
-    if (C == 1) continue;
-    for (int l = 0; l < L; ++l) {
-      const long nw = pb.fan_in[l] * pb.fan_out[l], nb = pb.fan_out[l];
-      for (long i = 0; i < nw; ++i) {
-        T acc = T(0);
-        for (long c = 0; c < C; ++c) acc += pw[l][(b * C + c) * nw + i];
-        pb.dw[l][b * nw + i] = acc;
-      }
-      for (long i = 0; i < nb; ++i) {
-        T acc = T(0);
-        for (long c = 0; c < C; ++c) acc += pbias[l][(b * C + c) * nb + i];
-        pb.db[l][b * nb + i] = acc;
-      }
-    }
-  }
+  reduce_partials(pb, ploss, 1, pw, pbias, C, nthreads);
   return flags;
 }
+
+#include "fourier_mlp_jet_impl.h"  // the second-order (input-gradient) engine, same instance

@@ -11,11 +11,15 @@ Where things live:
   CPU kernel    csrc/fourier_mlp.cpp + csrc/fourier_mlp_impl.h via cpu.py (OpenMP over
                 (model, point chunk); AVX-512 / AVX2 / baseline chosen at run time)
   Triton        triton.py (CUDA float32)
-  tests         tests/ops/test_fourier_mlp.py, tests/ops/test_transforms.py
+  second order  _jet_op.py (ops), csrc/fourier_mlp_jet_impl.h (C++ engine)
+  tests         tests/ops/test_fourier_mlp.py, tests/ops/test_fourier_mlp_jet.py, tests/ops/test_transforms.py
   benchmark     benchmarks/benchmarks/bench_fourier_mlp.py
 Backends resolve in `symfast.ops._dispatch` ("auto": C++ on CPU, Triton on CUDA).
-Gradients reach every weight, bias and x (custom op + autograd, usable in torch.compile);
-double backward and gradients to frequencies/phases go through the reference. Under
+Gradients reach every weight, bias and x (custom op + autograd, usable in torch.compile).
+Second order (input-gradient losses: eikonal, normals) is fused on the CPU: `fourier_mlp_jet`
+gives f and grad_x f in one pass with a fused double backward, and torch.autograd.grad(f, x,
+create_graph=True) through `fourier_mlp` reaches it; `fourier_mlp_eikonal_step` is the one-pass
+training step. Gradients to frequencies/phases go through the reference. Under
 torch.func transforms (vmap, grad, jacrev) the reference runs instead of the kernels
 (plain PyTorch, exact; costs the reference's speed: ~6x the fused kernel for a training step).
 """
@@ -28,9 +32,10 @@ import torch
 from symfast import _ext
 from symfast.ops import _dispatch
 from symfast.ops.fourier_mlp import cpu, reference
+from symfast.ops.fourier_mlp._jet_op import fourier_mlp_eikonal_step_op, fourier_mlp_jet_op
 from symfast.ops.fourier_mlp._op import check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op, validate
 
-__all__ = ["fourier_mlp", "fourier_mlp_train_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH",
+__all__ = ["fourier_mlp", "fourier_mlp_train_step", "fourier_mlp_jet", "fourier_mlp_eikonal_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH",
            "LOW_PRECISION"]
 
 ACTIVATIONS = tuple(reference.ACTIVATIONS)  # the names of the one activation table
@@ -170,3 +175,76 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
                                         [w.detach() for w in weights], [b.detach() for b in biases], activation,
                                         backend)
     return out[0], list(out[1:1 + L]), list(out[1 + L:])
+
+
+def _prepare(x, frequencies, phases, weights, biases, activation, extra, backend):
+    """The public functions' common front: dtype convention, validation, encoding cast, backend."""
+    x, weights, biases, *extra, out_dtype, no_autocast = _full_precision(x, weights, biases, *extra)
+    _validate(x, frequencies, phases, weights, biases, activation)
+    frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
+    phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
+    backend = resolve_backend(backend, x.device, x.dtype, weights)
+    return x, frequencies, phases, list(weights), list(biases), extra, out_dtype, no_autocast, backend
+
+
+def fourier_mlp_jet(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, weights, biases,
+                    activation: str = "relu", backend: str = "auto"):
+    """The outputs f and their input gradients g = grad_x f of B Fourier-PE + MLP models (one output,
+    K = 1) in one fused pass, differentiable: a loss on g (eikonal, normals) backpropagates through the
+    fused double backward to the weights, biases and x.
+
+    Args: as `fourier_mlp` (the model must have one output).
+
+    Returns:
+        (f [B, N], g [B, N, D]) in x's dtype (bfloat16/float16 are computed in float32). With shared
+        points x [N, D], g[b] is model b's gradient. Equal to `torch.autograd.grad(f.sum(), x,
+        create_graph=True)` of `fourier_mlp` with per-model points, which also reaches this op.
+    """
+    x, frequencies, phases, weights, biases, _, out_dtype, no_autocast, backend = _prepare(
+        x, frequencies, phases, weights, biases, activation, (), backend)
+    with no_autocast:
+        if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
+                or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
+            f, g = reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+        else:
+            f, g = fourier_mlp_jet_op(x, frequencies, phases, weights, biases, activation, backend)
+    return (f, g) if out_dtype is None else (f.to(out_dtype), g.to(out_dtype))
+
+
+def fourier_mlp_eikonal_step(x: torch.Tensor, targets: torch.Tensor, frequencies: torch.Tensor,
+                             phases: torch.Tensor, weights, biases, activation: str = "relu", eikonal: float = 0.1,
+                             normals: torch.Tensor | None = None, normal: float = 0.0, backend: str = "auto"):
+    """Fused forward + loss + double backward of second-order SDF training for B models in one pass
+    (no autograd graph): per model
+
+        loss = mean (f - targets)^2 + eikonal * mean (|grad_x f| - 1)^2 + normal * mean |grad_x f - normals|^2
+
+    over the N points (the eikonal term as in IGR, SIREN and NeuS; the normal term where the shape
+    gives its normals, e.g. the gradient of an exact SDF).
+
+    Args:
+        x: [B, N, D] (or [N, D] shared); targets [B, N]; normals [B, N, D] (needed when normal > 0);
+            eikonal, normal: the terms' weights (finite, >= 0); the rest as in `fourier_mlp` (one output).
+
+    Returns:
+        (loss [B], terms [B, 3], dW list, db list): terms are the unweighted (MSE, eikonal, normal)
+        means; the gradients are those of loss.sum() shaped like weights/biases, for
+        `p.grad = g` before an optimizer step.
+    """
+    extra = (targets,) if normals is None else (targets, normals)
+    x, frequencies, phases, weights, biases, extra, _, no_autocast, backend = _prepare(
+        x, frequencies, phases, weights, biases, activation, extra, backend)
+    targets, normals = extra[0], (extra[1] if len(extra) > 1 else None)
+    with no_autocast:
+        if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
+            terms, dw, db = reference.eikonal_train_step(x, targets, frequencies, phases, weights, biases,
+                                                         activation, eikonal, normals, normal)
+        else:
+            L = len(weights)
+            out = fourier_mlp_eikonal_step_op(x.detach(), targets.detach(),
+                                              None if normals is None else normals.detach(), frequencies,
+                                              phases, [w.detach() for w in weights], [b.detach() for b in biases],
+                                              activation, float(eikonal), float(normal), backend)
+            terms, dw, db = out[0], list(out[1:1 + L]), list(out[1 + L:])
+    loss = terms[:, 0] + eikonal * terms[:, 1] + normal * terms[:, 2]
+    return loss, terms, dw, db

@@ -12,9 +12,11 @@ goes to the reference on every backend (empty outputs, zero gradients; the kerne
 handed empty buffers); a model a kernel cannot run (`cpu.unsupported`, `triton.unsupported`:
 hidden widths, K > 1) is refused with a ValueError naming backend='reference'.
 The forward op's autograd saves only its inputs and recomputes the forward tile by tile
-in the backward kernel (no [B, N, H] activations are kept). Double backward
-(create_graph=True, e.g. training on an eikonal loss) is computed by the PyTorch
-reference: correct, differentiable, not fused.
+in the backward kernel (no [B, N, H] activations are kept). With create_graph=True (e.g. an
+eikonal loss on torch.autograd.grad(f, x)), the C++ backend's dx comes from the fused jet op
+(`_jet_op.py`: f, grad_x f and their fused double backward) and dW, db from the fused backward
+op, whose own derivative, if ever taken, runs through the reference's autograd; other backends
+take the reference's autograd throughout.
 """
 from __future__ import annotations
 
@@ -95,7 +97,7 @@ def output_shape(B: int, N: int, weights) -> tuple:
     return (B, N) if K == 1 else (B, N, K)
 
 
-def _reference_instead(x, weights, backend: str) -> bool:
+def reference_instead(x, weights, backend: str) -> bool:
     """True when a kernel call has no points (the reference returns the empty result; the kernels
     are never handed empty buffers); ValueError when the kernel cannot run this model."""
     problem = cpu.unsupported(weights) if backend == "cpu" else _triton().unsupported(x.dtype, weights)
@@ -141,7 +143,7 @@ def _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
 def _fwd_cpu(x, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation)
     check_finite_params(weights, biases, frequencies, phases)
-    if _reference_instead(x, weights, "cpu"):
+    if reference_instead(x, weights, "cpu"):
         return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
     return cpu.fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
@@ -149,7 +151,7 @@ def _fwd_cpu(x, frequencies, phases, weights, biases, activation, backend):
 def _fwd_triton(x, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation)
     check_finite_params(weights, biases, frequencies, phases)
-    if _reference_instead(x, weights, "triton"):
+    if reference_instead(x, weights, "triton"):
         return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
     _check_finite(x, "x")
     return _triton().fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
@@ -171,7 +173,7 @@ def _(x, frequencies, phases, weights, biases, activation, backend):
     return x.new_empty(output_shape(B, N, weights))
 
 
-def _bwd_outputs(x, dx, dw, db):
+def backward_outputs(x, dx, dw, db):
     if dx is None:
         dx = x.new_empty(0)
     elif x.ndim == 2:  # x shared by all models: sum the per-model gradients in model order
@@ -186,24 +188,24 @@ def _check_bwd(grad, x, frequencies, phases, weights, biases, activation):
 
 def _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
     _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
-    return _bwd_outputs(x, *reference.fourier_mlp_vjp(grad, x, frequencies, phases, weights, biases,
+    return backward_outputs(x, *reference.fourier_mlp_vjp(grad, x, frequencies, phases, weights, biases,
                                                       activation, need_dx))
 
 
 def _bwd_cpu(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
     _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
-    if _reference_instead(x, weights, "cpu"):
+    if reference_instead(x, weights, "cpu"):
         return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
-    return _bwd_outputs(x, *cpu.fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights, biases,
+    return backward_outputs(x, *cpu.fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights, biases,
                                                 activation, need_dx))
 
 
 def _bwd_triton(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
     _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
-    if _reference_instead(x, weights, "triton"):
+    if reference_instead(x, weights, "triton"):
         return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
     _check_finite(grad, "the incoming gradient")
-    return _bwd_outputs(x, *_triton().fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights,
+    return backward_outputs(x, *_triton().fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights,
                                                       biases, activation, need_dx))
 
 
@@ -224,12 +226,34 @@ def _(grad, x, frequencies, phases, weights, biases, activation, backend, need_d
     return [dx, *[torch.empty_like(w) for w in weights], *[torch.empty_like(b) for b in biases]]
 
 
-def _no_double_backward(ctx, grads):
-    raise RuntimeError("internal: symfast::fourier_mlp_backward is not differentiable; double backward "
-                       "goes through the reference (create_graph=True)")
+def _bwd_setup_context(ctx, inputs, output):
+    grad, x, frequencies, phases, weights, biases, activation, backend, need_dx = inputs
+    ctx.save_for_backward(grad, x, frequencies, phases, *weights, *biases)
+    ctx.n_layers, ctx.activation, ctx.need_dx = len(weights), activation, need_dx
 
 
-fourier_mlp_backward_op.register_autograd(_no_double_backward)
+def _bwd_backward(ctx, grads):
+    """Differentiating the first-order gradients (dx, dW, db) once more, through the reference's
+    autograd: only reached when someone differentiates dW or db (an eikonal loss reaches the fused
+    jet op instead, see `_backward`)."""
+    grad, x, frequencies, phases, *wb = ctx.saved_tensors
+    L = ctx.n_layers
+    outer = torch.is_grad_enabled()
+    with torch.enable_grad():
+        leaves = [t if (outer and t.requires_grad) else t.detach().requires_grad_(True) for t in (grad, x, *wb)]
+        g, xx, ws, bs = leaves[0], leaves[1], leaves[2:2 + L], leaves[2 + L:]
+        y = reference.fourier_mlp(xx, frequencies, phases, ws, bs, ctx.activation)
+        firsts = ([xx] if ctx.need_dx else []) + ws + bs
+        cots = ([grads[0]] if ctx.need_dx else []) + list(grads[1:])
+        first = torch.autograd.grad(y, firsts, g, create_graph=True)
+        second = torch.autograd.grad(first, leaves, cots, allow_unused=True, create_graph=outer)
+    second = [torch.zeros_like(t) if s is None else s for s, t in zip(second, leaves)]
+    needs = ctx.needs_input_grad
+    return ((second[0] if needs[0] else None), (second[1] if needs[1] else None), None, None,
+            second[2:2 + L], second[2 + L:], None, None, None)
+
+
+fourier_mlp_backward_op.register_autograd(_bwd_backward, setup_context=_bwd_setup_context)
 
 
 def _setup_context(ctx, inputs, output):
@@ -245,18 +269,39 @@ def _backward(ctx, grad):
     L = ctx.n_layers
     weights, biases = wb[:L], wb[L:]
     need_dx = bool(ctx.needs_input_grad[0])
-    if torch.is_grad_enabled():  # create_graph=True: differentiable gradients from the reference
-        cands = [x, *weights, *biases]
-        want = [i for i, t in enumerate(cands) if t.requires_grad and (i > 0 or need_dx)]
-        y = reference.fourier_mlp(x, frequencies, phases, list(weights), list(biases), ctx.activation)
-        gs = torch.autograd.grad(y, [cands[i] for i in want], grad, create_graph=True, allow_unused=True)
-        full = [None] * len(cands)
-        for i, g in zip(want, gs):
-            full[i] = torch.zeros_like(cands[i]) if g is None else g
-        return full[0], None, None, full[1:1 + L], full[1 + L:], None, None
+    if torch.is_grad_enabled():  # create_graph=True: gradients that can be differentiated again
+        return _differentiable_backward(ctx, grad, x, frequencies, phases, list(weights), list(biases), need_dx)
     out = torch.ops.symfast.fourier_mlp_backward(grad, x, frequencies, phases, list(weights), list(biases),
                                                  ctx.activation, ctx.backend, need_dx)
     return (out[0] if need_dx else None), None, None, list(out[1:1 + L]), list(out[1 + L:]), None, None
+
+
+def _differentiable_backward(ctx, grad, x, frequencies, phases, weights, biases, need_dx):
+    """The first-order gradients as differentiable tensors (create_graph=True, e.g. an eikonal loss).
+    On the C++ backend with one output, dx = grad * grad_x f from the fused jet op (whose backward
+    is the fused double backward), and dW, db from the fused backward op (differentiated, if ever,
+    through the reference); elsewhere all from the reference's autograd."""
+    L = len(weights)
+    if ctx.backend == "cpu" and weights[-1].shape[2] == 1:
+        dx = None
+        if need_dx:
+            g = torch.ops.symfast.fourier_mlp_jet(x, frequencies, phases, weights, biases, ctx.activation,
+                                                  ctx.backend)[1]
+            dx = grad[..., None] * g
+            dx = dx.sum(0) if x.ndim == 2 else dx
+        if not any(t.requires_grad for t in weights + biases):
+            return dx, None, None, None, None, None, None
+        out = torch.ops.symfast.fourier_mlp_backward(grad, x, frequencies, phases, weights, biases,
+                                                     ctx.activation, ctx.backend, False)
+        return dx, None, None, list(out[1:1 + L]), list(out[1 + L:]), None, None
+    cands = [x, *weights, *biases]
+    want = [i for i, t in enumerate(cands) if t.requires_grad and (i > 0 or need_dx)]
+    y = reference.fourier_mlp(x, frequencies, phases, weights, biases, ctx.activation)
+    gs = torch.autograd.grad(y, [cands[i] for i in want], grad, create_graph=True, allow_unused=True)
+    full = [None] * len(cands)
+    for i, g in zip(want, gs):
+        full[i] = torch.zeros_like(cands[i]) if g is None else g
+    return full[0], None, None, full[1:1 + L], full[1 + L:], None, None
 
 
 fourier_mlp_op.register_autograd(_backward, setup_context=_setup_context)
@@ -275,7 +320,7 @@ def _step_reference(x, targets, frequencies, phases, weights, biases, activation
 def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation, targets=targets)
     check_finite_params(weights, biases, frequencies, phases)
-    if _reference_instead(x, weights, "cpu"):
+    if reference_instead(x, weights, "cpu"):
         return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
     loss, dw, db = cpu.fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
     return [loss, *dw, *db]
@@ -284,7 +329,7 @@ def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, back
 def _step_triton(x, targets, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation, targets=targets)
     check_finite_params(weights, biases, frequencies, phases)
-    if _reference_instead(x, weights, "triton"):
+    if reference_instead(x, weights, "triton"):
         return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
     _check_finite(x, "x")
     _check_finite(targets, "targets")

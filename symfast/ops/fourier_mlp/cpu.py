@@ -40,16 +40,17 @@ def _np(t: torch.Tensor):
 
 
 def _run(mode: str, x, freq, phase, weights, biases, activation, aux=None, y=None, loss=None, dx=None,
-         dw=(), db=(), isa="auto"):
+         dw=(), db=(), isa="auto", gy=None, aux_g=None, eikonal=0.0, normal=0.0):
     """One kernel call; mode names a member of the kernel's _C.FourierMlpMode (forward, train_step,
-    backward), passed as that enum."""
+    backward, jet, jet_backward, jet_train_step), passed as that enum."""
     C = _ext.require_cpp()
     fn = C.fourier_mlp_run_f32 if x.dtype == torch.float32 else C.fourier_mlp_run_f64
     fn(_np(x), _np(freq), _np(phase), [_np(w) for w in weights], [_np(b) for b in biases],
        ACT_CODES[activation], C.FourierMlpMode.__members__[mode], None if aux is None else _np(aux),
        None if y is None else y.numpy(), None if loss is None else loss.numpy(),
        None if dx is None else dx.numpy(), [g.numpy() for g in dw], [g.numpy() for g in db],
-       _ext.num_threads(), isa, chunk_size(weights[0].shape[0], x.shape[-2]))
+       _ext.num_threads(), isa, chunk_size(weights[0].shape[0], x.shape[-2]),
+       None if gy is None else gy.numpy(), None if aux_g is None else _np(aux_g), float(eikonal), float(normal))
 
 
 def fourier_mlp_fwd(x, freq, phase, weights, biases, activation, isa="auto") -> torch.Tensor:
@@ -77,3 +78,35 @@ def fourier_mlp_train_step(x, targets, freq, phase, weights, biases, activation,
     loss = torch.empty(weights[0].shape[0], dtype=x.dtype)
     _run("train_step", x, freq, phase, weights, biases, activation, aux=targets, loss=loss, dw=dw, db=db, isa=isa)
     return loss, dw, db
+
+
+def _grads_like(weights, biases):
+    return ([torch.empty_like(w, memory_format=torch.contiguous_format) for w in weights],
+            [torch.empty_like(b, memory_format=torch.contiguous_format) for b in biases])
+
+
+def fourier_mlp_jet(x, freq, phase, weights, biases, activation, isa="auto"):
+    """(f [B, N], g [B, N, D]): the outputs and their input gradients in one pass (reference.fourier_mlp_jet)."""
+    B, N, D = weights[0].shape[0], x.shape[-2], x.shape[-1]
+    y, gy = torch.empty(B, N, dtype=x.dtype), torch.empty(B, N, D, dtype=x.dtype)
+    _run("jet", x, freq, phase, weights, biases, activation, y=y, gy=gy, isa=isa)
+    return y, gy
+
+
+def fourier_mlp_jet_bwd(cf, cg, x, freq, phase, weights, biases, activation, need_dx, isa="auto"):
+    """Cotangents cf [B, N] of f and cg [B, N, D] of g -> (dx [B, N, D] per model or None, dW, db)."""
+    B, N, D = weights[0].shape[0], x.shape[-2], x.shape[-1]
+    dw, db = _grads_like(weights, biases)
+    dx = torch.empty(B, N, D, dtype=x.dtype) if need_dx else None
+    _run("jet_backward", x, freq, phase, weights, biases, activation, aux=cf, aux_g=cg, dx=dx, dw=dw, db=db, isa=isa)
+    return dx, dw, db
+
+
+def eikonal_train_step(x, targets, freq, phase, weights, biases, activation, eikonal, normals=None, normal=0.0,
+                       isa="auto"):
+    """(terms [B, 3], dW, db) of sum_b (mse + eikonal * eik + normal * nrm), in one fused pass."""
+    dw, db = _grads_like(weights, biases)
+    terms = torch.empty(weights[0].shape[0], 3, dtype=x.dtype)
+    _run("jet_train_step", x, freq, phase, weights, biases, activation, aux=targets, aux_g=normals, loss=terms,
+         dw=dw, db=db, isa=isa, eikonal=eikonal, normal=normal)
+    return terms, dw, db

@@ -110,3 +110,133 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
         loss = mse_loss(fourier_mlp(x.detach(), frequencies, phases, ws, bs, activation), targets)
         grads = torch.autograd.grad(loss.sum(), ws + bs)
     return loss.detach(), list(grads[:len(ws)]), list(grads[len(ws):])
+
+
+# ---- second order: f and its input gradient g = grad_x f (eikonal and normal losses) ----
+
+# act''(z) given z and a = act(z): the curvature term of the jet's hand-written backward.
+ACTIVATION_CURVATURES = {
+    "relu": lambda z, a: torch.zeros_like(z),
+    "tanh": lambda z, a: -2 * a * (1 - a * a),
+    "silu": lambda z, a: torch.sigmoid(z) * (1 - torch.sigmoid(z)) * (2 + z * (1 - 2 * torch.sigmoid(z))),
+    "sine": lambda z, a: -a,
+}
+
+
+def _jet_layers(x, frequencies, phases, weights, biases, activation):
+    """Forward-mode pass: per layer (input h, input tangents t, pre-activation z, its tangents zd),
+    the encoding's (sin u, cos u), and the outputs (f [B, N], g [B, N, D])."""
+    act, act_grad = ACTIVATIONS[activation], ACTIVATION_GRADS[activation]
+    B, D = weights[0].shape[0], x.shape[-1]
+    freq = frequencies.to(x)
+    u = x @ freq.T + phases.to(x)
+    s, c = torch.sin(u), torch.cos(u)
+    h = torch.stack((s, c), dim=-1).flatten(-2)                                             # [(B,) N, d]
+    t = torch.stack((c[..., None, :] * freq.T, -s[..., None, :] * freq.T), -1).flatten(-2)  # [(B,) N, D, d]
+    if h.ndim == 2:
+        h, t = h.expand(B, *h.shape), t.expand(B, *t.shape)
+    layers = []
+    for l, (w, b) in enumerate(zip(weights, biases)):
+        z = torch.baddbmm(b[:, None, :], h, w)
+        zd = (t.flatten(1, 2) @ w).unflatten(1, (-1, D))                                    # [B, N, D, fan_out]
+        layers.append((h, t, z, zd))
+        if l < len(weights) - 1:
+            h = act(z)
+            t = act_grad(z, h)[:, :, None, :] * zd
+    return layers, (s, c), (z[..., 0], zd[..., 0])
+
+
+def fourier_mlp_jet(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
+                    weights: list[torch.Tensor], biases: list[torch.Tensor], activation: str = "relu"):
+    """f = fourier_mlp(...) and its input gradient g = grad_x f by forward-mode tangents, written out
+    (plain PyTorch, differentiable to any order by autograd; one output, K = 1).
+
+    The encoding's tangent along x_d is analytic: d sin(u)/dx_d = cos(u) F[:, d], d cos(u)/dx_d =
+    -sin(u) F[:, d]; each hidden layer maps a tangent td to act'(z) * (td @ W).
+
+    Returns:
+        (f [B, N], g [B, N, D]).
+    """
+    return _jet_layers(x, frequencies, phases, weights, biases, activation)[2]
+
+
+def fourier_mlp_jet_vjp(cf: torch.Tensor, cg: torch.Tensor, x: torch.Tensor, frequencies: torch.Tensor,
+                        phases: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor],
+                        activation: str, need_dx: bool):
+    """Gradients of sum(cf * f) + sum(cg * g) for (f, g) = `fourier_mlp_jet(...)`, by the chain rule
+    written out without autograd (it runs inside a custom op's kernel, where autograd does not record).
+
+    Per hidden layer, from the cotangents ch of act(z) and ct_d of its tangents:
+        cz = act'(z) ch + act''(z) sum_d ct_d zd_d,   czd_d = act'(z) ct_d.
+
+    Returns:
+        (dx [B, N, D] per model or None, dW list like weights, db list like biases).
+    """
+    act_grad, act_curv = ACTIVATION_GRADS[activation], ACTIVATION_CURVATURES[activation]
+    layers, (s, c), _ = _jet_layers(x, frequencies, phases, weights, biases, activation)
+    L = len(weights)
+    cz, czd = cf[..., None], cg[..., None]                       # [B, N, 1], [B, N, D, 1]
+    dw, db = [None] * L, [None] * L
+    for l in reversed(range(L)):
+        h, t, z, zd = layers[l]
+        if l < L - 1:                                            # through the activation
+            a = ACTIVATIONS[activation](z)
+            s1 = act_grad(z, a)
+            cz = s1 * ch + act_curv(z, a) * (ct * zd).sum(2)
+            czd = s1[:, :, None, :] * ct
+        dw[l] = h.transpose(1, 2) @ cz + t.flatten(1, 2).transpose(1, 2) @ czd.flatten(1, 2)
+        db[l] = cz.sum(1)
+        if l > 0 or need_dx:
+            wt = weights[l].transpose(1, 2)
+            ch, ct = cz @ wt, (czd.flatten(1, 2) @ wt).unflatten(1, czd.shape[1:3])
+    if not need_dx:
+        return None, dw, db
+    freq = frequencies.to(x)
+    ch, ct = ch.unflatten(-1, (-1, 2)), ct.unflatten(-1, (-1, 2))  # [..., m, (sin, cos)]
+    if s.ndim == 2:
+        s, c = s.expand(cf.shape[0], *s.shape), c.expand(cf.shape[0], *c.shape)
+    du = ch[..., 0] * c - ch[..., 1] * s - (freq.T * (ct[..., 0] * s[:, :, None] + ct[..., 1] * c[:, :, None])).sum(2)
+    return du @ freq, dw, db
+
+
+def eikonal_terms(f: torch.Tensor, g: torch.Tensor, targets: torch.Tensor, normals: torch.Tensor | None = None):
+    """The per-model loss terms [B, 3] of second-order SDF training: the MSE of f against the target
+    distances, the eikonal term mean (|g| - 1)^2 and the normal term mean |g - n|^2 (0 without normals)."""
+    mse = (f - targets).pow(2).mean(dim=1)
+    eik = (torch.linalg.vector_norm(g, dim=-1) - 1).pow(2).mean(dim=1)
+    nrm = (g - normals).pow(2).sum(-1).mean(dim=1) if normals is not None else torch.zeros_like(mse)
+    return torch.stack((mse, eik, nrm), dim=1)
+
+
+def eikonal_cotangents(f, g, targets, normals, eikonal: float, normal: float):
+    """(cf, cg): the gradients of sum_b (mse + eikonal * eik + normal * nrm) with respect to f and g,
+    written out (d|g|/dg = g / |g|, taken as 0 at g = 0 as torch's norm backward does)."""
+    n = f.shape[1]
+    norm = torch.linalg.vector_norm(g, dim=-1, keepdim=True)
+    cg = eikonal * 2 / n * torch.where(norm > 0, (norm - 1) / norm, torch.zeros_like(norm)) * g
+    if normals is not None:
+        cg = cg + normal * 2 / n * (g - normals)
+    return 2 / n * (f - targets), cg
+
+
+def eikonal_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
+                       weights: list[torch.Tensor], biases: list[torch.Tensor], activation: str = "relu",
+                       eikonal: float = 0.1, normals: torch.Tensor | None = None, normal: float = 0.0):
+    """Loss terms [B, 3] (`eikonal_terms`) and the gradients of sum_b (mse + eikonal * eik + normal * nrm)
+    by autograd double backward through the plain first-order `fourier_mlp` (ground truth for the
+    fused step; independent of the jet formulas above).
+
+    Returns:
+        (terms [B, 3], dW list like weights, db list like biases).
+    """
+    B = weights[0].shape[0]
+    with torch.enable_grad():
+        ws = [w.detach().requires_grad_(True) for w in weights]
+        bs = [b.detach().requires_grad_(True) for b in biases]
+        xs = x.detach().expand(B, *x.shape[-2:]).clone().requires_grad_(True)  # per-model gradients
+        f = fourier_mlp(xs, frequencies, phases, ws, bs, activation)
+        g, = torch.autograd.grad(f.sum(), xs, create_graph=True)
+        terms = eikonal_terms(f, g, targets, normals)
+        total = terms[:, 0] + eikonal * terms[:, 1] + normal * terms[:, 2]
+        grads = torch.autograd.grad(total.sum(), ws + bs)
+    return terms.detach(), list(grads[:len(ws)]), list(grads[len(ws):])

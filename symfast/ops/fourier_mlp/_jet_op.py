@@ -1,0 +1,198 @@
+"""torch.library registration of the second-order fused PE+MLP ops: the model's input gradient
+and losses on it (eikonal, normals), fused on the CPU.
+
+  symfast::fourier_mlp_jet(x, frequencies, phases, weights, biases, activation, backend) -> [f, g]
+      f [B, N] and its input gradient g = grad_x f [B, N, D], in one pass (one output, K = 1)
+  symfast::fourier_mlp_jet_backward(cf, cg, x, ..., backend, need_dx) -> [dx, *dW, *db]
+      the gradients of sum(cf * f) + sum(cg * g): the double backward of an input-gradient loss
+  symfast::fourier_mlp_eikonal_step(x, targets, normals, ..., eikonal, normal, backend) -> [terms, *dW, *db]
+      per-model loss terms [B, 3] (MSE, eikonal, normal) and the gradients of
+      sum_b (mse + eikonal * eik + normal * nrm), in one pass without an autograd graph
+"cpu" runs the C++ kernel's jet modes (csrc/fourier_mlp_jet_impl.h); every other backend, and
+calls with no points, run the reference (reference.fourier_mlp_jet, fourier_mlp_jet_vjp; there
+is no Triton jet kernel). The jet op's autograd runs the fused jet backward; differentiating
+that once more (third order) goes through the reference's autograd.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from symfast.ops import _dispatch
+from symfast.ops.fourier_mlp import cpu, reference
+from symfast.ops.fourier_mlp._op import backward_outputs, reference_instead, check_finite_params, validate
+
+
+def validate_jet(x, frequencies, phases, weights, biases, activation, targets=None, cf=None, cg=None,
+                 normals=None, eikonal=0.0, normal=0.0):
+    """`validate` plus what the second-order ops need (one output; cg and normals [B, N, D]; the loss
+    weights finite and >= 0, normals given when their weight is > 0); returns (B, N)."""
+    B, N = validate(x, frequencies, phases, weights, biases, activation, targets=targets, grad=cf)
+    if weights[-1].shape[2] != 1:
+        raise ValueError(f"the input-gradient ops take one output (out_features = 1), got {weights[-1].shape[2]}")
+    D = x.shape[-1]
+    for name, t in (("cg (the gradient of g)", cg), ("normals", normals)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or t.shape != (B, N, D):
+            raise ValueError(f"{name} must be [B={B}, N={N}, D={D}], got {list(getattr(t, 'shape', [type(t)]))}")
+        if t.dtype != x.dtype or t.device != x.device:
+            raise ValueError(f"{name} must be {x.dtype} on {x.device} like x, got {t.dtype} on {t.device}")
+    for name, v in (("eikonal", eikonal), ("normal", normal)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"the {name} weight must be a finite number >= 0, got {v!r}")
+    if normal > 0 and normals is None:
+        raise ValueError("a normal weight > 0 needs normals [B, N, D]")
+    return B, N
+
+
+# ---- fourier_mlp_jet ----
+
+def _jet_reference(x, frequencies, phases, weights, biases, activation, backend):
+    validate_jet(x, frequencies, phases, weights, biases, activation)
+    check_finite_params(weights, biases, frequencies, phases)
+    return list(reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation))
+
+
+def _jet_cpu(x, frequencies, phases, weights, biases, activation, backend):
+    validate_jet(x, frequencies, phases, weights, biases, activation)
+    check_finite_params(weights, biases, frequencies, phases)
+    if reference_instead(x, weights, "cpu"):
+        return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
+    return list(cpu.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation))
+
+
+@torch.library.custom_op(f"symfast::fourier_mlp_jet", mutates_args=())
+def fourier_mlp_jet_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
+                       weights: list[torch.Tensor], biases: list[torch.Tensor], activation: str,
+                       backend: str) -> list[torch.Tensor]:
+    return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
+
+
+_dispatch.register_kernels(fourier_mlp_jet_op, _jet_reference, {"cpu": _jet_cpu})
+
+
+@fourier_mlp_jet_op.register_fake
+def _(x, frequencies, phases, weights, biases, activation, backend):
+    B, N = validate_jet(x, frequencies, phases, weights, biases, activation)
+    return [x.new_empty(B, N), x.new_empty(B, N, x.shape[-1])]
+
+
+# ---- fourier_mlp_jet_backward ----
+
+def _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    validate_jet(x, frequencies, phases, weights, biases, activation, cf=cf, cg=cg)
+    check_finite_params(weights, biases, frequencies, phases)
+    return backward_outputs(x, *reference.fourier_mlp_jet_vjp(cf, cg, x, frequencies, phases, weights, biases,
+                                                          activation, need_dx))
+
+
+def _jet_bwd_cpu(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    validate_jet(x, frequencies, phases, weights, biases, activation, cf=cf, cg=cg)
+    check_finite_params(weights, biases, frequencies, phases)
+    if reference_instead(x, weights, "cpu"):
+        return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
+    return backward_outputs(x, *cpu.fourier_mlp_jet_bwd(cf.contiguous(), cg.contiguous(), x, frequencies, phases,
+                                                    weights, biases, activation, need_dx))
+
+
+@torch.library.custom_op(f"symfast::fourier_mlp_jet_backward", mutates_args=())
+def fourier_mlp_jet_backward_op(cf: torch.Tensor, cg: torch.Tensor, x: torch.Tensor, frequencies: torch.Tensor,
+                                phases: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor],
+                                activation: str, backend: str, need_dx: bool) -> list[torch.Tensor]:
+    return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
+
+
+_dispatch.register_kernels(fourier_mlp_jet_backward_op, _jet_bwd_reference, {"cpu": _jet_bwd_cpu})
+
+
+@fourier_mlp_jet_backward_op.register_fake
+def _(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    validate_jet(x, frequencies, phases, weights, biases, activation, cf=cf, cg=cg)
+    dx = torch.empty_like(x) if need_dx else x.new_empty(0)
+    return [dx, *[torch.empty_like(w) for w in weights], *[torch.empty_like(b) for b in biases]]
+
+
+# ---- autograd of the jet: the fused jet backward; a third derivative through the reference ----
+
+def _jet_setup_context(ctx, inputs, output):
+    x, frequencies, phases, weights, biases, activation, backend = inputs
+    ctx.save_for_backward(x, frequencies, phases, *weights, *biases)
+    ctx.n_layers, ctx.activation, ctx.backend = len(weights), activation, backend
+
+
+def _jet_backward(ctx, grads):
+    x, frequencies, phases, *wb = ctx.saved_tensors
+    L = ctx.n_layers
+    weights, biases = wb[:L], wb[L:]
+    cf, cg = grads
+    need_dx = bool(ctx.needs_input_grad[0])
+    if torch.is_grad_enabled():  # create_graph=True: differentiable gradients from the reference
+        cands = [x, *weights, *biases]
+        want = [i for i, t in enumerate(cands) if t.requires_grad and (i > 0 or need_dx)]
+        f, g = reference.fourier_mlp_jet(x, frequencies, phases, list(weights), list(biases), ctx.activation)
+        gs = torch.autograd.grad((f, g), [cands[i] for i in want], (cf, cg), create_graph=True, allow_unused=True)
+        full = [None] * len(cands)
+        for i, gr in zip(want, gs):
+            full[i] = torch.zeros_like(cands[i]) if gr is None else gr
+        return full[0], None, None, full[1:1 + L], full[1 + L:], None, None
+    out = torch.ops.symfast.fourier_mlp_jet_backward(cf, cg, x, frequencies, phases, list(weights), list(biases),
+                                                     ctx.activation, ctx.backend, need_dx)
+    return (out[0] if need_dx else None), None, None, list(out[1:1 + L]), list(out[1 + L:]), None, None
+
+
+fourier_mlp_jet_op.register_autograd(_jet_backward, setup_context=_jet_setup_context)
+
+
+def _no_fourth_order(ctx, grads):
+    raise RuntimeError("internal: symfast::fourier_mlp_jet_backward is not differentiable; a third derivative "
+                       "goes through the reference (create_graph=True)")
+
+
+fourier_mlp_jet_backward_op.register_autograd(_no_fourth_order)
+
+
+# ---- fourier_mlp_eikonal_step ----
+
+def _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
+    validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
+                 eikonal=eikonal, normal=normal)
+    check_finite_params(weights, biases, frequencies, phases)
+    # The hand-written jet backward, not autograd: autograd does not record inside an op's kernel.
+    f, g = reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+    cf, cg = reference.eikonal_cotangents(f, g, targets, normals, eikonal, normal)
+    _, dw, db = reference.fourier_mlp_jet_vjp(cf, cg, x, frequencies, phases, weights, biases, activation, False)
+    return [reference.eikonal_terms(f, g, targets, normals), *dw, *db]
+
+
+def _eik_cpu(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
+    validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
+                 eikonal=eikonal, normal=normal)
+    check_finite_params(weights, biases, frequencies, phases)
+    if reference_instead(x, weights, "cpu"):
+        return _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal,
+                              normal, backend)
+    terms, dw, db = cpu.eikonal_train_step(x, targets, frequencies, phases, weights, biases, activation, eikonal,
+                                           normals, normal)
+    return [terms, *dw, *db]
+
+
+@torch.library.custom_op(f"symfast::fourier_mlp_eikonal_step", mutates_args=())
+def fourier_mlp_eikonal_step_op(x: torch.Tensor, targets: torch.Tensor, normals: torch.Tensor | None,
+                                frequencies: torch.Tensor, phases: torch.Tensor, weights: list[torch.Tensor],
+                                biases: list[torch.Tensor], activation: str, eikonal: float, normal: float,
+                                backend: str) -> list[torch.Tensor]:
+    return _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal,
+                          backend)
+
+
+_dispatch.register_kernels(fourier_mlp_eikonal_step_op, _eik_reference, {"cpu": _eik_cpu})
+_dispatch.not_differentiable(fourier_mlp_eikonal_step_op)
+
+
+@fourier_mlp_eikonal_step_op.register_fake
+def _(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
+    B, _ = validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
+                        eikonal=eikonal, normal=normal)
+    return [x.new_empty(B, 3), *[torch.empty_like(w) for w in weights], *[torch.empty_like(b) for b in biases]]
