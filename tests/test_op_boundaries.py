@@ -111,6 +111,36 @@ def fourier_mlp_train_step(r):
     return args, c
 
 
+def fourier_mlp_jet(r):
+    return fourier_mlp(r)
+
+
+def fourier_mlp_jet_backward(r):
+    dtype = r.choice([F32, F64])
+    a = _mlp_args(r, dtype)
+    B, N, D = a["weights"][0].shape[0], a["x"].shape[-2], a["x"].shape[-1]
+    args = dict(cf=torch.randn(B, N, dtype=dtype), cg=torch.randn(B, N, D, dtype=dtype), **a,
+                need_dx=r.random() < 0.5)
+    c = _mlp_constraints(a, dtype, finite_x="cpu")
+    c["cf"] = ((0, 1), False, (dtype,), "cpu")
+    c["cg"] = ((0, 1, 2), False, (dtype,), "cpu")
+    return args, c
+
+
+def fourier_mlp_eikonal_step(r):
+    dtype = r.choice([F32, F64])
+    a = _mlp_args(r, dtype, need="targets")
+    B, N, D = a["weights"][0].shape[0], a["x"].shape[-2], a["x"].shape[-1]
+    normals = torch.randn(B, N, D, dtype=dtype) if r.random() < 0.5 else None
+    args = dict(x=a.pop("x"), targets=a.pop("targets"), normals=normals, **a, eikonal=r.choice([0.0, 0.1, 1.0]),
+                normal=0.0 if normals is None else 0.5)
+    c = _mlp_constraints(args, dtype, finite_x="cpu")
+    c["targets"] = ((0, 1), False, (dtype,), "cpu")
+    if normals is not None:
+        c["normals"] = ((0, 1, 2), False, (dtype,), "cpu")
+    return args, c
+
+
 def gram(r):
     args = dict(weights=torch.randn(r.randint(0, 3), r.randint(1, 6), r.randint(1, 9), dtype=r.choice([F32, F64])))
     return args, dict(weights=((), False, (F32, F64), True))
@@ -213,6 +243,7 @@ def rnn_train_loss(r):
 FAMILIES = {
     "fourier_features": [fourier_features],
     "fourier_mlp": [fourier_mlp, fourier_mlp_backward, fourier_mlp_train_step],
+    "fourier_mlp_jet": [fourier_mlp_jet, fourier_mlp_jet_backward, fourier_mlp_eikonal_step],
     "gram": [gram, gram_scores, gram_scores_blockperm],
     "matching": [assign, match_gram, match_signed_lifts],
     "ordered_schur": [ordered_schur, ordschur],
@@ -224,7 +255,7 @@ SHAPE_BREAKS = ("dim", "fewer", "only", "width", "fan-out")  # the C++ kernels' 
 
 def run_kernels(seed: int = 0, rounds: int = 4) -> tuple[int, list[str]]:
     """The C++ launchers called directly, past the ops' Python checks: the C++ boundary alone must
-    refuse every shape mismatch (fourier_mlp's three modes, ordschur)."""
+    refuse every shape mismatch (fourier_mlp's six modes, ordschur)."""
     from symfast import _ext
     from symfast.ops.fourier_mlp import cpu as mlp_cpu
 
@@ -259,6 +290,22 @@ def run_kernels(seed: int = 0, rounds: int = 4) -> tuple[int, list[str]]:
                 else:
                     expect_error(f"fourier_mlp_bwd {what}",
                                  lambda: mlp_cpu.fourier_mlp_bwd(a["grad"], a["x"], *pe, a["need_dx"]))
+    for make in (fourier_mlp_jet, fourier_mlp_jet_backward, fourier_mlp_eikonal_step):
+        for _ in range(rounds):
+            args, constraints = make(r)
+            for what, bad in broken_calls(r, args, constraints, "cpu"):
+                if not any(k in what for k in SHAPE_BREAKS) or "meta" in what:
+                    continue
+                a = dict(bad)
+                pe = (a["frequencies"], a["phases"], a["weights"], a["biases"], a["activation"])
+                if make is fourier_mlp_jet:
+                    expect_error(f"fourier_mlp_jet {what}", lambda: mlp_cpu.fourier_mlp_jet(a["x"], *pe))
+                elif make is fourier_mlp_jet_backward:
+                    expect_error(f"fourier_mlp_jet_bwd {what}", lambda: mlp_cpu.fourier_mlp_jet_bwd(
+                        a["cf"], a["cg"], a["x"], *pe, a["need_dx"]))
+                else:
+                    expect_error(f"eikonal_train_step {what}", lambda: mlp_cpu.eikonal_train_step(
+                        a["x"], a["targets"], *pe, a["eikonal"], a["normals"], a["normal"]))
     for _ in range(rounds):
         args, constraints = ordschur(r)
         for what, bad in broken_calls(r, args, constraints, "cpu"):
@@ -350,6 +397,12 @@ def broken_calls(r: random.Random, args: dict, constraints: dict, backend: str):
             out.append(("output fan-out 2", {**_set(args, f"weights[{L - 1}]", torch.randn(
                 last.shape[0], last.shape[1], 2, dtype=last.dtype)), "biases": [*args["biases"][:-1], torch.randn(
                     last.shape[0], 2, dtype=last.dtype)]}))
+    if "eikonal" in args:  # the second-order step's loss weights
+        out.append(("eikonal weight negative", {**args, "eikonal": -0.1}))
+        out.append(("eikonal weight NaN", {**args, "eikonal": float("nan")}))
+        out.append(("normal weight Inf", {**args, "normal": float("inf")}))
+        if args["normals"] is None:
+            out.append(("normal weight > 0 without normals", {**args, "normal": 1.0}))
     if "mode" in args:
         out.append(("mode out of range", {**args, "mode": 7}))
     if "dim" in args:
@@ -362,7 +415,7 @@ def broken_calls(r: random.Random, args: dict, constraints: dict, backend: str):
 
 def _call(op, args, backend):
     fn = getattr(OPS, op)
-    return fn(*args.values(), backend) if op not in ("fourier_mlp_backward",) else \
+    return fn(*args.values(), backend) if op not in ("fourier_mlp_backward", "fourier_mlp_jet_backward") else \
         fn(*[v for k, v in args.items() if k != "need_dx"], backend, args["need_dx"])
 
 

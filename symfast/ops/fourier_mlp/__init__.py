@@ -32,7 +32,7 @@ import torch
 from symfast import _ext
 from symfast.ops import _dispatch
 from symfast.ops.fourier_mlp import cpu, reference
-from symfast.ops.fourier_mlp._jet_op import fourier_mlp_eikonal_step_op, fourier_mlp_jet_op
+from symfast.ops.fourier_mlp._jet_op import fourier_mlp_eikonal_step_op, fourier_mlp_jet_op, validate_jet
 from symfast.ops.fourier_mlp._op import check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op, validate
 
 __all__ = ["fourier_mlp", "fourier_mlp_train_step", "fourier_mlp_jet", "fourier_mlp_eikonal_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH",
@@ -202,6 +202,7 @@ def fourier_mlp_jet(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Te
     """
     x, frequencies, phases, weights, biases, _, out_dtype, no_autocast, backend = _prepare(
         x, frequencies, phases, weights, biases, activation, (), backend)
+    validate_jet(x, frequencies, phases, weights, biases, activation)
     with no_autocast:
         if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
                 or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
@@ -235,6 +236,8 @@ def fourier_mlp_eikonal_step(x: torch.Tensor, targets: torch.Tensor, frequencies
     x, frequencies, phases, weights, biases, extra, _, no_autocast, backend = _prepare(
         x, frequencies, phases, weights, biases, activation, extra, backend)
     targets, normals = extra[0], (extra[1] if len(extra) > 1 else None)
+    validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
+                 eikonal=eikonal, normal=normal)
     with no_autocast:
         if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
             terms, dw, db = reference.eikonal_train_step(x, targets, frequencies, phases, weights, biases,

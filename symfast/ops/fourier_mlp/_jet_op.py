@@ -16,6 +16,7 @@ that once more (third order) goes through the reference's autograd.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -40,7 +41,7 @@ def validate_jet(x, frequencies, phases, weights, biases, activation, targets=No
         if t.dtype != x.dtype or t.device != x.device:
             raise ValueError(f"{name} must be {x.dtype} on {x.device} like x, got {t.dtype} on {t.device}")
     for name, v in (("eikonal", eikonal), ("normal", normal)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
             raise ValueError(f"the {name} weight must be a finite number >= 0, got {v!r}")
     if normal > 0 and normals is None:
         raise ValueError("a normal weight > 0 needs normals [B, N, D]")
