@@ -54,7 +54,8 @@ from symfast._io import atomic_save, safe_load
 from symfast.nn.encodings import FourierPE
 from symfast.nn.sequential import (activation_fn, activation_label, check_activation, parse_sequential,
                                    stack_sequentials, to_sequential)
-from symfast.ops.fourier_mlp import ACTIVATIONS, LOW_PRECISION, fourier_mlp, fourier_mlp_train_step, mse_loss
+from symfast.ops.fourier_mlp import (ACTIVATIONS, LOW_PRECISION, fourier_mlp, fourier_mlp_eikonal_step,
+                                      fourier_mlp_train_step, mse_loss)
 from symfast.shapes import Shape, by_name
 
 __all__ = ["Ensemble", "FourierMLPEnsemble", "FourierMLP", "init_weights"]
@@ -539,11 +540,16 @@ class FourierMLPEnsemble(nn.Module):
             self._learned_pe()
         return fourier_mlp(x, f, p, list(self.weights), list(self.biases), self.activation, self._backend(x))
 
-    def train_step(self, x: torch.Tensor, targets: torch.Tensor, grad_sync: str = "auto") -> torch.Tensor:
+    def train_step(self, x: torch.Tensor, targets: torch.Tensor, grad_sync: str = "auto", eikonal: float = 0.0,
+                   normals: torch.Tensor | None = None, normal: float = 0.0) -> torch.Tensor:
         """Fused forward + per-model MSE + backward; sets p.grad (replacing it) and returns loss [B].
 
         x: [B, N, D] or [N, D]; targets: shaped like the output, [B, N] (or [B, N, K]); the loss is
         the mean over points (and outputs). Follow with optimizer.step().
+        eikonal, normals, normal: add eikonal * mean (|grad_x f| - 1)^2 and normal * mean
+        |grad_x f - normals|^2 (normals [B, N, D]) to each model's loss, through the fused
+        second-order step (`symfast.ops.fourier_mlp.fourier_mlp_eikonal_step`; one output, fixed
+        encoding).
         With trainable frequencies/phases (they require grad) it runs forward and backward through
         the PyTorch reference instead (one-time warning) and sets their .grad too.
 
@@ -561,7 +567,16 @@ class FourierMLPEnsemble(nn.Module):
         meta = self._on_meta(x)
         if meta:  # shapes only: the reference on meta tensors, below
             self._check_meta(x)
-        if not meta and self._learned_pe():
+        second_order = eikonal != 0 or normal != 0 or normals is not None
+        if second_order and not meta:
+            if self._learned_pe():
+                raise ValueError("train_step's eikonal/normal terms keep the encoding fixed; to learn frequencies "
+                                 "or phases, use torch.autograd.grad(model(x), x, create_graph=True) in your loop")
+            loss, _, dw, db = fourier_mlp_eikonal_step(x, targets, f, p, list(self.weights), list(self.biases),
+                                                       self.activation, eikonal=eikonal, normals=normals,
+                                                       normal=normal, backend=self._backend(x))
+            grads = dw + db
+        elif not meta and self._learned_pe():
             params += [t for t in (self.pe.frequencies, self.pe.phases) if t.requires_grad]
             with torch.enable_grad():
                 y = FourierMLPEnsemble.forward(self, x)
@@ -577,7 +592,7 @@ class FourierMLPEnsemble(nn.Module):
         if grad_sync == "auto" and not meta:
             grads = _mean_across_ranks(grads)
         for param, g in zip(params, grads):
-            param.grad = g
+            param.grad = g.contiguous()  # PyTorch's fused Adam mis-steps on gradients strided unlike the parameter
         return loss
 
     def __getitem__(self, i: int) -> "FourierMLP":

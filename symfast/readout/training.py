@@ -38,7 +38,7 @@ from symfast._progress import Progress, reporter
 from symfast.nn.encodings import FourierPE
 from symfast.nn.fields import Ensemble, init_weights
 from symfast.ops import _dispatch
-from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp_train_step, resolve_backend
+from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp_eikonal_step, fourier_mlp_train_step, resolve_backend
 from symfast.shapes import Shape, by_name, samplers
 
 __all__ = ["fit_sdf", "check_backend", "DOMAINS", "MAX_SEED"]
@@ -132,7 +132,7 @@ def check_backend(backend: str, device, hidden=None, pe_dim: int | None = None, 
 def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = "relu", steps: int = 1500,
             points: int = 2048, lr: float = 2e-3, device="cpu", backend: str = "auto", sampler: str | None = None,
             radius: float = 1.0, dtype=torch.float32, checkpoint=None, checkpoint_every: int = 100,
-            progress: Progress = False) -> Ensemble:
+            progress: Progress = False, eikonal: float = 0.0, normals: float = 0.0) -> Ensemble:
     """Train len(shapes) x len(seeds) PE+MLP models on SDFs at once.
 
     Args:
@@ -160,6 +160,12 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
             with the larger step count trains (what an adaptive budget adds steps with).
         progress: False (default), True (a tqdm bar over the steps) or a callable given a line
             about every tenth of the run (see the API index's conventions).
+        eikonal: weight of the eikonal term mean (|grad_x f| - 1)^2 (as in IGR, SIREN, NeuS), on
+            the same points as the fit (drawn over the whole domain, so mostly off the surface);
+            0 (default) trains the plain fit. normals: weight of mean |grad_x f - grad sdf|^2, the
+            shape's exact normals (the gradient of its SDF, by autograd). Either > 0 trains through
+            the fused second-order step (`symfast.ops.fourier_mlp.fourier_mlp_eikonal_step`); the
+            recorded loss is the weighted total.
 
     Returns:
         An `Ensemble` with members ordered shape-major (all seeds of shapes[0] first), each
@@ -189,6 +195,9 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         raise ValueError(f"radius must be positive and finite, got {radius}")
     if dtype not in (torch.float32, torch.float64):
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype}")
+    for name, v in (("eikonal", eikonal), ("normals", normals)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
+            raise ValueError(f"{name} must be a finite weight >= 0, got {v!r}")
     device = _as_device(device)
     backend = check_backend(backend, device, hidden, pe.dim, dtype)  # "auto" resolved once, warning once
 
@@ -198,6 +207,9 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
     config = dict(shapes=[s.name for s in shape_objs], seeds=seed_list, hidden=list(hidden),
                   activation=activation, steps=int(steps), points=int(points), lr=float(lr),
                   sampler=sampler, radius=float(radius), dtype=str(dtype), pe=pe.name)
+    second_order = eikonal > 0 or normals > 0
+    if second_order:  # (only then: plain runs keep the config, and checkpoints, they always had)
+        config.update(eikonal=float(eikonal), normals=float(normals))
 
     weights, biases = init_weights(member_seeds, [pe.dim, *hidden, 1], dtype)
     params = [t.to(device).requires_grad_(True) for t in weights + biases]
@@ -231,10 +243,16 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
                                 for i, s in enumerate(shape_objs)])
             x, target = x.to(device), target.to(device)
             opt.zero_grad(set_to_none=True)
-            loss_b, gw, gb = fourier_mlp_train_step(x, target, freq, phase, params[:L], params[L:],
-                                                    activation, backend=backend)
+            if second_order:
+                n_true = _sdf_normals(shape_objs, x, len(seed_list)) if normals > 0 else None
+                loss_b, _, gw, gb = fourier_mlp_eikonal_step(x, target, freq, phase, params[:L], params[L:],
+                                                             activation, eikonal=float(eikonal), normals=n_true,
+                                                             normal=float(normals), backend=backend)
+            else:
+                loss_b, gw, gb = fourier_mlp_train_step(x, target, freq, phase, params[:L], params[L:],
+                                                        activation, backend=backend)
             for p, g in zip(params, list(gw) + list(gb)):
-                p.grad = g
+                p.grad = g.contiguous()  # PyTorch's fused Adam mis-steps on gradients strided unlike the parameter
             with sigint_deferred():  # the update and its bookkeeping happen together
                 opt.step()
                 losses[step] = loss_b.detach().float().cpu()
@@ -264,6 +282,20 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         _save_checkpoint(checkpoint, config, targets, params, opt, gens, losses, int(steps))
     out = [p.detach().cpu() for p in params]
     return Ensemble(pe, out[:L], out[L:], activation, member_shapes, member_seeds, losses, config)
+
+
+def _sdf_normals(shapes, x, per_shape: int) -> torch.Tensor:
+    """[B, N, D] gradients of each member's exact SDF at its points (autograd through `Shape.sdf`)."""
+    out = []
+    for i, s in enumerate(shapes):
+        xs = x[i * per_shape:(i + 1) * per_shape].detach().requires_grad_(True)
+        with torch.enable_grad():
+            g, = torch.autograd.grad(s.sdf(xs).sum(), xs, allow_unused=True)
+        if g is None or not torch.isfinite(g).all():
+            raise ValueError(f"shape {s.name!r} gives no finite SDF gradient for normals=; train it with eikonal= "
+                             f"instead")
+        out.append(g)
+    return torch.cat(out).to(x.dtype)
 
 
 def make_adam(params, lr: float) -> torch.optim.Adam:

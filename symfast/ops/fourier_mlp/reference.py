@@ -238,5 +238,5 @@ def eikonal_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: torc
         g, = torch.autograd.grad(f.sum(), xs, create_graph=True)
         terms = eikonal_terms(f, g, targets, normals)
         total = terms[:, 0] + eikonal * terms[:, 1] + normal * terms[:, 2]
-        grads = torch.autograd.grad(total.sum(), ws + bs)
-    return terms.detach(), list(grads[:len(ws)]), list(grads[len(ws):])
+        grads = [g.contiguous() for g in torch.autograd.grad(total.sum(), ws + bs)]  # (double backward transposes)
+    return terms.detach(), grads[:len(ws)], grads[len(ws):]
