@@ -29,6 +29,17 @@ def test_readout_cli_end_to_end(tmp_path, capsys):
     assert "loaded trained ensemble" in capsys.readouterr().err
 
 
+def test_readout_cli_eikonal_training_is_its_own_run(tmp_path, capsys):
+    out = tmp_path / "ro"
+    args = ["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "3", "--steps", "5", "--points", "64",
+            "--hidden", "16", "--sweep", "0", "--out", str(out), "--quiet"]
+    assert main([*args, "--eikonal", "0.1", "--normals", "0.2"]) == 0
+    assert torch.load(out / "ensemble_dyadic.pt", weights_only=True)["config"]["eikonal"] == 0.1
+    capsys.readouterr()
+    assert main(args) == 2  # the plain fit does not reuse the eikonal-trained ensemble
+    assert "eikonal" in capsys.readouterr().err
+
+
 def test_readout_cli_prefix_grams_side_by_side(tmp_path, capsys):
     out = tmp_path / "ro"
     args = ["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "4", "--steps", "5", "--points", "64",
@@ -46,6 +57,9 @@ def test_readout_cli_prefix_grams_side_by_side(tmp_path, capsys):
     (["--seeds", "2"], "--seeds must be at least 3"),
     (["--hidden", "a,b"], "--hidden"),
     (["--out", "/proc/no/such/dir"], "cannot write"),
+    (["--eikonal", "-1"], "--eikonal must be a finite weight >= 0"),
+    (["--normals", "nan"], "--normals must be a finite weight >= 0"),
+    (["--eikonal", "0.1", "--budget", "auto"], "drop --budget auto"),
 ])
 def test_readout_cli_bad_input(bad, message, capsys, tmp_path):
     args = ["readout", "--out", str(tmp_path / "x"), *bad]

@@ -49,6 +49,10 @@ def add_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate")
     p.add_argument("--hidden", default="64,64", help="hidden widths, comma-separated")
     p.add_argument("--activation", default="relu", help="hidden activation: relu, tanh, silu or sine")
+    p.add_argument("--eikonal", type=float, default=0.0,
+                   help="weight of an eikonal term mean (|grad f| - 1)^2 in the training loss (default 0: the plain fit)")
+    p.add_argument("--normals", type=float, default=0.0,
+                   help="weight of a normal term mean |grad f - grad sdf|^2 (the shape's exact normals; default 0)")
     p.add_argument("--observable", default="gram",
                    help="gram, gram_bias, prefixK, or prefixes (K = 1..L side by side)")
     p.add_argument("--aggregate", default="ensemble", choices=["ensemble", "model"],
@@ -134,6 +138,12 @@ def run(args) -> int:
         raise UsageError(f"--seeds x shapes = {args.seeds * len(shape_names)} models, more than {MAX_CELLS}")
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be in (0, 1), got {args.alpha}")
+    for name in ("eikonal", "normals"):
+        if not (math.isfinite(getattr(args, name)) and getattr(args, name) >= 0):
+            raise UsageError(f"--{name} must be a finite weight >= 0, got {getattr(args, name)}")
+    second_order = {k: getattr(args, k) for k in ("eikonal", "normals") if getattr(args, k) > 0}
+    if second_order and args.budget == "auto":
+        raise UsageError("--eikonal/--normals train with a fixed budget; drop --budget auto")
     limits.int_in("--sweep", args.sweep, 0, limits.READOUT_MAX_SWEEP)
     hidden = limits.int_list("--hidden", args.hidden, 1, MAX_WIDTH)
     if args.activation not in ACTIVATIONS:
@@ -154,16 +164,20 @@ def run(args) -> int:
     for pe in pes:
         path = os.path.join(args.out, f"ensemble_{pe.name}.pt")
         settings = dict(hidden=list(hidden), activation=args.activation, steps=args.steps, points=args.points,
-                        lr=args.lr, shapes=shape_names, seeds=list(range(args.seeds)), sampler=sampler)
+                        lr=args.lr, shapes=shape_names, seeds=list(range(args.seeds)), sampler=sampler,
+                        **second_order)
         if os.path.exists(path):
             with input_errors(f"{path} (delete it to train again)", loading=True):
                 ens = Ensemble.load(path)
-            if all(ens.config.get(k) == v for k, v in settings.items()):
+            same_loss = all(ens.config.get(k, 0.0) == getattr(args, k) for k in ("eikonal", "normals"))
+            if same_loss and all(ens.config.get(k) == v for k, v in settings.items()):
                 log.info(f"[{pe.name}] loaded trained ensemble from {path}")
                 ensembles.append(ens)
                 continue
             if not args.overwrite:
-                other = {k: ens.config.get(k) for k, v in settings.items() if ens.config.get(k) != v}
+                other = {k: ens.config.get(k, 0.0) for k, v in {**settings, "eikonal": args.eikonal,
+                                                                  "normals": args.normals}.items()
+                         if ens.config.get(k, 0.0) != v}
                 raise UsageError(f"{path} holds another run's ensemble (trained with {other}); use another --out "
                                  "or pass --overwrite to replace it")
         t = time.perf_counter()
@@ -204,7 +218,8 @@ def run(args) -> int:
             with output_errors(checkpoint):  # a full disk while checkpointing: one line
                 ens = fit_sdf(shape_names, pe, seeds=args.seeds, hidden=hidden, activation=args.activation,
                               steps=args.steps, points=args.points, lr=args.lr, device=args.device,
-                              backend=args.backend, sampler=sampler, checkpoint=checkpoint, progress=not args.quiet)
+                              backend=args.backend, sampler=sampler, checkpoint=checkpoint, progress=not args.quiet,
+                              **second_order)
         except FloatingPointError as e:
             raise UsageError(f"{e} (--lr {args.lr:g})") from None
         except ValueError as e:  # only fit_sdf's complaints about the checkpoint file are input errors
