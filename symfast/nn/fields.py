@@ -634,11 +634,16 @@ class FourierMLP(FourierMLPEnsemble):
         y = super().forward(x.reshape(-1, x.shape[-1]))[0]
         return y.reshape(x.shape[:-1] + y.shape[1:])
 
-    def train_step(self, x: torch.Tensor, targets: torch.Tensor, grad_sync: str = "auto") -> torch.Tensor:
-        """x: [N, D], targets: [N] (or [N, K]) -> scalar MSE; sets p.grad (grad_sync as for the ensemble)."""
+    def train_step(self, x: torch.Tensor, targets: torch.Tensor, grad_sync: str = "auto", eikonal: float = 0.0,
+                   normals: torch.Tensor | None = None, normal: float = 0.0) -> torch.Tensor:
+        """x: [N, D], targets: [N] (or [N, K]) -> scalar loss; sets p.grad (grad_sync and the second-order
+        terms eikonal, normals [N, D], normal as for the ensemble)."""
         x, targets = self._as_input(x), self._as_input(targets, "targets")
         K = [self.out_features] if self.out_features > 1 else []
-        return super().train_step(x.reshape(-1, x.shape[-1]), targets.reshape(1, -1, *K), grad_sync)[0]
+        if normals is not None:
+            normals = self._as_input(normals, "normals").reshape(1, -1, x.shape[-1])
+        return super().train_step(x.reshape(-1, x.shape[-1]), targets.reshape(1, -1, *K), grad_sync, eikonal,
+                                  normals, normal)[0]
 
     def to_sequential(self, i: int = 0) -> nn.Sequential:
         return super().to_sequential(i)
