@@ -175,10 +175,29 @@ def test_rff_rows_say_what_they_test():
     claims = {c.claim: c for c in readout_claims(_rff_table({"square": True, "rectangle": False, "hexagon": True}))}
     assert claims["Random Fourier features observe at most {r0, r180}"].verdict == "by construction"
     r180 = claims["Random Fourier features observe r180 where it is a true symmetry"]
-    assert r180.verdict == "missed" and r180.measured.startswith("r180 observed for 2 of 3 (67%): square hexagon")
-    assert "Adam" in r180.note and "(cos, sin)" in r180.note
+    assert r180.measured.startswith("r180 observed for 2 of 3 (67%): square hexagon")
+    assert "Adam" in r180.note and "(cos, sin)" in r180.note and "this run alone: missed" in r180.note
+    # the calibration replicates at the default budget disagree (seeds 0-31 held, 1000-1031 missed)
+    assert r180.label.startswith("not comparable: replicates disagree: seeds 0-31 held, seeds 1000-1031 missed")
     held = {c.claim: c for c in readout_claims(_rff_table({"square": True}))}
-    assert held["Random Fourier features observe r180 where it is a true symmetry"].verdict == "held"
+    assert held["Random Fourier features observe r180 where it is a true symmetry"].reason.startswith(
+        "replicates disagree")
+
+
+def test_rff_r180_is_read_on_its_own_only_at_a_budget_where_replicates_agree(monkeypatch):
+    """Once a budget where both replicates agree is recorded, a run at or above it keeps its own verdict;
+    a run below it still reads "replicates disagree"."""
+    from symfast.readout import claims as rc
+
+    readings = {rc.RFF_R180: {**rc.REPLICATE_READINGS[rc.RFF_R180],
+                              (64, 3000): (("seeds 0-63", "missed"), ("seeds 1000-1063", "missed"))}}
+    monkeypatch.setattr(rc, "REPLICATE_READINGS", readings)
+    at = {c.claim: c for c in rc.readout_claims(_rff_table({"square": False}, n_models=64), steps=3000)}
+    assert at[rc.RFF_R180].verdict == "missed"
+    below = {c.claim: c for c in rc.readout_claims(_rff_table({"square": False}, n_models=64), steps=1500)}
+    assert below[rc.RFF_R180].reason.startswith("replicates disagree")
+    unknown = {c.claim: c for c in rc.readout_claims(_rff_table({"square": False}, n_models=64))}  # steps unknown
+    assert unknown[rc.RFF_R180].reason.startswith("replicates disagree")
 
 
 def test_readout_claims_below_the_calibrated_budget_are_not_comparable():
@@ -327,3 +346,25 @@ def test_marginal_decisions_are_those_near_alpha():
     assert is_marginal(0.051, 0.05) and is_marginal(0.049, 0.05)
     assert is_marginal(0.05 * (1 + MARGINAL_REL), 0.05)
     assert not is_marginal(0.07, 0.05) and not is_marginal(0.001, 0.05) and not is_marginal(float("nan"), 0.05)
+
+
+def test_replicate_verdict_rule():
+    """One replicate held, another missed: "not comparable: replicates disagree", even against a pooled
+    verdict; agreeing replicates keep their verdict (or the pooled one); an untested replicate leaves the
+    claim untested, naming it."""
+    from symfast.report.claim import (NOT_COMPARABLE_REASONS, REPLICATES_DISAGREE, Verdict, replicate_verdict,
+                                      replicates_disagree)
+
+    assert REPLICATES_DISAGREE in NOT_COMPARABLE_REASONS
+    v = replicate_verdict(["held", "missed"], pooled=Verdict("held", "pooled"), names=["seeds 0-31", "seeds 1000-1031"])
+    assert v == ("not comparable", "replicates disagree: seeds 0-31 held, seeds 1000-1031 missed")
+    assert replicates_disagree([Verdict("missed", "x"), "held"]) and not replicates_disagree(["held", "held"])
+    assert not replicates_disagree(["held", "not comparable"])
+    assert replicate_verdict([Verdict("held", "a"), Verdict("held", "b")]) == ("held", "a")
+    assert replicate_verdict(["missed", "missed"], pooled=Verdict("missed", "p")) == ("missed", "p")
+    assert replicate_verdict([Verdict("held", "a"), Verdict("not comparable", "too few seeds")]) == \
+        ("not comparable", "replicate 2: too few seeds")
+    with pytest.raises(ValueError):
+        replicate_verdict([])
+    with pytest.raises(ValueError):
+        replicate_verdict(["held"], names=["a", "b"])

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import math
 
-from symfast.report.claim import MIN_SEEDS, equivalence_verdict, ranking_verdict
+from symfast.report.claim import (MIN_SEEDS, Verdict, equivalence_verdict, ranking_verdict, replicate_verdict,
+                                  replicates_disagree)
 from symfast.schur.orderings import MODULUS_TIE_TOL
 
 __all__ = ["COPY_WIDTHS", "TASK_WIDTH", "PAPER_SEEDS", "CONVERGENCE", "PAPER_FULL_FVU", "PAPER_COPY", "PAPER_TABLE1",
            "PAPER_CROSS_TASK", "SCHUR_MIN_SEEDS", "INFERRED_TASKS", "SELECTED_BY_CONVERGENCE", "converged",
-           "compare_with_paper", "compare_replicates"]
+           "compare_with_paper", "compare_replicates", "apply_replicates"]
 
 COPY_WIDTHS = (56, 64, 72)  # copy task: N_h in {56, 64, 72} x four constructions
 TASK_WIDTH = 64  # flip-flop, sine, context: N_h = 64, orthogonal init
@@ -261,8 +262,9 @@ def compare_replicates(used, summarise, alpha: float = 0.9, split: int = PAPER_S
 
     Returns:
         pandas DataFrame: table, setting, subset, metric, paper, then per seed set ("paper_seeds",
-        "heldout", "all") ours_*, n_*, verdict_*, and `replicated`: whether the held-out seeds give the
-        paper's seeds' verdict (NaN where either set has no converged model).
+        "heldout", "all") ours_*, n_*, verdict_*, `replicated`: whether the held-out seeds give the
+        paper's seeds' verdict (NaN where either set has no converged model), and `replicates_disagree`:
+        one seed set held the number and the other missed it (`symfast.report.claim.replicates_disagree`).
     """
     if split < 1 or not (used.seed >= split).any():
         raise ValueError(f"compare_replicates: need seeds >= {split} (the held-out replicate); got seeds "
@@ -278,4 +280,28 @@ def compare_replicates(used, summarise, alpha: float = 0.9, split: int = PAPER_S
         out = cmp if out is None else out.merge(cmp, on=key, how="outer", sort=False)
     both = (out.n_paper_seeds > 0) & (out.n_heldout > 0)
     out["replicated"] = (out.verdict_paper_seeds == out.verdict_heldout).where(both)
+    out["replicates_disagree"] = [replicates_disagree([a, b]) for a, b in zip(out.verdict_paper_seeds,
+                                                                              out.verdict_heldout)]
+    return out
+
+
+def apply_replicates(comparison, replicates):
+    """`compare_with_paper` output with the replicate rule applied (`symfast.report.claim.replicate_verdict`):
+    a row that the paper's seeds and the held-out seeds (`compare_replicates`) read as held in one and
+    missed in the other becomes "not comparable: replicates disagree", whatever all seeds pooled say;
+    every other row keeps its verdict."""
+    out = comparison.copy()
+    if replicates is None or replicates.empty:
+        return out
+    key = ["table", "setting", "subset", "metric"]
+    reps = {tuple(r[k] for k in key): r for _, r in replicates.iterrows()}
+    for i, r in out.iterrows():
+        rep = reps.get(tuple(r[k] for k in key))
+        if rep is None:
+            continue
+        v = replicate_verdict([rep["verdict_paper_seeds"], rep["verdict_heldout"]], pooled=Verdict(r.verdict, r.reason),
+                              names=[f"seeds 0-{PAPER_SEEDS - 1} (n = {int(rep['n_paper_seeds'])})",
+                                     f"seeds {PAPER_SEEDS}.. (n = {int(rep['n_heldout'])})"])
+        if v.verdict != r.verdict:
+            out.loc[i, ["verdict", "reason"]] = [v.verdict, f"{v.reason}; all seeds pooled: {r.verdict}, {r.reason}"]
     return out
