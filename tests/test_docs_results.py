@@ -35,3 +35,19 @@ def test_every_page_names_its_command_and_the_quick_run_caveat():
         if page.name != "index.md":
             assert "*not comparable* by design" in text, page.name
             assert re.search(r"\(symfast \S+, commit \S+,", text), page.name  # the version that produced the data
+
+
+def test_the_replicate_readings_in_code_are_the_measured_ones():
+    """`REPLICATE_READINGS` (the budgets at which RandomFourierPE's r180 replicates agree or disagree) says
+    what the committed measurement (docs/results/data/readout/rff_r180_replicates.csv) shows, budget by
+    budget and replicate by replicate."""
+    path = RESULTS / "data" / "readout" / "rff_r180_replicates.csv"
+    if not path.exists():
+        pytest.skip("needs the source tree")
+    from symfast.readout.claims import REPLICATE_READINGS, RFF_R180
+
+    table = runpy.run_path(str(RESULTS / "render.py"))["_rff_replicates"](str(path))
+    measured = {}
+    for r in table.itertuples():
+        measured.setdefault((r.seeds, r.steps), []).append((r.replicate, r.verdict))
+    assert {b: tuple(v) for b, v in measured.items()} == REPLICATE_READINGS[RFF_R180]

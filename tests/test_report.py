@@ -184,20 +184,18 @@ def test_rff_rows_say_what_they_test():
         "replicates disagree")
 
 
-def test_rff_r180_is_read_on_its_own_only_at_a_budget_where_replicates_agree(monkeypatch):
-    """Once a budget where both replicates agree is recorded, a run at or above it keeps its own verdict;
-    a run below it still reads "replicates disagree"."""
+def test_rff_r180_is_read_on_its_own_only_at_a_budget_where_replicates_agree():
+    """The recorded replicates agree from 64 seeds x 1500 steps: a run there keeps its own verdict; at
+    the default 32 x 1500, with fewer steps, or with the steps unknown it reads "replicates disagree"."""
     from symfast.readout import claims as rc
 
-    readings = {rc.RFF_R180: {**rc.REPLICATE_READINGS[rc.RFF_R180],
-                              (64, 3000): (("seeds 0-63", "missed"), ("seeds 1000-1063", "missed"))}}
-    monkeypatch.setattr(rc, "REPLICATE_READINGS", readings)
-    at = {c.claim: c for c in rc.readout_claims(_rff_table({"square": False}, n_models=64), steps=3000)}
-    assert at[rc.RFF_R180].verdict == "missed"
-    below = {c.claim: c for c in rc.readout_claims(_rff_table({"square": False}, n_models=64), steps=1500)}
-    assert below[rc.RFF_R180].reason.startswith("replicates disagree")
-    unknown = {c.claim: c for c in rc.readout_claims(_rff_table({"square": False}, n_models=64))}  # steps unknown
-    assert unknown[rc.RFF_R180].reason.startswith("replicates disagree")
+    def r180(seeds, steps):
+        return {c.claim: c for c in rc.readout_claims(_rff_table({"square": False}, n_models=seeds),
+                                                     steps=steps)}[rc.RFF_R180]
+    assert r180(64, 1500).verdict == "missed" and r180(128, 3000).verdict == "missed"
+    for seeds, steps in ((32, 1500), (64, 1000), (64, None), (48, 3000)):
+        assert r180(seeds, steps).reason.startswith("replicates disagree"), (seeds, steps)
+    assert "they agree from 64 seeds x 1500 steps" in r180(32, 1500).reason
 
 
 def test_readout_claims_below_the_calibrated_budget_are_not_comparable():
