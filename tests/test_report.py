@@ -236,7 +236,8 @@ def test_reproduce_layerwise_verdict_rows(tmp_path):
     from symfast.commands.reproduce import _layerwise_claims
 
     row = {"model": "mlp", "activation": "tanh", "weight_error": 0.3, "random": 1.2, "accuracy": [0.9, 0.9, 0.1]}
-    results = {"suite": [dict(row, variant="equivariant"), dict(row, variant="control", weight_error=1.0)]}
+    results = {"suite": [dict(row, variant="equivariant"), dict(row, variant="control", weight_error=1.0)],
+               "settings": {"quick": False, "steps": 1500, "seed_offset": 1000, "data": "digits"}}
     (tmp_path / "layerwise").mkdir()
     (tmp_path / "layerwise" / "results.json").write_text(json.dumps(results))
     claims = _layerwise_claims(str(tmp_path / "layerwise"))
@@ -267,6 +268,29 @@ def test_layerwise_rows_separate_proven_from_conjectural_and_read_held_out_seeds
     assert len(conj) == 1 and conj[0].verdict == "missed" and "conjectured, not proven" in conj[0].note
     in_sample = layerwise_claims(_layerwise_results({"quick": False, "steps": 1500, "seed_offset": 0}))
     assert not any(c.tested for c in in_sample) and {c.reason for c in in_sample} == {"not held out"}
+
+
+def test_layerwise_verdicts_are_read_on_fresh_seeds_only_never_on_the_pilot():
+    """The bars were fixed on the pilot seed 0: a suite on it, or one whose seed is not recorded, gives no
+    verdict; a suite on a fresh seed is tested. Every row says the paper's CIFAR-10 setting is not used,
+    and a row comparing with a paper number on other data is "not comparable: task definition differs"."""
+    from symfast.layerwise.claims import PILOT_SEEDS, fresh_seeds, layerwise_claims, stand_in
+
+    assert PILOT_SEEDS == (0,)
+    assert fresh_seeds([1000]) == (True, "") and not fresh_seeds([0])[0] and not fresh_seeds([3, 0])[0]
+    assert "pilot" in fresh_seeds([0])[1] and "not recorded" in fresh_seeds(None)[1]
+    for settings in ({"quick": False, "steps": 1500, "seed_offset": 0}, None):
+        rows = layerwise_claims(_layerwise_results(settings))
+        assert rows and not any(c.tested for c in rows) and {c.reason for c in rows} == {"not held out"}
+    fresh = layerwise_claims(_layerwise_results({"quick": False, "steps": 1500, "seed_offset": 1001,
+                                                 "data": "digits"}))
+    assert {c.verdict for c in fresh} == {"held", "missed"}
+    assert all("the paper's CIFAR-10 setting is not used: this suite trained on digits" in c.note for c in fresh)
+    numbered = Claim("layerwise", "antisymmetric filters appear", "paper 0.5", "0.1", "missed", "n = 3")
+    out = stand_in([numbered, fresh[0]], "patches")
+    assert out[0].label == "not comparable: task definition differs" and out[0].note.startswith("on ours: missed")
+    assert out[1].verdict == fresh[0].verdict
+    assert stand_in([numbered], "cifar10") == [numbered]
 
 
 def test_quick_run_with_unconverged_models_yields_no_held_or_missed(tmp_path, monkeypatch):

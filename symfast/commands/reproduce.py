@@ -55,8 +55,8 @@ STUDIES = [
      ["schur", "--task", "all", "--seeds", "14", "--quiet"]),
     ("layerwise",
      ["layerwise", "--suite", "--quick"],
-     ["layerwise", "--suite", "--steps", "1500", "--seed-offset", "1000"]),  # held-out replicate: the bars
-    # of `symfast.layerwise.claims` were set after the seed-0 suite was seen (REPLICATE_SEED)
+     ["layerwise", "--suite", "--steps", "1500", "--seed-offset", "1000"]),  # fresh seeds: the bars of
+    # `symfast.layerwise.claims` were fixed on the pilot seed 0, which no verdict reads (REPLICATE_SEED)
 ]
 
 # Runs after a study, into a subfolder of its --out, whose verdict rows (claims.csv) join the study's:
