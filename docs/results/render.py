@@ -242,8 +242,13 @@ def _study_tables(key: str, data: str) -> list[str]:
                 "Counted from `readout3d/summary.csv`, which names the elements of each set.", "", _table(s), ""]
     elif key == "schur":
         from symfast.report.tables import schur_tables
+        from symfast.schur.targets import targets_table
 
         tables, notes = schur_tables(sub)
+        target = targets_table(sub)
+        if target is not None:  # as the report shows it (symfast reproduce)
+            tables.insert(1, target[:2])
+            notes.append(target[2])
         for caption, df in tables:
             out += [f"## {caption}", "", _table(df), ""]
         out += [f"- {n}" for n in notes] + ([""] if notes else [])

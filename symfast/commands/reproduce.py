@@ -200,8 +200,13 @@ def _missing_extra(name: str) -> bool:
 def _schur_section(sub: str, section) -> None:
     """Convergence and block-effect tables of `symfast schur` from its CSVs; no-op constructions in one line."""
     from symfast.report.tables import schur_tables
+    from symfast.schur.targets import targets_table
 
     tables, notes = schur_tables(sub)
+    target = targets_table(sub)
+    if target is not None:  # beside the convergence table: our targets against the paper's full models
+        tables.insert(1, target[:2])
+        notes.append(target[2])
     for caption, df in tables:
         section.tables.append((caption, df, {k: v for k, v in SCHUR_GLOSSARY.items()
                                              if k in df.columns or k == "task / construction / H"}))

@@ -1,8 +1,7 @@
 """The report's tables for the Schur and layerwise studies, read from the files the studies wrote
 (CSV / Markdown), so that the report shows a few compact tables instead of the studies' printed output.
 
-Pure pandas: nothing here imports a study, except the Schur paper's published numbers and targets
-(`symfast.schur.paper`, constants and table functions).
+Pure pandas: nothing here imports a study.
 """
 from __future__ import annotations
 
@@ -31,35 +30,10 @@ def _convergence(models: pd.DataFrame) -> pd.DataFrame:
                          "median FVU": out["fvu"]})
 
 
-def _targets(models: pd.DataFrame, strict_path: str) -> tuple[pd.DataFrame, str]:
-    """(our targets beside the paper's full-model values with the models reaching each, a note on what
-    the stricter target changes): from `schur_paper_targets.csv` when the run wrote it, else only where
-    the same models reach both targets (then no verdict can change)."""
-    from symfast.schur.paper import target_counts
-
-    t = target_counts(models)
-    head = "Convergence targets: ours are looser than the paper's full models (table above). "
-    if os.path.exists(strict_path):
-        strict = pd.read_csv(strict_path)
-        moved = strict[strict["changed"].astype(str).str.lower() == "true"]
-        what = "; ".join(f"{r.table}: {r.setting}, {r.subset}: {r.verdict} -> {r.verdict_paper_target} "
-                         f"(n {r.n} -> {r.n_paper_target})" for r in moved.itertuples())
-        return t, head + (f"On the models as good as the paper's full models (`schur_paper_targets.csv`), "
-                          f"{len(moved)} of {len(strict)} verdicts change" + (f": {what}." if what else "."))
-    # the paper's targets are stricter, so the models reaching them are a subset of ours: equal counts
-    # mean the same models, hence the same verdicts
-    same = (t["reach ours"] == t["reach the paper's"]).all()
-    return t, head + ("The same models reach both targets, so no verdict changes under the paper's; computed "
-                      "from `schur_models.csv`, without retraining." if same else
-                      "Fewer models reach the paper's targets; which verdicts change needs the per-model rows "
-                      "(`schur_paper_targets.csv`, written by `symfast schur`), not kept here.")
-
-
 def schur_tables(sub: str, alpha: float | None = None) -> tuple[list, list]:
     """(tables as (caption, DataFrame), notes) of the Schur study in folder `sub`.
 
-    Tables: convergence per (task, construction, H) from `schur_models.csv`, our convergence targets
-    beside the paper's full models (with a note on which verdicts the paper's change), and the effect of each
+    Tables: convergence per (task, construction, H) from `schur_models.csv`, and the effect of each
     single block and of all three at the main cut `alpha` (default: the middle of the alphas run)
     from `schur_ablation_summary.csv`. A (task, construction, H) whose every ablation is a no-op (e.g.
     a Cayley W, orthogonal hence normal) is left out of the effects table and named in one note.
@@ -67,11 +41,7 @@ def schur_tables(sub: str, alpha: float | None = None) -> tuple[list, list]:
     tables, notes = [], []
     models = os.path.join(sub, "schur_models.csv")
     if os.path.exists(models):
-        m = pd.read_csv(models)
-        tables.append(("Convergence of the trained RNNs", _convergence(m)))
-        target, note = _targets(m, os.path.join(sub, "schur_paper_targets.csv"))
-        tables.append(("Convergence targets: ours beside the paper's full models", target))
-        notes.append(note)
+        tables.append(("Convergence of the trained RNNs", _convergence(pd.read_csv(models))))
     path = os.path.join(sub, "schur_ablation_summary.csv")
     if not os.path.exists(path):
         return tables, notes

@@ -91,6 +91,10 @@ SCHUR_GLOSSARY = {
     "d_D": "rollout distance to the trained model, in units of the target variance (median over seeds)",
     "mass/||T||": "removed Schur mass ||T - T~||_F / ||T||_F (mean over seeds)",
     "eps-stabilisers": "seeds whose ablation keeps behaviour (d_D <= eps) of the seeds",
+    "target (symfast)": "the held-out FVU (or copy replay accuracy) a full model needs to enter the tables",
+    "paper's full model": "the paper's own full model on that task: the stricter target",
+    "reach ours": "trained models that reach our target",
+    "reach the paper's": "trained models as good as the paper's full model (a subset of those reaching ours)",
 }
 
 LAYERWISE_GLOSSARY = {

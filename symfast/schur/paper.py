@@ -16,8 +16,7 @@ from symfast.schur.orderings import MODULUS_TIE_TOL
 
 __all__ = ["COPY_WIDTHS", "TASK_WIDTH", "PAPER_SEEDS", "CONVERGENCE", "PAPER_FULL_FVU", "PAPER_COPY", "PAPER_TABLE1",
            "PAPER_CROSS_TASK", "SCHUR_MIN_SEEDS", "INFERRED_TASKS", "SELECTED_BY_CONVERGENCE", "converged",
-           "compare_with_paper", "compare_replicates", "apply_replicates", "PAPER_TARGETS", "meets_paper_target",
-           "target_counts", "compare_at_paper_targets"]
+           "compare_with_paper", "compare_replicates", "apply_replicates", "PAPER_TARGETS"]
 
 COPY_WIDTHS = (56, 64, 72)  # copy task: N_h in {56, 64, 72} x four constructions
 TASK_WIDTH = 64  # flip-flop, sine, context: N_h = 64, orthogonal init
@@ -35,7 +34,7 @@ PAPER_FULL_FVU = {"flipflop": 0.0048, "sine": 0.0036, "context": 0.0104}
 CONVERGENCE = {"flipflop": ("fvu", 0.01), "sine": ("fvu", 0.01), "context": ("fvu", 0.02),
                "copy": ("replay_acc", 0.99)}
 # The stricter reading: a model enters only when it is as good as the paper's full model (its FVU, or
-# its copy replay of 1.00); `target_counts` and `compare_at_paper_targets` show what that changes.
+# its copy replay of 1.00); `symfast.schur.targets` shows what that changes.
 PAPER_TARGETS = {"flipflop": ("fvu", PAPER_FULL_FVU["flipflop"]), "sine": ("fvu", PAPER_FULL_FVU["sine"]),
                  "context": ("fvu", PAPER_FULL_FVU["context"]), "copy": ("replay_acc", 1.00)}
 
@@ -71,83 +70,6 @@ def converged(task: str, fvu: float, replay_acc: float | None = None) -> bool:
     if metric == "fvu":
         return bool(fvu <= target)
     return replay_acc is not None and bool(replay_acc >= target)
-
-
-def meets_paper_target(task: str, fvu: float, replay_acc: float | None = None) -> bool:
-    """Whether a full model is as good as the paper's full model (PAPER_TARGETS): FVU at most the
-    paper's, or, on copy, replay accuracy 1.00 (to rounding)."""
-    metric, target = PAPER_TARGETS[task]
-    if metric == "fvu":
-        return bool(fvu <= target)
-    return replay_acc is not None and bool(replay_acc >= target - 1e-9)
-
-
-def _passes(models):
-    """Per model row: (meets our CONVERGENCE target, meets the paper's full model) as two boolean arrays."""
-    import numpy as np
-
-    acc = models["replay_acc"] if "replay_acc" in models.columns else [None] * len(models)
-    ours = np.array([converged(t, f, None if a is None or a != a else a)
-                     for t, f, a in zip(models["task"], models["fvu"], acc)], dtype=bool)
-    paper = np.array([meets_paper_target(t, f, None if a is None or a != a else a)
-                      for t, f, a in zip(models["task"], models["fvu"], acc)], dtype=bool)
-    return ours, paper
-
-
-def target_counts(models):
-    """Per task: our convergence target beside the paper's full model, and how many trained models
-    (`schur_models.csv` rows: task, fvu, replay_acc) reach each.
-
-    Returns:
-        pandas DataFrame: task, metric, "target (symfast)", "paper's full model", trained,
-        "reach ours", "reach the paper's".
-    """
-    import pandas as pd
-
-    ours, paper = _passes(models)
-    rows = []
-    for task in [t for t in CONVERGENCE if t in set(models["task"])]:
-        m = (models["task"] == task).to_numpy()
-        metric, target = CONVERGENCE[task]
-        op = "<=" if metric == "fvu" else ">="
-        rows.append({"task": task, "metric": metric, "target (symfast)": f"{op} {target:g}",
-                     "paper's full model": f"{PAPER_TARGETS[task][1]:g}" + ("" if metric == "fvu" else " (replay)"),
-                     "trained": int(m.sum()), "reach ours": int(ours[m].sum()), "reach the paper's": int(paper[m].sum())})
-    return pd.DataFrame(rows)
-
-
-def compare_at_paper_targets(comparison, raw, models, summarise, alpha: float = 0.9, trained=None):
-    """Every comparison row read again on the models as good as the paper's full model (PAPER_TARGETS)
-    instead of those that reach our CONVERGENCE target, beside the verdict `comparison` gives.
-
-    Args:
-        comparison: the study's `compare_with_paper` output on all seeds pooled (before the replicate
-            rule, so that a changed class comes from the target alone).
-        raw: per-model ablation rows of the converged models that `comparison` was read on (columns
-            task, construction, hidden, seed).
-        models: one row per trained model (task, construction, hidden, seed, fvu, replay_acc).
-        summarise: rows -> the summary `compare_with_paper` reads.
-        trained: as in `compare_with_paper`.
-
-    Returns:
-        pandas DataFrame: table, setting, subset, metric, verdict, n, verdict_paper_target,
-        n_paper_target, changed (the class differs).
-    """
-    import pandas as pd
-
-    keys = ["task", "construction", "hidden", "seed"]
-    _, paper = _passes(models)
-    strict = models.loc[paper, keys]
-    rows = raw.merge(strict, on=keys) if len(strict) else raw.iloc[:0]
-    summ = summarise(rows) if len(rows) else pd.DataFrame(columns=["task", "construction", "hidden", "alpha", "subset",
-                                                                      "n"])
-    strict_cmp = compare_with_paper(summ, alpha=alpha, trained=trained)
-    key = ["table", "setting", "subset", "metric"]
-    out = comparison[key + ["verdict", "n"]].merge(
-        strict_cmp[key + ["verdict", "n"]].rename(columns={"verdict": "verdict_paper_target", "n": "n_paper_target"}),
-        on=key, how="left")
-    out["changed"] = out["verdict"] != out["verdict_paper_target"]
-    return out
 
 
 def no_model_reason(n_trained: int | None) -> str:

@@ -180,10 +180,10 @@ def tanh_study(settings: SchurSettings, checkpoint_dir: str, progress: Progress 
         CheckpointError: a damaged checkpoint file.
     """
     from symfast.schur.ablation import summarize
-    from symfast.schur.paper import (PAPER_SEEDS, apply_replicates, compare_at_paper_targets, compare_replicates,
-                                     compare_with_paper)
+    from symfast.schur.paper import PAPER_SEEDS, apply_replicates, compare_replicates, compare_with_paper
     from symfast.schur.rnn import make_task
     from symfast.schur.subspace import damage_predictors
+    from symfast.schur.targets import compare_at_paper_targets
 
     s = settings
     cfg_of, cons_of, hid_of = s.train_configs(), s.constructions_of(), s.widths_of()

@@ -1,8 +1,8 @@
 """The paper's full-model values beside our convergence targets, and what the stricter target changes."""
 import pandas as pd
 
-from symfast.schur.paper import (CONVERGENCE, PAPER_FULL_FVU, PAPER_TARGETS, compare_at_paper_targets,
-                                 compare_with_paper, meets_paper_target, target_counts)
+from symfast.schur.paper import CONVERGENCE, PAPER_FULL_FVU, PAPER_TARGETS, compare_with_paper
+from symfast.schur.targets import compare_at_paper_targets, meets_paper_target, target_counts, targets_table
 
 
 def _models(fvus, task="flipflop"):
@@ -57,20 +57,19 @@ def test_the_stricter_target_reads_every_row_again_on_fewer_models():
 
 
 def test_report_table_and_note_on_the_paper_targets(tmp_path):
-    from symfast.report.tables import schur_tables
     from symfast.schur.claims import target_note
 
+    assert targets_table(str(tmp_path)) is None
     _models([0.02, 0.03]).to_csv(tmp_path / "schur_models.csv", index=False)
-    tables, notes = schur_tables(str(tmp_path))
-    caption, t = tables[1]
+    caption, t, note = targets_table(str(tmp_path))
     assert caption.startswith("Convergence targets") and list(t["paper's full model"]) == ["0.0048"]
-    assert any("same models reach both targets, so no verdict changes" in n for n in notes)
+    assert "same models reach both targets, so no verdict changes" in note
     _models([0.001, 0.008]).to_csv(tmp_path / "schur_models.csv", index=False)
-    assert any("Fewer models reach the paper's targets" in n for n in schur_tables(str(tmp_path))[1])
+    assert "Fewer models reach the paper's targets" in targets_table(str(tmp_path))[2]
     pd.DataFrame([{"table": "cross-task", "setting": "flipflop orthogonal H=64 alpha=0.9", "subset": "-T_C->R",
                    "metric": "dfvu", "verdict": "held", "n": 12, "verdict_paper_target": "not comparable",
                    "n_paper_target": 6, "changed": True}]).to_csv(tmp_path / "schur_paper_targets.csv", index=False)
-    note = [n for n in schur_tables(str(tmp_path))[1] if n.startswith("Convergence targets")][0]
+    note = targets_table(str(tmp_path))[2]
     assert "1 of 1 verdicts change: cross-task: flipflop orthogonal H=64 alpha=0.9, -T_C->R: held -> not comparable" \
         in note
     assert target_note("sine") == "models enter at fvu <= 0.01 (the paper's full model: 0.0036)"
