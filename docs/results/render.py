@@ -224,7 +224,9 @@ def _study_tables(key: str, data: str) -> list[str]:
                 "encoding lifts exactly that are true symmetries, `true_not_liftable` true symmetries without an "
                 "exact lift, `passes_best_lift` / `hidden_under_best_lift` those that pass or stay hidden under "
                 "their best orthogonal lift, `violations` observed elements outside G_lift ∩ G_true "
-                "(`approx_violations`: the same under best lifts).", "", _table(s), ""]
+                "(`approx_violations`: the same under best lifts). The paper claims the inclusion G_obs ⊆ "
+                "G_lift ∩ G_true (no violation); the column `G_obs = G_lift_and_true` is symfast's stronger "
+                "reading, the equality.", "", _table(s), ""]
         rff = os.path.join(sub, "rff_r180_replicates.csv")
         if os.path.exists(rff):
             out += ["## RandomFourierPE's r180 on two replicates", "",
