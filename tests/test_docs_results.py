@@ -51,3 +51,29 @@ def test_the_replicate_readings_in_code_are_the_measured_ones():
     for r in table.itertuples():
         measured.setdefault((r.seeds, r.steps), []).append((r.replicate, r.verdict))
     assert {b: tuple(v) for b, v in measured.items()} == REPLICATE_READINGS[RFF_R180]
+
+
+def test_no_verdict_table_is_typed_into_the_guides():
+    """Verdict tables live on the generated pages (docs/results/) or, typed from past runs, in the results
+    log; a guide, the API pages or the README holding a table with a verdict column fails here."""
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if RESULTS not in p.parents and p.name != "results-log.md"]
+    pages += [ROOT / "README.md"]
+    if not pages[-1].exists():
+        pytest.skip("needs the source tree")
+    for page in pages:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            cells = [c.strip().lower() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+            assert not any(c.startswith("verdict") for c in cells), f"{page.name}: a typed verdict table: {line}"
+
+
+def test_findings_at_a_glance_group_the_rows_by_class():
+    if not (RESULTS / "render.py").exists():
+        pytest.skip("needs the source tree")
+    glance = runpy.run_path(str(RESULTS / "render.py"))["_glance"]
+    rows = [{"claim": "a", "verdict": "held"}, {"claim": "b", "verdict": "missed"},
+            {"claim": "c", "verdict": "not comparable: too few seeds (n = 2 < 10 converged)"},
+            {"claim": "d", "verdict": "not comparable: ours: x largest; too few seeds (n = 2)"},
+            {"claim": "e", "verdict": "not comparable: replicates disagree: seeds 0-31 held, seeds 1000-1031 missed"},
+            {"claim": "f", "verdict": "by construction: cannot fail"}]
+    assert glance(rows) == ["- **held (1):** a.", "- **missed (1):** b.", "- **by construction (1):** f.",
+                            "- **not comparable (3):** too few seeds 2, replicates disagree 1."]

@@ -174,6 +174,32 @@ def _counts(rows: list[dict]) -> str:
     return ", ".join(parts)
 
 
+def _glance(rows: list[dict]) -> list[str]:
+    """The study's findings at a glance, from its verdict rows: the claims per tested or structural class
+    (held, missed, order-dependent, by construction), and the not comparable ones counted per reason."""
+    out = []
+    for cls in ("held", "missed", "order-dependent", "by construction", "not comparable"):
+        got = [r for r in rows if _verdict_class(r.get("verdict", "")) == cls]
+        if not got:
+            continue
+        if cls == "not comparable":
+            from symfast.report.claim import NOT_COMPARABLE_REASONS
+
+            known = NOT_COMPARABLE_REASONS + ("no converged model", "not run", "not held out", "not trained", "no case")
+            why = {}
+            for r in got:  # the first known reason the label names, in the order of the label
+                label = r["verdict"]
+                hits = sorted((label.find(k), k) for k in known if k in label)
+                reason = hits[0][1] if hits else "other"
+                why[reason] = why.get(reason, 0) + 1
+            out.append(f"- **{cls} ({len(got)}):** " + ", ".join(f"{k} {n}" for k, n in why.items()) + ".")
+        else:
+            names = [r.get("claim", "") for r in got]
+            more = f"; and {len(names) - 12} more" if len(names) > 12 else ""
+            out.append(f"- **{cls} ({len(got)}):** " + "; ".join(names[:12]) + more + ".")
+    return out
+
+
 def _set_sizes(summary: pd.DataFrame) -> pd.DataFrame:
     """Per (shape, encoding, observable): how many elements each set of the hierarchy holds, and whether
     the observed set equals G_lift ∩ G_true (the sets themselves are in summary.csv)."""
@@ -280,8 +306,9 @@ def _study_page(key: str, data: str, title_line: str, details: dict, commands: d
            f"as their notes say. What each column and verdict class means: "
            f"[the user guide]({'../' + guide})."
            + (f" Measured results at full budgets: [results log]({'../results-log.md#' + log})." if log else ""),
-           "", f"Verdicts: {_counts(rows)}.", "", "## Verdicts", "", _read(os.path.join(data, key, "verdicts.md")).strip(),
-           ""]
+           "", f"Verdicts: {_counts(rows)}.", "", "## Findings at a glance", "",
+           "Generated from the verdict table below (the claims per class; not comparable rows counted per reason).",
+           "", *_glance(rows), "", "## Verdicts", "", _read(os.path.join(data, key, "verdicts.md")).strip(), ""]
     out += _study_tables(key, data)
     return "\n".join(out).rstrip() + "\n"
 
