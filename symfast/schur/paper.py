@@ -303,9 +303,10 @@ def apply_replicates(comparison, replicates):
         rep = reps.get(tuple(r[k] for k in key))
         if rep is None:
             continue
-        v = replicate_verdict([rep["verdict_paper_seeds"], rep["verdict_heldout"]], pooled=Verdict(r.verdict, r.reason),
+        pooled = Verdict(r.verdict, r.reason)
+        v = replicate_verdict([rep["verdict_paper_seeds"], rep["verdict_heldout"]], pooled=pooled,
                               names=[f"seeds 0-{PAPER_SEEDS - 1} (n = {int(rep['n_paper_seeds'])})",
                                      f"seeds {PAPER_SEEDS}.. (n = {int(rep['n_heldout'])})"])
-        if v.verdict != r.verdict:
+        if v != pooled:
             out.loc[i, ["verdict", "reason"]] = [v.verdict, f"{v.reason}; all seeds pooled: {r.verdict}, {r.reason}"]
     return out
