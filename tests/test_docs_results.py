@@ -77,3 +77,27 @@ def test_findings_at_a_glance_group_the_rows_by_class():
             {"claim": "f", "verdict": "by construction: cannot fail"}]
     assert glance(rows) == ["- **held (1):** a.", "- **missed (1):** b.", "- **by construction (1):** f.",
                             "- **not comparable (3):** too few seeds 2, replicates disagree 1."]
+
+
+def test_collect_keeps_the_measurements_of_their_own_commands(tmp_path):
+    """Refreshing the data from a quick run replaces what that run wrote but keeps the files that come
+    from their own command (KEPT, e.g. the r180 replicates measured on a GPU)."""
+    if not (RESULTS / "render.py").exists():
+        pytest.skip("needs the source tree")
+    mod = runpy.run_path(str(RESULTS / "render.py"))
+    run, data = tmp_path / "run", tmp_path / "data"
+    for sub in ("readout", "readout3d", "schur", "layerwise"):
+        (run / sub).mkdir(parents=True)
+    (run / "report.md").write_text("# symfast reproduce --quick\n\n| run |  |\n|---|---|\n| symfast | 0 |\n")
+    for sub in ("readout", "readout3d"):
+        (run / sub / "summary.csv").write_text("shape\nsquare\n")
+    (run / "schur" / "schur_models.csv").write_text("task\nsine\n")
+    (run / "schur" / "schur_ablation_summary.csv").write_text("alpha,subset\n0.9,-T_CC\n")
+    (run / "layerwise" / "suite.md").write_text("# suite\n")
+    (data / "readout").mkdir(parents=True)
+    kept = next(iter(mod["KEPT"]))
+    (data / kept).write_text("seeds,steps\n64,1500\n")
+    (data / "stale.md").write_text("from an older run")
+    mod["collect"](str(run), str(data))
+    assert (data / kept).read_text() == "seeds,steps\n64,1500\n"
+    assert not (data / "stale.md").exists() and (data / "schur" / "schur_models.csv").read_text() == "task\nsine\n"
