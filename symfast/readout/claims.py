@@ -20,15 +20,19 @@ every budget until one where they agree is recorded (`REPLICATE_READINGS`, `repl
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from symfast.readout.decision import budget_shortfall
-from dataclasses import replace
-
 from symfast.report.claim import Claim, not_comparable, replicate_verdict, replicates_disagree
 
 __all__ = ["readout_claims", "readout3d_claims", "phi_dependence_claim", "group_label", "gate_budget",
-           "REPLICATE_READINGS", "replicated"]
+           "REPLICATE_READINGS", "replicated", "EQUALITY", "STRONGER", "RFF_R180"]
+
+# The paper claims the inclusion G_obs ⊆ G_lift ∩ G_true; the equality rows are symfast's stronger reading.
+EQUALITY = "Every liftable true symmetry is observed (G_obs = G_lift ∩ G_true, symfast's stronger reading)"
+STRONGER = "the equality is symfast's stronger reading: the paper claims only the inclusion G_obs ⊆ G_lift ∩ G_true"
 
 # Claims read on two replicates of the calibration grid (7 shapes, 2048 points per step):
 # claim -> {(seeds, steps): ((replicate, verdict), ...)}. RandomFourierPE's r180, measured by
@@ -37,9 +41,6 @@ __all__ = ["readout_claims", "readout3d_claims", "phi_dependence_claim", "group_
 # 1000-1031 miss it on the square, hexagon and rectangle (missed); at 64 x 1500 both replicates miss it
 # (seeds 0-63 on the rectangle, 1000-1063 on all three), and at 128 x 1500 both on all three. A run at
 # or above a budget where the replicates agree is read on its own; below, the claim flips with the seeds.
-# The paper claims the inclusion G_obs ⊆ G_lift ∩ G_true; the equality rows are symfast's stronger reading.
-EQUALITY = "Every liftable true symmetry is observed (G_obs = G_lift ∩ G_true, symfast's stronger reading)"
-STRONGER = "the equality is symfast's stronger reading: the paper claims only the inclusion G_obs ⊆ G_lift ∩ G_true"
 RFF_R180 = "Random Fourier features observe r180 where it is a true symmetry"
 REPLICATE_READINGS = {
     RFF_R180: {(32, 1500): (("seeds 0-31", "held"), ("seeds 1000-1031", "missed")),
@@ -76,15 +77,14 @@ def replicated(claim: Claim, seeds: int | None, steps: int | None) -> Claim:
     readings = REPLICATE_READINGS.get(claim.claim)
     if not readings or not claim.tested:
         return claim
-    agreed = [b for b, reps in readings.items() if not replicates_disagree([v for _, v in reps])
-              and seeds is not None and steps is not None and seeds >= b[0] and steps >= b[1]]
-    split = {b: reps for b, reps in readings.items() if replicates_disagree([v for _, v in reps])}
-    if agreed or not split:
+    agree = sorted(b for b, r in readings.items() if not replicates_disagree([v for _, v in r]))
+    split = {b: r for b, r in readings.items() if replicates_disagree([v for _, v in r])}
+    reached = seeds is not None and steps is not None and any(seeds >= s and steps >= t for s, t in agree)
+    if reached or not split:
         return claim
     (b_seeds, b_steps), reps = max(split.items())
-    agree = [b for b, r in readings.items() if not replicates_disagree([v for _, v in r])]
-    where = (f"they agree from {min(agree)[0]} seeds x {min(agree)[1]} steps" if agree else
-             "no budget where they agree is known yet")
+    where = f"they agree from {agree[0][0]} seeds x {agree[0][1]} steps" if agree else \
+        "no budget where they agree is known yet"
     v = replicate_verdict([v for _, v in reps] + [claim.verdict], names=[n for n, _ in reps] + ["this run"])
     return replace(claim, verdict=v.verdict, reason=f"{v.reason} (replicates at {b_seeds} seeds x {b_steps} steps; "
                    f"{where})", note=f"this run alone: {claim.verdict}; {claim.note}")
