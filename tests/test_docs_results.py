@@ -35,3 +35,69 @@ def test_every_page_names_its_command_and_the_quick_run_caveat():
         if page.name != "index.md":
             assert "*not comparable* by design" in text, page.name
             assert re.search(r"\(symfast \S+, commit \S+,", text), page.name  # the version that produced the data
+
+
+def test_the_replicate_readings_in_code_are_the_measured_ones():
+    """`REPLICATE_READINGS` (the budgets at which RandomFourierPE's r180 replicates agree or disagree) says
+    what the committed measurement (docs/results/data/readout/rff_r180_replicates.csv) shows, budget by
+    budget and replicate by replicate."""
+    path = RESULTS / "data" / "readout" / "rff_r180_replicates.csv"
+    if not path.exists():
+        pytest.skip("needs the source tree")
+    from symfast.readout.claims import REPLICATE_READINGS, RFF_R180
+
+    table = runpy.run_path(str(RESULTS / "render.py"))["_rff_replicates"](str(path))
+    measured = {}
+    for r in table.itertuples():
+        measured.setdefault((r.seeds, r.steps), []).append((r.replicate, r.verdict))
+    assert {b: tuple(v) for b, v in measured.items()} == REPLICATE_READINGS[RFF_R180]
+
+
+def test_no_verdict_table_is_typed_into_the_guides():
+    """Verdict tables live on the generated pages (docs/results/) or, typed from past runs, in the results
+    log; a guide, the API pages or the README holding a table with a verdict column fails here."""
+    pages = [p for p in (ROOT / "docs").rglob("*.md") if RESULTS not in p.parents and p.name != "results-log.md"]
+    pages += [ROOT / "README.md"]
+    if not pages[-1].exists():
+        pytest.skip("needs the source tree")
+    for page in pages:
+        for line in page.read_text(encoding="utf-8").splitlines():
+            cells = [c.strip().lower() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+            assert not any(c.startswith("verdict") for c in cells), f"{page.name}: a typed verdict table: {line}"
+
+
+def test_findings_at_a_glance_group_the_rows_by_class():
+    if not (RESULTS / "render.py").exists():
+        pytest.skip("needs the source tree")
+    glance = runpy.run_path(str(RESULTS / "render.py"))["_glance"]
+    rows = [{"claim": "a", "verdict": "held"}, {"claim": "b", "verdict": "missed"},
+            {"claim": "c", "verdict": "not comparable: too few seeds (n = 2 < 10 converged)"},
+            {"claim": "d", "verdict": "not comparable: ours: x largest; too few seeds (n = 2)"},
+            {"claim": "e", "verdict": "not comparable: replicates disagree: seeds 0-31 held, seeds 1000-1031 missed"},
+            {"claim": "f", "verdict": "by construction: cannot fail"}]
+    assert glance(rows) == ["- **held (1):** a.", "- **missed (1):** b.", "- **by construction (1):** f.",
+                            "- **not comparable (3):** too few seeds 2, replicates disagree 1."]
+
+
+def test_collect_keeps_the_measurements_of_their_own_commands(tmp_path):
+    """Refreshing the data from a quick run replaces what that run wrote but keeps the files that come
+    from their own command (KEPT, e.g. the r180 replicates measured on a GPU)."""
+    if not (RESULTS / "render.py").exists():
+        pytest.skip("needs the source tree")
+    mod = runpy.run_path(str(RESULTS / "render.py"))
+    run, data = tmp_path / "run", tmp_path / "data"
+    for sub in ("readout", "readout3d", "schur", "layerwise"):
+        (run / sub).mkdir(parents=True)
+    (run / "report.md").write_text("# symfast reproduce --quick\n\n| run |  |\n|---|---|\n| symfast | 0 |\n")
+    for sub in ("readout", "readout3d"):
+        (run / sub / "summary.csv").write_text("shape\nsquare\n")
+    (run / "schur" / "schur_models.csv").write_text("task\nsine\n")
+    (run / "schur" / "schur_ablation_summary.csv").write_text("alpha,subset\n0.9,-T_CC\n")
+    (run / "layerwise" / "suite.md").write_text("# suite\n")
+    (data / "readout").mkdir(parents=True)
+    kept = next(iter(mod["KEPT"]))
+    (data / kept).write_text("seeds,steps\n64,1500\n")
+    (data / "stale.md").write_text("from an older run")
+    mod["collect"](str(run), str(data))
+    assert (data / kept).read_text() == "seeds,steps\n64,1500\n"
+    assert not (data / "stale.md").exists() and (data / "schur" / "schur_models.csv").read_text() == "task\nsine\n"

@@ -144,7 +144,7 @@ def _run_suite(args, data) -> int:
             format_attention(att)]
     print("\n".join(text))
     _write_text(os.path.join(args.out, "suite.md"), "\n".join(text) + "\n")
-    settings = {"quick": bool(args.quick), "steps": steps, "seed_offset": seed}
+    settings = {"quick": bool(args.quick), "steps": steps, "seed_offset": seed, "data": data.name}
     _write_text(os.path.join(args.out, "results.json"), json.dumps(
         {"suite": rows, "autoencoder_regimes": regimes, "attention": att, "settings": settings,
          "seconds": time.perf_counter() - t0}, indent=1))

@@ -24,7 +24,8 @@ def _csv(s: str) -> list[str]:
     return [p.strip() for p in s.split(",") if p.strip()]
 
 
-# Defaults per --dim. 2D: the paper's settings. 3D: a study that runs in a few minutes on 2 CPU cores
+# Defaults per --dim. 2D: symfast's budget, chosen on the calibration grid (the readout paper states no
+# seeds, steps or points). 3D: a study that runs in a few minutes on 2 CPU cores
 # (3D training runs the reference kernels; measured in the docs, readout-3d.md).
 DEFAULTS = {
     2: dict(shapes="triangle,square,hexagon,circle", pe="dyadic,triaxis,rff", seeds=32, steps=1500, points=2048,

@@ -55,8 +55,8 @@ STUDIES = [
      ["schur", "--task", "all", "--seeds", "14", "--quiet"]),
     ("layerwise",
      ["layerwise", "--suite", "--quick"],
-     ["layerwise", "--suite", "--steps", "1500", "--seed-offset", "1000"]),  # held-out replicate: the bars
-    # of `symfast.layerwise.claims` were set after the seed-0 suite was seen (REPLICATE_SEED)
+     ["layerwise", "--suite", "--steps", "1500", "--seed-offset", "1000"]),  # fresh seeds: the bars of
+    # `symfast.layerwise.claims` were fixed on the pilot seed 0, which no verdict reads (REPLICATE_SEED)
 ]
 
 # Runs after a study, into a subfolder of its --out, whose verdict rows (claims.csv) join the study's:
@@ -200,8 +200,13 @@ def _missing_extra(name: str) -> bool:
 def _schur_section(sub: str, section) -> None:
     """Convergence and block-effect tables of `symfast schur` from its CSVs; no-op constructions in one line."""
     from symfast.report.tables import schur_tables
+    from symfast.schur.targets import targets_table
 
     tables, notes = schur_tables(sub)
+    target = targets_table(sub)
+    if target is not None:  # beside the convergence table: our targets against the paper's full models
+        tables.insert(1, target[:2])
+        notes.append(target[2])
     for caption, df in tables:
         section.tables.append((caption, df, {k: v for k, v in SCHUR_GLOSSARY.items()
                                              if k in df.columns or k == "task / construction / H"}))

@@ -101,6 +101,17 @@ def _print_comparisons(study, out: str) -> None:
     print(show[["table", "setting", "subset", "metric", "paper", "ours", "n", "verdict", "reason"]]
           .to_string(index=False))
     print("verdicts: " + ", ".join(f"{k} {v}" for k, v in cmp["verdict"].value_counts().items()))
+    strict = study.paper_targets
+    if strict is not None:
+        atomic_write(os.path.join(out, "schur_paper_targets.csv"), lambda p: strict.to_csv(p, index=False))
+        moved = strict[strict.changed]
+        from symfast.schur.paper import PAPER_TARGETS
+        paper = ", ".join(f"{t} {m} {v:g}" for t, (m, v) in PAPER_TARGETS.items())
+        print(f"\n== the same rows on the models as good as the paper's full models ({paper}): {len(moved)} of "
+              f"{len(strict)} verdicts change (schur_paper_targets.csv)")
+        if len(moved):
+            print(moved[["table", "setting", "subset", "n", "verdict", "n_paper_target", "verdict_paper_target"]]
+                  .to_string(index=False))
     reps = study.replicates
     if reps is not None:
         from symfast.schur.paper import PAPER_SEEDS
@@ -155,5 +166,6 @@ def report_tanh(study, out: str) -> int:
           "schur_T.png, schur_loss.png, schur_near_cut.csv"
           + (", schur_alpha_grid.csv" if study.alpha_grid is not None else "")
           + (", schur_fixed_points.csv" if study.fixed_points is not None else "")
-          + (", schur_paper_replicates.csv" if study.replicates is not None else ""))
+          + (", schur_paper_replicates.csv" if study.replicates is not None else "")
+          + (", schur_paper_targets.csv" if study.paper_targets is not None else ""))
     return 0

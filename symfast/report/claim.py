@@ -10,7 +10,7 @@ Verdict classes (`VERDICTS`):
   and it is counted as evidence for or against the paper.
 - **not comparable**: the row could not be tested in this run; `reason` says why, one of
   `NOT_COMPARABLE_REASONS` (not converged, too few seeds, task definition differs, interval too
-  wide) or a short sentence.
+  wide, replicates disagree) or a short sentence.
 - **by construction**: the row cannot fail (e.g. G_obs ⊆ G_lift when only exactly liftable elements
   are scored); shown with its reason, never counted as held.
 - **order-dependent**: the quantity depends on an arbitrary choice the paper does not fix (e.g. the
@@ -20,6 +20,9 @@ A paper's *number* is held only by equivalence (`equivalence_verdict`): our 95% 
 inside a tolerance band around the paper's value, with the band fixed per kind of quantity
 (`TOLERANCE`) before any run; a *ranking* (`ranking_verdict`) needs intervals that do not overlap.
 Both need at least `MIN_SEEDS` converged seeds by default (`min_seeds`: a study may ask for more).
+A claim read on more than one replicate (disjoint seed sets at the same budget) is held or missed
+only where no replicate contradicts another (`replicate_verdict`): one held and one missed is "not
+comparable: replicates disagree", whatever the pooled reading says.
 
 Shared presentation rules, so every study and mode reads alike:
 
@@ -41,12 +44,15 @@ import pandas as pd
 
 __all__ = ["Claim", "VERDICTS", "TESTED", "NOT_COMPARABLE_REASONS", "NOT_CONVERGED", "MIN_SEEDS", "TOLERANCE", "Band",
            "Verdict", "BOUNDS", "MARGINAL_REL", "equivalence_verdict", "ranking_verdict", "not_comparable",
-           "clip_interval", "format_interval", "is_marginal", "verdict_counts", "write_claims", "read_claims"]
+           "clip_interval", "format_interval", "is_marginal", "verdict_counts", "write_claims", "read_claims",
+           "REPLICATES_DISAGREE", "replicates_disagree", "replicate_verdict"]
 
 VERDICTS = ("held", "missed", "not comparable", "by construction", "order-dependent")
 TESTED = ("held", "missed")  # the verdicts that count as evidence
-NOT_COMPARABLE_REASONS = ("not converged", "too few seeds", "task definition differs", "interval too wide")
+NOT_COMPARABLE_REASONS = ("not converged", "too few seeds", "task definition differs", "interval too wide",
+                          "replicates disagree")
 NOT_CONVERGED = NOT_COMPARABLE_REASONS[0]
+REPLICATES_DISAGREE = NOT_COMPARABLE_REASONS[4]
 
 MIN_SEEDS = 3  # converged seeds needed by default for any held / missed on a number or a ranking
 
@@ -264,6 +270,45 @@ def ranking_verdict(intervals: dict, claimed, n: int, converged: bool = True, mi
         return Verdict("held", f"{claimed} lies above every other (non-overlapping intervals)")
     overlap = [k for k, (_, hi) in others.items() if hi >= lo_c]
     return Verdict("not comparable", f"interval too wide: {claimed} overlaps {', '.join(overlap)}")
+
+
+def replicates_disagree(verdicts) -> bool:
+    """Whether a claim's readings on independent replicates contradict each other: at least one
+    replicate held it and at least one missed it (untested replicates contradict nothing)."""
+    got = {getattr(v, "verdict", v) for v in verdicts}
+    return "held" in got and "missed" in got
+
+
+def replicate_verdict(verdicts, pooled: Verdict | None = None, names=None) -> Verdict:
+    """One verdict for a claim read on several replicates (disjoint seed sets, same budget).
+
+    - "not comparable: replicates disagree" when one replicate held it and another missed it
+      (`replicates_disagree`), whatever `pooled` says: the claim flips with the seeds drawn;
+    - otherwise `pooled` when given (e.g. the reading on all seeds together);
+    - otherwise the common verdict when every replicate gives the same one, else the first
+      replicate's that is not held or missed (a verdict needs every replicate tested).
+
+    Args:
+        verdicts: per replicate, a `Verdict` or a verdict string.
+        pooled: the verdict read on all replicates pooled, if there is one.
+        names: per replicate, a name for the reason (default "replicate 1", "replicate 2", ...).
+    """
+    verdicts = [v if isinstance(v, Verdict) else Verdict(str(v), "") for v in verdicts]
+    if not verdicts:
+        raise ValueError("replicate_verdict needs at least one replicate")
+    names = list(names) if names is not None else [f"replicate {i + 1}" for i in range(len(verdicts))]
+    if len(names) != len(verdicts):
+        raise ValueError(f"replicate_verdict: {len(names)} names for {len(verdicts)} replicates")
+    if replicates_disagree(verdicts):
+        return Verdict("not comparable", f"{REPLICATES_DISAGREE}: " + ", ".join(
+            f"{n} {v.verdict}" for n, v in zip(names, verdicts)))
+    if pooled is not None:
+        return pooled
+    if len({v.verdict for v in verdicts}) == 1:
+        return verdicts[0]
+    k = next(i for i, v in enumerate(verdicts) if v.verdict not in TESTED)
+    v = verdicts[k]
+    return Verdict(v.verdict, f"{names[k]}: {v.reason}" if v.reason else names[k])
 
 
 def verdict_counts(claims: list) -> pd.DataFrame:

@@ -62,7 +62,7 @@ INTROS = {  # study -> (title, introduction)
 READOUT_GLOSSARY = {
     "G_obs": "elements whose score passes the decision rule (observed in the weights)",
     "G_lift_and_true": "elements the encoding lifts exactly and that are true symmetries of the shape",
-    "match": "whether G_obs equals G_lift ∩ G_true",
+    "match": "whether G_obs equals G_lift ∩ G_true (symfast's stronger reading; the paper claims the inclusion)",
     "violations": "observed elements outside G_lift ∩ G_true",
     "true_not_liftable": "true symmetries of the shape that the encoding cannot lift exactly",
     "passes_best_lift": "elements that pass the same test under their best orthogonal (Procrustes) lift",
@@ -75,7 +75,8 @@ READOUT_GLOSSARY = {
 READOUT3D_GLOSSARY = {
     "G_true": "declared symmetries of the solid among the candidates", "G_lift": "elements the encoding lifts exactly",
     "G_lift_and_true": "the expected G_obs", "G_obs": "elements observed (decision rule, exact lifts)",
-    "match": "G_obs equals G_lift ∩ G_true", "true_not_liftable": "true symmetries without an exact lift",
+    "match": "G_obs equals G_lift ∩ G_true (symfast's stronger reading; the paper claims the inclusion)",
+    "true_not_liftable": "true symmetries without an exact lift",
     "hidden_under_best_lift": "of those, failing even under their best orthogonal lift",
     "liftable_false": "liftable non-symmetries", "liftable_false_rejected": "of those, rejected",
 }
@@ -91,6 +92,10 @@ SCHUR_GLOSSARY = {
     "d_D": "rollout distance to the trained model, in units of the target variance (median over seeds)",
     "mass/||T||": "removed Schur mass ||T - T~||_F / ||T||_F (mean over seeds)",
     "eps-stabilisers": "seeds whose ablation keeps behaviour (d_D <= eps) of the seeds",
+    "target (symfast)": "the held-out FVU (or copy replay accuracy) a full model needs to enter the tables",
+    "paper's full model": "the paper's own full model on that task: the stricter target",
+    "reach ours": "trained models that reach our target",
+    "reach the paper's": "trained models as good as the paper's full model (a subset of those reaching ours)",
 }
 
 LAYERWISE_GLOSSARY = {

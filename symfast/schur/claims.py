@@ -7,8 +7,19 @@ import math
 import pandas as pd
 
 from symfast.report.claim import Claim
+from symfast.schur.paper import CONVERGENCE, PAPER_TARGETS
 
-__all__ = ["schur_claims"]
+__all__ = ["schur_claims", "target_note"]
+
+
+def target_note(task: str) -> str:
+    """Our convergence target beside the paper's full model, for a row on `task` ("" for an unknown task)."""
+    if task not in CONVERGENCE:
+        return ""
+    metric, ours = CONVERGENCE[task]
+    op = "<=" if metric == "fvu" else ">="
+    return f"models enter at {metric} {op} {ours:g} (the paper's full model: {PAPER_TARGETS[task][1]:g})"
+
 
 def schur_claims(path: str) -> list:
     """The comparison with the paper written by `symfast schur` (`schur_paper_comparison.csv` at
@@ -25,6 +36,7 @@ def schur_claims(path: str) -> list:
             ours = "no converged model"
         verdict = "missed" if r.verdict == "differs" else r.verdict  # files written before the shared vocabulary
         tested = verdict in ("held", "missed")
+        note = "; ".join(p for p in (str(r.reason) if tested else "", target_note(str(r.setting).split()[0])) if p)
         out.append(Claim("schur", f"{r.table}: {r.setting}, {r.subset}, {r.metric}", paper or f"{r.subset} first",
-                         ours, verdict, str(r.reason) if tested else "", "" if tested else str(r.reason)))
+                         ours, verdict, note, "" if tested else str(r.reason)))
     return out

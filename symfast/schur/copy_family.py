@@ -18,7 +18,9 @@ the runs that are read with them:
 
 The pattern holds when (a) and (b) hold, is missed when either is missed, and is not comparable
 otherwise or with fewer than `MIN_CONVERGED` converged models. `pattern_table` reads it per
-setting on the paper's seeds, on the held-out seeds and on all of them.
+setting on the paper's seeds, on the held-out seeds and on all of them; where the two seed sets
+disagree (one held, one missed) the all-seeds row is "not comparable: replicates disagree"
+(`symfast.report.claim.replicate_verdict`).
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from symfast.report.claim import TOLERANCE
+from symfast.report.claim import TOLERANCE, Verdict, replicate_verdict
 from symfast.schur.ablation import summarize
 from symfast.schur.paper import CONVERGENCE, PAPER_COPY, PAPER_SEEDS
 
@@ -167,6 +169,14 @@ def pattern_table(runs, alpha: float = 0.9, split: int = PAPER_SEEDS) -> pd.Data
                 row[f"{key}_mean"] = float(x.mean()) if len(x) else math.nan
                 row[f"{key}_lo"], row[f"{key}_hi"] = _interval(x.to_numpy()) if len(x) > 1 else (math.nan, math.nan)
             rows.append({**row, "verdict": verdict, "reason": why})
+        parts = [r for r in rows if r["setting"] == name]
+        if len(parts) == 3:  # paper's seeds, held-out seeds, all: the two replicates may contradict each other
+            pooled = Verdict(parts[2]["verdict"], parts[2]["reason"])
+            v = replicate_verdict([p["verdict"] for p in parts[:2]], pooled=pooled,
+                                  names=[f"seeds {p['seeds']}" for p in parts[:2]])
+            if v != pooled:
+                parts[2].update(verdict=v.verdict, reason=f"{v.reason}; all seeds pooled: {parts[2]['verdict']}, "
+                                                          f"{parts[2]['reason']}")
     return pd.DataFrame(rows)
 
 

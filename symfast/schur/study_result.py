@@ -41,6 +41,8 @@ class SchurStudy:
             for the paper's copy task; schur_paper_comparison.csv); else None.
         replicates: tanh, beyond the paper's seeds: `compare_replicates`, the verdicts on the paper's
             seeds and on the held-out ones (schur_paper_replicates.csv); else None.
+        paper_targets: tanh, with a used row: `compare_at_paper_targets`, every comparison row read
+            again on the models as good as the paper's full models (schur_paper_targets.csv); else None.
         spectra: figure data. tanh: {(task, construction, hidden): [(eigenvalues, rho) per seed]};
             other families: {label: [(eigenvalues, rho, {block: mass / ||T||}) per used model]}.
         schur_forms: tanh: {"task / construction, H = h, seed s": (T [H, H], n_R)}, the first seed's of each cell.
@@ -59,6 +61,7 @@ class SchurStudy:
     predictors: dict | None = None
     paper_comparison: pd.DataFrame | None = None
     replicates: pd.DataFrame | None = None
+    paper_targets: pd.DataFrame | None = None
     spectra: dict = field(default_factory=dict)
     schur_forms: dict = field(default_factory=dict)
     losses: dict = field(default_factory=dict)

@@ -81,7 +81,7 @@ def test_cli_layerwise_cnn_attention_and_suite(tmp_path, capsys):
         assert needle in text, needle
     res = json.loads((tmp_path / "suite" / "results.json").read_text())
     assert len(res["suite"]) == 12 and len(res["autoencoder_regimes"]) == 4 and len(res["attention"]) == 2
-    assert res["settings"] == {"quick": False, "steps": 5, "seed_offset": 1000}  # a held-out replicate
+    assert res["settings"] == {"quick": False, "steps": 5, "seed_offset": 1000, "data": "digits"}  # a fresh seed
     assert (tmp_path / "suite" / "regimes.png").stat().st_size > 0
     with pytest.raises(SystemExit) as e:  # argparse rejects an activation outside the table
         main(["layerwise", "--activation", "gelu9", "--out", str(tmp_path)])

@@ -108,8 +108,9 @@ def test_layerwise_claims_expected_measured_held():
              {"model": "cnn", "activation": "tanh", "variant": "control", "weight_error": 0.8, "random": 1.0,
               "accuracy": [0.9, 0.5, 0.1]}]
     att = [{"variant": "equivariant", "param_error": 0.01, "random": 1.0, "heads": {"fixed": 2, "cycled": 2}}]
+    fresh = {"quick": False, "steps": 1500, "seed_offset": 1000, "data": "digits"}
     claims = {c.claim: c for c in layerwise_claims({"suite": suite, "attention": att, "autoencoder_regimes": [
-        _regime(1.0, 0.0, 0.99, 1.1, 1.2), _regime(4.0, 0.5, 0.4, 0.3, 1.2)]})}
+        _regime(1.0, 0.0, 0.99, 1.1, 1.2), _regime(4.0, 0.5, 0.4, 0.3, 1.2)], "settings": fresh})}
     assert all(c.study == "layerwise" for c in claims.values()) and len(claims) == 5
     fit = claims["Flip-invariant networks are layerwise equivariant: the recovered layer-1 action fits (proven: tanh, "
                  "sigmoid, polynomial activations)"]

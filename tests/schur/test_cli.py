@@ -36,6 +36,9 @@ def test_schur_cli_tiny(tmp_path, capsys, monkeypatch):
     assert not os.path.exists(os.path.join(out, "schur_paper_replicates.csv"))  # no seeds beyond the paper's 3
     cmp = pd.read_csv(os.path.join(out, "schur_paper_comparison.csv"))
     assert (cmp[cmp.setting.str.contains("cayley")]["verdict"] == "by construction").all()
+    strict = pd.read_csv(os.path.join(out, "schur_paper_targets.csv"))  # every row, read on the paper's targets
+    assert len(strict) == len(cmp) and list(strict["verdict"]) == list(cmp["verdict"])
+    assert "as good as the paper's full models" in text
     ck = sorted(os.listdir(os.path.join(out, "ckpt")))
     assert len(ck) == 4
     mtime = os.path.getmtime(os.path.join(out, "ckpt", ck[0]))

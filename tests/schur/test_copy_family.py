@@ -85,6 +85,19 @@ def test_pattern_table_seed_sets_and_converged_only():
         pattern_table({"cyclic_L8_K8": (models, raw.drop(columns="replay_order_min"))})
 
 
+def test_pattern_table_replicates_that_disagree_are_not_a_verdict_on_all_seeds():
+    """The paper's seeds hold the pattern, the held-out seeds miss it: the all-seeds row reads "not
+    comparable: replicates disagree" whatever the pooled reading; agreeing seed sets keep it."""
+    cr = {0: 0.6, 1: 0.62, 2: 0.61, 3: 0.99, 4: 0.98, 5: 0.995}
+    t = pattern_table({"cyclic_L8_K8": _runs(cr, {s: True for s in cr})}, alpha=0.9, split=3).set_index("seeds")
+    assert (t.loc["0-2", "verdict"], t.loc["3-5", "verdict"]) == ("held", "missed")
+    assert t.loc["all", "verdict"] == "not comparable"
+    assert t.loc["all", "reason"].startswith("replicates disagree: seeds 0-2 held, seeds 3-5 missed")
+    same = {0: 0.6, 1: 0.62, 2: 0.61, 3: 0.6, 4: 0.63, 5: 0.61}
+    t = pattern_table({"cyclic_L8_K8": _runs(same, {s: True for s in same})}, alpha=0.9, split=3)
+    assert t.verdict.tolist() == ["held", "held", "held"]
+
+
 def test_copy_family_cli_tiny(tmp_path, capsys):
     out = str(tmp_path / "fam")
     argv = ["schur", "--copy-family", "--copy-settings", "cyclic_L8_K4,once_L8_K8", "--seeds", "1", "--hidden", "6",

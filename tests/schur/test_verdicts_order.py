@@ -154,3 +154,32 @@ def test_class_rules_inferred_task_selection_and_a_defined_task():
         assert v.loc[key, "verdict"] == "not comparable"
         assert v.loc[key, "reason"].startswith("task definition differs: ") and "on ours: missed" in v.loc[key, "reason"]
     assert v.loc[("cross-task", "flipflop orthogonal H=64 alpha=0.9", "-T_CC"), "verdict"] == "missed"
+
+
+def test_replicates_that_disagree_turn_the_pooled_verdict_not_comparable():
+    """Paper seeds hold flip-flop -T_C->R, held-out seeds miss it: whatever all seeds pooled say, the
+    comparison row reads "not comparable: replicates disagree"; a row the two sets agree on keeps its
+    verdict."""
+    from symfast.schur.ablation import summarize
+    from symfast.schur.paper import apply_replicates, compare_replicates
+
+    def summarise(rows):
+        return summarize(rows, by=("task", "construction", "hidden", "alpha", "subset"),
+                         values=("dfvu", "order_dependent"))
+    key = ("cross-task", "flipflop orthogonal H=64 alpha=0.9", "-T_C->R")
+    held = _seed_rows([0, 1, 2], [0.094, 0.095, 0.0945])
+    flip = pd.concat([held, _seed_rows(range(3, 13), [0.50, 0.52, 0.49, 0.51, 0.50, 0.505, 0.5, 0.51, 0.49, 0.5])])
+    reps = compare_replicates(flip, summarise)
+    assert reps.set_index(["table", "setting", "subset"]).loc[key, "replicates_disagree"]
+    cmp = compare_with_paper(summarise(flip), min_seeds=10)
+    pooled = cmp.set_index(["table", "setting", "subset"]).loc[key]
+    out = apply_replicates(cmp, reps).set_index(["table", "setting", "subset"]).loc[key]
+    assert out["verdict"] == "not comparable" and out["reason"].startswith("replicates disagree: seeds 0-2")
+    assert f"all seeds pooled: {pooled['verdict']}" in out["reason"]
+    agree = pd.concat([held, _seed_rows(range(3, 13), [0.0944 + 1e-4 * (i % 3) for i in range(10)])])
+    reps = compare_replicates(agree, summarise)
+    assert not reps.replicates_disagree.any()
+    cmp = compare_with_paper(summarise(agree), min_seeds=10)
+    same = apply_replicates(cmp, reps)
+    pd.testing.assert_frame_equal(same, cmp)
+    assert same.set_index(["table", "setting", "subset"]).loc[key, "verdict"] == "held"
