@@ -5,6 +5,9 @@
    DyadicAxisPE d = 48, 48 -> 64 -> 64 -> 1 ReLU, fp32: Triton vs eager reference vs
    torch.compile of the reference, on the same GPU, best of 5 with CUDA syncs.
 3. The same with TF32 allowed in the Triton kernels (symfast.ops.fourier_mlp.triton.ALLOW_TF32).
+4. Second order on CUDA (no Triton jet kernel: the reference runs): `fourier_mlp_jet`, the eikonal
+   step and the users' autograd.grad(create_graph=True) loop vs the reference, and the eikonal
+   step's time at B = 1024, N = 8192.
 
 Usage: python benchmarks/gpu_check.py   (prints a table; exits non-zero on a mismatch)
 """
@@ -18,7 +21,8 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import symfast as sf  # noqa: E402
-from symfast.ops.fourier_mlp import fourier_mlp, fourier_mlp_train_step, reference  # noqa: E402
+from symfast.ops.fourier_mlp import (fourier_mlp, fourier_mlp_eikonal_step, fourier_mlp_jet,  # noqa: E402
+                                     fourier_mlp_train_step, reference)
 from symfast.ops.fourier_mlp import triton as tri  # noqa: E402
 from symfast.testing import assert_close  # noqa: E402
 
@@ -105,8 +109,33 @@ def steps(B=1024, N=8192):
               f"{out['eager reference'] / v:5.2f}x vs eager  {out['torch.compile reference'] / v:5.2f}x vs compile")
 
 
+def second_order(B=1024, N=8192):
+    f, p, x, t, ws, bs = problem(3, 500, 32, 2)
+    fj, gj = fourier_mlp_jet(x, f, p, ws, bs, "tanh")
+    fr, gr = reference.fourier_mlp_jet(x, f, p, ws, bs, "tanh")
+    assert_close("jet f", fr, fj)
+    assert_close("jet g", gr, gj)
+    out = {}
+    for be in ("reference", "triton"):
+        w = [q.clone().requires_grad_() for q in ws]
+        xx = x.clone().requires_grad_()
+        y = fourier_mlp(xx, f, p, w, bs, "tanh", backend=be)
+        g, = torch.autograd.grad(y.sum(), xx, create_graph=True)
+        out[be] = torch.autograd.grad((g.norm(dim=-1) - 1).pow(2).mean(), w)
+    for l, (a, b) in enumerate(zip(out["reference"], out["triton"])):
+        assert_close(f"user eikonal loop dW{l}", a, b, rms=True)
+    ref = reference.eikonal_train_step(x, t, f, p, ws, bs, "tanh", 0.1)
+    fast = fourier_mlp_eikonal_step(x, t, f, p, ws, bs, "tanh", eikonal=0.1)
+    assert_close("eikonal terms", ref[0], fast[1])
+    print("second order on CUDA: OK (jet, users' autograd loop, eikonal step vs reference)")
+    f, p, x, t, ws, bs = problem(B, N)
+    dt = timed(lambda: fourier_mlp_eikonal_step(x, t, f, p, ws, bs, "relu", eikonal=0.1))
+    print(f"eikonal step (no Adam) B={B} N={N} on CUDA, the reference: {dt * 1e3:.2f} ms")
+
+
 if __name__ == "__main__":
     if not torch.cuda.is_available() or tri.triton is None:
         raise SystemExit("needs CUDA and triton")
     check_correctness()
     steps()
+    second_order()
