@@ -24,18 +24,19 @@ import hashlib
 import json
 import math
 import os
+import time
 import warnings
 from dataclasses import asdict, dataclass, field
 
 import pandas as pd
 
-from symfast._io import atomic_write_bytes
+from symfast._io import atomic_write_bytes, read_bounded
 from symfast._progress import Progress
 from symfast.groups import Group, dihedral, union
 from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
 from symfast.readout.sweeps.run import check_ray_address, execute, parse_shard, write_table
 from symfast.readout.sweeps.spec import MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, check_observable, make_encoding
-from symfast.readout.sweeps.store import ROW_BYTES, SLACK, BatchError, SweepStore
+from symfast.readout.sweeps.store import ROW_BYTES, SLACK, SPEC_BYTES, BatchError, SweepStore
 from symfast.readout.training import check_backend, fit_sdf
 from symfast.shapes import population as pop
 
@@ -217,18 +218,17 @@ class PopulationStore(SweepStore):
 
 
 def _spec_json(root: str) -> dict:
-    from symfast._io import read_bounded
-    from symfast.readout.sweeps.store import SPEC_BYTES
-
+    """spec.json of a sweep directory (bounded read; ValueError naming the file when absent or corrupt)."""
     path = os.path.join(os.fspath(root), "spec.json")
     if not os.path.exists(path):
         raise ValueError(f"{root} is not a sweep directory (no spec.json)")
     try:
         meta = json.loads(read_bounded(path, SPEC_BYTES, inside=os.path.dirname(path)))
-        meta["spec"].items()
-        return meta
-    except (ValueError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
-        raise ValueError(f"{path} is corrupt ({e}); restore it or use another directory") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        meta = e
+    if not isinstance(meta, dict) or not isinstance(meta.get("spec"), dict):
+        raise ValueError(f"{path} is corrupt; restore it or use another directory")
+    return meta
 
 
 def open_store(root: str) -> SweepStore:
@@ -247,12 +247,15 @@ def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device:
     shapes = [pop.population_shape(spec.seed, i) for i in batch.members]
     draws = {s.name: pop.draw(spec.seed, i) for s, i in zip(shapes, batch.members)}
     pe = make_encoding(batch.encoding)
+    t0 = time.perf_counter()
     ens = fit_sdf(shapes, pe, seeds=list(batch.seeds), hidden=spec.hidden, activation=spec.activation,
                   steps=spec.steps, points=spec.points, lr=spec.lr, device=device, backend=backend)
+    t1 = time.perf_counter()
     cands = candidates(json.dumps(batch.encoding, sort_keys=True))
     with warnings.catch_warnings():  # a small budget's warning is the user's choice; the rates measure it
         warnings.simplefilter("ignore")
         table = readout(ens, candidates=cands, observable=spec.observable, sweep=0, alpha=spec.alpha).table
+    t2 = time.perf_counter()
     losses = ens.losses[-1]
     rows = []
     for r in table.itertuples(index=False):
@@ -266,7 +269,8 @@ def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device:
                          n_models=int(r.n_models)))
     models = [dict(shape=s, seed=int(sd), final_loss=float(losses[i])) for i, (s, sd) in
               enumerate(zip(ens.shapes, ens.seeds))]
-    payload = {"batch": asdict(batch), "rows": rows, "models": models}
+    payload = {"batch": asdict(batch), "rows": rows, "models": models,
+               "seconds": {"train": t1 - t0, "readout": t2 - t1}}  # timing.csv; not part of the results
     if spec.keep_weights:
         payload["ensemble"] = {"weights": ens.weights, "biases": ens.biases, "seeds": ens.seeds,
                                "shapes": ens.shapes, "pe": pe.config()}
@@ -301,23 +305,28 @@ def run_population(spec: PopulationSpec, out: str, shard: str | None = None, exe
 
 
 def finalize_population(store: PopulationStore) -> pd.DataFrame:
-    """Write results.csv/.parquet (one row per member x encoding x liftable candidate), models.csv and
-    calibration.csv (`symfast.readout.sweeps.rates.calibration`); returns the results table."""
+    """Write results.csv/.parquet (one row per member x encoding x liftable candidate), models.csv,
+    timing.csv (seconds of training and readout per batch) and calibration.csv
+    (`symfast.readout.sweeps.rates.calibration`); returns the results table."""
     from symfast.readout.sweeps.rates import calibration
 
     missing = store.missing()
     if missing:
         raise ValueError(f"population sweep in {store.root} is incomplete: {len(missing)} batches missing "
                          f"(e.g. {missing[0].batch_id}); run the remaining shards or `symfast merge`")
-    rows, models = [], []
+    rows, models, timing = [], [], []
     for b in store.spec.plan():  # one batch at a time: only the rows are kept
         p = store.read_batch(b.batch_id)
         rows += p["rows"]
         models += [dict(m, encoding=b.encoding["name"]) for m in p["models"]]
+        sec = p.get("seconds") if isinstance(p.get("seconds"), dict) else {}
+        timing.append(dict(batch_id=b.batch_id, encoding=b.encoding["name"], models=b.size,
+                           train_seconds=sec.get("train"), readout_seconds=sec.get("readout")))
     table = pd.DataFrame(rows)
     table.insert(0, "population_seed", store.spec.seed)
     write_table(table, store.root, "results")
     atomic_write_bytes(os.path.join(store.root, "models.csv"), pd.DataFrame(models).to_csv(index=False).encode())
+    atomic_write_bytes(os.path.join(store.root, "timing.csv"), pd.DataFrame(timing).to_csv(index=False).encode())
     calib = calibration(table)
     atomic_write_bytes(os.path.join(store.root, "calibration.csv"), calib.to_csv(index=False).encode())
     return table

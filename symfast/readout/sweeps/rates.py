@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["wilson", "calibration", "compare", "markdown", "KEYS", "Z95"]
+__all__ = ["wilson", "calibration", "compare", "markdown", "from_readout", "KEYS", "Z95"]
 
 Z95 = 1.959963984540054
 KEYS = ["encoding", "metric", "element_kind", "n", "epsilon"]
@@ -74,6 +74,17 @@ def calibration(results: pd.DataFrame) -> pd.DataFrame:
                                 element_kind="mirror" if kind == "reflection" else kind, n=n, epsilon=eps,
                                 errors=errors, trials=trials, rate=errors / trials, ci_low=lo, ci_high=hi))
     return pd.DataFrame(out, columns=KEYS + ["errors", "trials", "rate", "ci_low", "ci_high"])
+
+
+def from_readout(table: pd.DataFrame, shapes) -> pd.DataFrame:
+    """The rows `calibration` reads, from a `symfast.readout` table of your own shapes with declared groups:
+    its exactly liftable rows, `n` the number of rotations in the shape's group, no near-symmetries."""
+    order = {s.name: sum(g.kind == "rotation" for g in s.group) for s in shapes}
+    t = table[table["liftable"].astype(bool)]
+    return pd.DataFrame({"encoding": t["pe"], "element": t["element"], "element_kind": t["kind"],
+                         "n": t["shape"].map(order), "epsilon": 0.0,
+                         "true_symmetry": t["true_symmetry"].astype(bool), "near": False,
+                         "observed": t["observed"].astype(bool)})
 
 
 def compare(main: pd.DataFrame, heldout: pd.DataFrame) -> pd.DataFrame:
