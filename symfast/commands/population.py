@@ -107,12 +107,13 @@ def _check_heldout(held, spec, path: str) -> None:
 
 
 def write_calibration(out: str, heldout: str | None = None) -> str:
-    """calibration.csv (with held-out columns when `heldout` is given) and calibration.md in `out`."""
+    """calibration.csv (with held-out columns when `heldout` is given), calibration.md and the
+    near-symmetry curve near_symmetry.png in `out`."""
     import pandas as pd
 
-    from symfast._io import atomic_write_bytes
+    from symfast._io import atomic_write, atomic_write_bytes
     from symfast.readout.sweeps.population import load_population, open_store
-    from symfast.readout.sweeps.rates import calibration, compare, markdown
+    from symfast.readout.sweeps.rates import calibration, compare, markdown, plot_near
 
     spec = open_store(out).spec
     calib = calibration(load_population(out))
@@ -130,7 +131,8 @@ def write_calibration(out: str, heldout: str | None = None) -> str:
              f"{spec.alpha}.{held_line} Rates with Wilson 95% intervals; see the population section of the "
              "readout-decisions guide for what each rate counts.")
     page = os.path.join(out, "calibration.md")
-    text = markdown(pd.read_csv(os.path.join(out, "calibration.csv"), dtype={"n": str, "epsilon": str}),
-                    "Readout error rates on a shape population", intro)
-    atomic_write_bytes(page, text.encode())
+    written = pd.read_csv(os.path.join(out, "calibration.csv"), dtype={"n": str, "epsilon": str})
+    atomic_write_bytes(page, markdown(written, "Readout error rates on a shape population", intro).encode())
+    if (written["metric"] == "near_FPR").any():  # the near-symmetry curve
+        atomic_write(os.path.join(out, "near_symmetry.png"), lambda p: plot_near(written, p))
     return page

@@ -95,6 +95,7 @@ def test_heldout_population_columns(tmp_path, clean_dir, capsys):
     assert {"heldout_rate", "heldout_ci_low", "agree"} <= set(calib.columns)
     page = open(os.path.join(out, "calibration.md")).read()
     assert "N = 6 shapes" in page and "population 1:4" in page
+    assert os.path.getsize(os.path.join(out, "near_symmetry.png")) > 1000  # population 0:6 has near shapes
     capsys.readouterr()
     assert main(["population", "0:6", "--out", str(tmp_path / "x"), "--heldout", str(clean_dir), *TINY]) == 2
     assert "another seed" in capsys.readouterr().err

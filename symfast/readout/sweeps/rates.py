@@ -21,7 +21,7 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["wilson", "calibration", "compare", "markdown", "from_readout", "KEYS", "Z95"]
+__all__ = ["wilson", "calibration", "compare", "markdown", "from_readout", "plot_near", "KEYS", "Z95"]
 
 Z95 = 1.959963984540054
 KEYS = ["encoding", "metric", "element_kind", "n", "epsilon"]
@@ -130,3 +130,29 @@ def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
             lines.append("| " + " | ".join(str(x) for x in cells) + " |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def plot_near(calib: pd.DataFrame, path=None, ax=None):
+    """The near-symmetry curve: near_FPR (near-symmetries reported observed) against epsilon, one line
+    per encoding with its 95% intervals (and the held-out population's, dashed, when present)."""
+    from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
+
+    fig, ax, created = axes_or_new(ax)
+    c = calib.astype({k: str for k in KEYS})
+    near = c[(c.metric == "near_FPR") & (c.epsilon != _ALL) & (c.element_kind == _ALL) & (c.n == _ALL)]
+    for enc, part in near.groupby("encoding", sort=True):
+        eps = part["epsilon"].astype(float).to_numpy()
+        order = np.argsort(eps)
+        cols = [("", "-", enc)] + ([("heldout_", "--", f"{enc} (held out)")] if "heldout_rate" in part else [])
+        for prefix, style, label in cols:
+            r = part[f"{prefix}rate"].to_numpy(dtype=float)[order]
+            lo, hi = (part[f"{prefix}ci_low"].to_numpy(dtype=float)[order],
+                      part[f"{prefix}ci_high"].to_numpy(dtype=float)[order])
+            ax.errorbar(eps[order], r, yerr=[r - lo, hi - r], fmt="o" + style, capsize=3, label=label)
+    ax.set_xscale("log")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("near-symmetry size epsilon (largest radial displacement)", fontsize=FONT)
+    ax.set_ylabel("near-symmetries reported observed", fontsize=FONT)
+    ax.tick_params(labelsize=SMALL)
+    legend_outside(ax)
+    return finish(fig, path, created)
