@@ -140,7 +140,7 @@ def plot_near(calib: pd.DataFrame, path=None, ax=None):
     fig, ax, created = axes_or_new(ax)
     c = calib.astype({k: str for k in KEYS})
     near = c[(c.metric == "near_FPR") & (c.epsilon != _ALL) & (c.element_kind == _ALL) & (c.n == _ALL)]
-    for enc, part in near.groupby("encoding", sort=True):
+    for k, (enc, part) in enumerate(near.groupby("encoding", sort=True)):
         eps = part["epsilon"].astype(float).to_numpy()
         order = np.argsort(eps)
         cols = [("", "-", enc)] + ([("heldout_", "--", f"{enc} (held out)")] if "heldout_rate" in part else [])
@@ -148,8 +148,13 @@ def plot_near(calib: pd.DataFrame, path=None, ax=None):
             r = part[f"{prefix}rate"].to_numpy(dtype=float)[order]
             lo, hi = (part[f"{prefix}ci_low"].to_numpy(dtype=float)[order],
                       part[f"{prefix}ci_high"].to_numpy(dtype=float)[order])
-            ax.errorbar(eps[order], r, yerr=[r - lo, hi - r], fmt="o" + style, capsize=3, label=label)
+            ok = ~np.isnan(r)  # a size the held-out population did not draw
+            ax.errorbar(eps[order][ok], r[ok], yerr=[(r - lo)[ok], (hi - r)[ok]], fmt="o" + style, capsize=3,
+                        color=f"C{k}", alpha=1.0 if not prefix else 0.6, label=label)
+    ticks = sorted(near["epsilon"].astype(float).unique())
     ax.set_xscale("log")
+    ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
+    ax.minorticks_off()
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("near-symmetry size epsilon (largest radial displacement)", fontsize=FONT)
     ax.set_ylabel("near-symmetries reported observed", fontsize=FONT)
