@@ -68,8 +68,9 @@ class Draw:
         rotation: the global rotation (radians, a multiple of ROTATION_STEP_DEG).
         epsilon: the near-symmetry size (0 for exact shapes).
         radii: [M] vertex radii at angles rotation + 2 pi k / M.
-        group: the shape's symmetry group (exact). base_group: the base's group (= group when epsilon = 0);
-        its elements outside `group` are the near-symmetries.
+        group: the shape's symmetry group (exact).
+        base_group: the base's group (= group when epsilon = 0); its elements outside `group` are the
+            near-symmetries.
     """
 
     seed: int
