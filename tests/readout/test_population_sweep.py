@@ -82,6 +82,7 @@ def test_two_shards_merge_to_the_same_table(tmp_path, clean):
     assert isinstance(open_store(a), PopulationStore)
     assert main(["merge", a, b, "--out", m]) == 0
     pd.testing.assert_frame_equal(load_population(m), clean)
+    assert main(["report", m]) == 2  # a population's report is its calibration page
     with pytest.raises(ValueError, match="different sweep"):
         run_population(PopulationSpec(**dict(SPEC.to_dict(), seed=1)), m)
 
