@@ -6,7 +6,7 @@ import logging
 from symfast.commands import UsageError, input_errors
 
 NAME = "merge"
-HELP = "merge the directories of sweep shards into one and build the results table"
+HELP = "merge the directories of sweep (or population) shards into one and build the results table"
 
 log = logging.getLogger("symfast.merge")
 
@@ -17,11 +17,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
-    from symfast.readout.sweeps import SweepStore, finalize
+    from symfast.readout.sweeps import finalize
+    from symfast.readout.sweeps.population import PopulationStore, finalize_population, open_store
 
     with input_errors():
-        sources = [SweepStore.open(d) for d in args.dirs]
-        target = SweepStore(args.out, sources[0].spec)
+        sources = [open_store(d) for d in args.dirs]  # sweep or population directories
+        target = type(sources[0])(args.out, sources[0].spec)
     refusals = []  # (batch id, "file: reason") of every source file not merged
     for s in sources:
         if s.root != target.root:
@@ -40,6 +41,10 @@ def run(args) -> int:
                          + "; run the shards that produce them")
     for _, line in refusals:  # the merge is complete without them (a good copy came from another source)
         log.warning(f"not merged: {line}")
+    if isinstance(target, PopulationStore):
+        finalize_population(target)
+        print(f"merged {len(args.dirs)} directories: {target.spec.num_cells} models -> {target.root}/results.csv")
+        return 0
     table = finalize(target)
     print(f"merged {len(args.dirs)} directories: {table['cell_id'].nunique()} cells -> {target.root}/results.csv")
     return 0

@@ -97,7 +97,7 @@ def run(args) -> int:
     from symfast.readout.training import fit_sdf
 
     from symfast.ops.fourier_mlp.reference import ACTIVATIONS
-    from symfast.readout.sweeps.spec import MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, _check_observable
+    from symfast.readout.sweeps.spec import MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, check_observable
 
     from symfast.readout.training import DOMAINS
 
@@ -151,7 +151,7 @@ def run(args) -> int:
         raise UsageError(f"--activation must be one of {sorted(ACTIVATIONS)}, got {args.activation!r}")
     if args.observable != "prefixes":  # "prefixes" reads every K = 1..L, always valid
         with input_errors("--observable"):
-            _check_observable(args.observable, [list(hidden)])
+            check_observable(args.observable, [list(hidden)])
     check_backend(args.backend, args.device)
     from symfast.readout.training import check_backend as check_training
 

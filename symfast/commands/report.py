@@ -58,7 +58,13 @@ def _read_observed(path: str) -> pd.DataFrame:
 def run(args) -> int:
     from symfast.readout.readout import Readout
     from symfast.readout.sweeps import load_results
+    from symfast.readout.sweeps.population import PopulationStore, open_store
 
+    if os.path.exists(os.path.join(args.dir, "spec.json")):
+        with input_errors(args.dir):
+            if isinstance(open_store(args.dir), PopulationStore):
+                raise UsageError(f"{args.dir} is a population directory: its report is calibration.md and "
+                                 "calibration.csv, written by `symfast population` when the population is complete")
     with input_errors(args.dir):
         table = load_results(args.dir)
     obs = _read_observed(os.path.join(args.dir, "observed.csv"))

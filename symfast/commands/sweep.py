@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> int:
     from symfast.readout.sweeps import SweepStore, load_spec, run_sweep
-    from symfast.readout.sweeps.run import _check_ray_address, parse_shard
+    from symfast.readout.sweeps.run import check_ray_address, parse_shard
 
     with input_errors(args.spec):
         spec = load_spec(args.spec)
@@ -33,7 +33,7 @@ def run(args) -> int:
         check_backend(args.backend, args.device)
         spec.check_backend(args.backend, args.device)
         if args.executor == "ray":
-            _check_ray_address(args.address)
+            check_ray_address(args.address)
     try:
         store = run_sweep(spec, args.out, shard=args.shard, executor=args.executor, address=args.address,
                           device=args.device, backend=args.backend, progress=not args.quiet)

@@ -1,6 +1,7 @@
 """Executing a sweep: train batches (locally or on Ray), store them, build the tidy table."""
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import socket
@@ -20,7 +21,8 @@ from symfast.readout.sweeps.spec import Batch, SweepSpec, make_encoding
 from symfast.readout.sweeps.store import SweepStore
 from symfast.readout.training import fit_sdf
 
-__all__ = ["run_sweep", "train_batch", "finalize", "parse_shard"]
+__all__ = ["run_sweep", "train_batch", "finalize", "parse_shard", "execute", "run_on_ray", "check_ray_address",
+           "write_table"]
 
 log = logging.getLogger("symfast.sweep")
 RAY_CONNECT_TIMEOUT_S = 10.0
@@ -89,43 +91,63 @@ def run_sweep(spec: SweepSpec, out: str, shard: str | None = None, executor: str
     if quiet is not None:
         warnings.warn("run_sweep(quiet=...) is deprecated; use progress=False/True", DeprecationWarning, stacklevel=2)
         progress = not quiet
-    rep = reporter(progress, "symfast.sweep")
     i, n = parse_shard(shard)
     if executor not in ("local", "ray"):
         raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
     spec.check_backend(backend, device)  # before anything trains: a width the kernel cannot run fails here
     if executor == "ray":
-        _check_ray_address(address)
+        check_ray_address(address)
     store = SweepStore(out, spec)
-    for bid, reason in store.invalid().items():
-        if bid in {b.batch_id for b in spec.plan()}:
-            moved = store.quarantine(bid)  # retrained below; kept aside for inspection
-            log.warning(f"batch {bid}: {reason}; moved to {moved} and training it again")
-    plan = spec.plan()
-    mine = [b for b in plan if b.index % n == i]
-    done = store.done()
-    todo = [b for b in mine if b.batch_id not in done]
-    log.info(f"sweep: {spec.num_cells} cells in {len(plan)} batches; shard {i}/{n}: {len(mine)} batches, "
-        f"{len(mine) - len(todo)} already done")
-    bar = rep.bar(sum(b.size for b in mine), desc="sweep", initial=sum(b.size for b in mine if b.batch_id in done),
-                  unit="cell")
-    try:
-        results = _run_ray(todo, spec, address, device, backend) if executor == "ray" else (
-            (b, train_batch(b, spec.observables, device, backend)) for b in todo)
-        for b, payload in results:
-            store.write_batch(b.batch_id, payload)
-            bar.update(b.size)
-            loss = sum(c["final_loss"] for c in payload["cells"]) / len(payload["cells"])
-            log.info(f"batch {b.batch_id}: {b.size} cells ({payload['cells'][0]['encoding']}, "
+
+    def describe(b, payload):
+        loss = sum(c["final_loss"] for c in payload["cells"]) / len(payload["cells"])
+        return (f"batch {b.batch_id}: {b.size} cells ({payload['cells'][0]['encoding']}, "
                 f"{'x'.join(map(str, b.hidden))}, seeds {b.seeds[0]}..{b.seeds[-1]}) mean loss {loss:.2e}")
-    finally:
-        bar.close()
+
+    work = functools.partial(train_batch, observables=spec.observables, device=device, backend=backend)
+    execute(store, work, shard=(i, n), executor=executor, address=address, device=device, progress=progress,
+            describe=describe, unit="cell")
     if finalize_when_complete and not store.missing():
         finalize(store)
     return store
 
 
-def _run_ray(todo, spec, address, device, backend):
+def execute(store: SweepStore, work, shard=(0, 1), executor: str = "local", address: str | None = None,
+            device: str = "cpu", progress: Progress = False, describe=None, unit: str = "cell") -> None:
+    """Run `work(batch) -> payload` for the planned batches of `store` in shard (i, n) that are not done,
+    writing each payload atomically as it arrives (locally in order, or on Ray as tasks finish).
+
+    Invalid batch files are moved aside and their batches run again. `describe(batch, payload)` gives the
+    INFO log line of a finished batch; the progress bar counts `batch.size` units. The one loop of every
+    batched study (sweeps, population sweeps): resumption, sharding and the executor live here."""
+    rep = reporter(progress, "symfast.sweep")
+    i, n = shard
+    plan = store.spec.plan()
+    for bid, reason in store.invalid().items():
+        if bid in {b.batch_id for b in plan}:
+            moved = store.quarantine(bid)  # retrained below; kept aside for inspection
+            log.warning(f"batch {bid}: {reason}; moved to {moved} and training it again")
+    mine = [b for b in plan if b.index % n == i]
+    done = store.done()
+    todo = [b for b in mine if b.batch_id not in done]
+    desc = type(store).__name__.replace("Store", "").lower()  # "sweep", "population"
+    log.info(f"{desc}: {sum(b.size for b in plan)} {unit}s in {len(plan)} batches; shard {i}/{n}: {len(mine)} "
+             f"batches, {len(mine) - len(todo)} already done")
+    bar = rep.bar(sum(b.size for b in mine), desc=desc, initial=sum(b.size for b in mine if b.batch_id in done),
+                  unit=unit)
+    try:
+        results = run_on_ray(todo, work, address, device) if executor == "ray" else ((b, work(b)) for b in todo)
+        for b, payload in results:
+            store.write_batch(b.batch_id, payload)
+            bar.update(b.size)
+            if describe is not None:
+                log.info(describe(b, payload))
+    finally:
+        bar.close()
+
+
+def run_on_ray(todo, work, address, device):
+    """(batch, work(batch)) for each batch, as Ray tasks finish (one task per batch, one core each)."""
     try:
         import ray
     except ImportError:
@@ -138,18 +160,18 @@ def _run_ray(todo, spec, address, device, backend):
     gpus = 1 if str(device).startswith("cuda") else 0
 
     @ray.remote(num_cpus=1, num_gpus=gpus)
-    def task(batch, observables):
+    def task(batch):
         torch.set_num_threads(1)  # one core per task; Ray schedules tasks across the cluster's cores
-        return train_batch(batch, observables, device, backend)
+        return work(batch)
 
-    pending = {task.remote(b, spec.observables): b for b in todo}
+    pending = {task.remote(b): b for b in todo}
     while pending:
         ready, _ = ray.wait(list(pending), num_returns=1)
         for ref in ready:
             yield pending.pop(ref), ray.get(ref)
 
 
-def _check_ray_address(address: str | None) -> None:
+def check_ray_address(address: str | None) -> None:
     """Fail fast (one line) when --address names a host:port that does not accept connections.
 
     Ray itself retries an unreachable head node for minutes; a plain TCP connect with a
@@ -203,7 +225,7 @@ def finalize(store: SweepStore, num_null: int = 64) -> pd.DataFrame:
     keys = ["shape", "encoding", "hidden", "activation", "steps", "lr", "points", "observable", "element"]
     table = table.merge(obs_df[keys + ["true_symmetry", "observed"]], on=keys, how="left")
     table = table.sort_values(["cell_id", "observable", "element"]).reset_index(drop=True)
-    _write_table(table, store.root, "results")
+    write_table(table, store.root, "results")
     atomic_write_bytes(f"{store.root}/observed.csv", obs_df.to_csv(index=False).encode())
     return table
 
@@ -216,7 +238,7 @@ def _concat(enss: list) -> Ensemble:
                     torch.cat([e.losses for e in enss], dim=1), first.config)
 
 
-def _write_table(df: pd.DataFrame, root: str, name: str) -> str:
+def write_table(df: pd.DataFrame, root: str, name: str) -> str:
     try:
         import io
 

@@ -21,7 +21,7 @@ from symfast.nn.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFou
 from symfast.readout.observables import OBSERVABLES
 from symfast.readout.training import MAX_SEED, check_backend
 
-__all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding"]
+__all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding", "check_observable"]
 
 _ENCODINGS = {"dyadic": DyadicAxisPE, "triaxis": TriAxisPE, "multiaxis": MultiAxisPE, "rff": RandomFourierPE}
 
@@ -59,7 +59,7 @@ def _int(key: str, v, lo: int, hi: int, expected: str = "") -> int:
     return v
 
 
-def _check_observable(kind: str, hidden: list) -> None:
+def check_observable(kind: str, hidden: list) -> None:
     """Validate an observable name up front, before any batch trains."""
     m = re.fullmatch(r"prefix(\d+)", kind)
     if kind in ("gram", "gram_bias"):
@@ -165,7 +165,7 @@ class SweepSpec:
             if a not in ACTIVATIONS:
                 raise ValueError(f"sweep spec: unknown activation {a!r}; choose from {sorted(ACTIVATIONS)}")
         for o in self.observables:
-            _check_observable(o, self.hidden)
+            check_observable(o, self.hidden)
         if isinstance(self.seeds, list):
             for v in self.seeds:
                 _int("seeds", v, 0, MAX_SEED)

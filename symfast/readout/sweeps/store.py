@@ -154,6 +154,11 @@ class SweepStore:
             raise ValueError(f"{path} is not a valid sweep spec ({e})") from None
         return SweepStore(root, spec)
 
+    def validate(self, payload, batch) -> None:
+        """Raise BatchError unless `payload` is the complete result of planned `batch` (a store of
+        another kind of batch overrides this and `bytes_bound`)."""
+        validate_batch(payload, batch, self.spec.observables)
+
     def batch_path(self, batch_id: str) -> str:
         return os.path.join(self.root, "batches", f"{batch_id}.pt")
 
@@ -188,7 +193,7 @@ class SweepStore:
             return
         if batch_id not in self._plan:
             raise BatchError(f"{batch_id!r} is not a batch of this sweep")
-        validate_batch(_load(path, self._read(batch_id)), self._plan[batch_id], self.spec.observables)
+        self.validate(_load(path, self._read(batch_id)), self._plan[batch_id])
         self._valid[path] = (st.st_mtime_ns, st.st_size)
 
     def done(self) -> set[str]:
@@ -231,7 +236,7 @@ class SweepStore:
             raise BatchError(f"{batch_id!r} is not a batch of this sweep")
         payload = _load(self.batch_path(batch_id), self._read(batch_id))
         try:
-            validate_batch(payload, self._plan[batch_id], self.spec.observables)
+            self.validate(payload, self._plan[batch_id])
         except BatchError as e:
             raise BatchError(f"{self.batch_path(batch_id)}: {e}") from None
         return payload
@@ -255,7 +260,7 @@ class SweepStore:
                 continue
             try:
                 data = self._read(bid, other.batch_path(bid))  # refuses unplanned, oversized, linked-out files
-                validate_batch(_load(other.batch_path(bid), data), self._plan[bid], self.spec.observables)
+                self.validate(_load(other.batch_path(bid), data), self._plan[bid])
             except BatchError as e:
                 refused[bid] = str(e)
                 continue

@@ -1,0 +1,138 @@
+"""`symfast population SEED:N --out DIR`: train and read out a shape population with known groups, and
+measure the readout's error rates on it (optionally beside a held-out population)."""
+from __future__ import annotations
+
+import os
+
+from symfast.commands import UsageError, check_backend, input_errors, limits, output_errors
+
+NAME = "population"
+HELP = ("train and read out neural fields of a random shape population with known groups (streaming, resumable, "
+        "shardable) and write the readout's error rates with Wilson 95-percent intervals")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("population", help="SEED:N, the population's seed and size (e.g. 0:625)")
+    p.add_argument("--out", required=True, help="directory (created; a rerun resumes; shards may share it)")
+    p.add_argument("--seeds", type=int, default=16, help="models per shape (at least 3)")
+    p.add_argument("--pe", default="triaxis", help="comma-separated 2D encodings: dyadic, triaxis, rff")
+    p.add_argument("--hidden", default="64,64", help="hidden widths, comma-separated")
+    p.add_argument("--activation", default="relu", help="relu, tanh, silu or sine")
+    p.add_argument("--steps", type=int, default=300, help="Adam steps per model")
+    p.add_argument("--points", type=int, default=1024, help="points per model per step")
+    p.add_argument("--lr", type=float, default=2e-3, help="Adam learning rate")
+    p.add_argument("--observable", default="gram", help="readout observable: gram, gram_bias or prefixK")
+    p.add_argument("--alpha", type=float, default=0.05, help="the readout's family-wise level")
+    p.add_argument("--max-batch", type=int, default=256, help="most models per fused training batch "
+                   "(whole shapes; the most work an interruption can lose)")
+    p.add_argument("--keep-weights", action="store_true", help="store every batch's trained weights too")
+    p.add_argument("--heldout", default=None, help="a finished population directory (another seed, same "
+                   "settings): its rates are written beside this one's")
+    p.add_argument("--shard", default=None, help="i/n: run only shard i of n (then symfast merge)")
+    p.add_argument("--executor", default="local", choices=["local", "ray"], help="where batches train")
+    p.add_argument("--address", default=None, help="Ray cluster address (auto, host:port or ray://host:10001)")
+    p.add_argument("--device", default="cpu", help="torch device for training (cpu or cuda[:N])")
+    p.add_argument("--backend", default="auto", choices=["auto", "reference", "cpu", "triton"],
+                   help="training kernels")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or per-batch log lines")
+
+
+def spec_from_args(args):
+    """The PopulationSpec the options describe (UsageError naming the option otherwise)."""
+    from symfast.readout.sweeps.population import PopulationSpec, parse_population
+    from symfast.readout.sweeps.spec import MAX_WIDTH
+
+    with input_errors("population"):
+        seed, size = parse_population(args.population)
+    hidden = limits.int_list("--hidden", args.hidden, 1, MAX_WIDTH)
+    encodings = [e.strip() for e in args.pe.split(",") if e.strip()]
+    if not encodings:
+        raise UsageError("--pe needs at least one encoding")
+    with input_errors():
+        return PopulationSpec(seed=seed, size=size, seeds=args.seeds, encodings=encodings, hidden=list(hidden),
+                              activation=args.activation, steps=args.steps, points=args.points, lr=args.lr,
+                              observable=args.observable, alpha=args.alpha, max_batch=args.max_batch,
+                              keep_weights=args.keep_weights)
+
+
+def run(args) -> int:
+    from symfast.readout.sweeps.population import PopulationStore, open_store, run_population
+    from symfast.readout.sweeps.run import check_ray_address, parse_shard
+
+    spec = spec_from_args(args)
+    with input_errors():
+        parse_shard(args.shard)
+        check_backend(args.backend, args.device)
+        spec.check_backend(args.backend, args.device)
+        if args.executor == "ray":
+            check_ray_address(args.address)
+        held = open_store(args.heldout) if args.heldout else None
+        PopulationStore(args.out, spec)
+    if held is not None:
+        _check_heldout(held, spec, args.heldout)
+    try:
+        with output_errors(args.out):
+            store = run_population(spec, args.out, shard=args.shard, executor=args.executor, address=args.address,
+                                   device=args.device, backend=args.backend, progress=not args.quiet)
+    except FloatingPointError as e:
+        raise UsageError(f"{e} (--lr {args.lr:g})") from None
+    missing = store.missing()
+    if missing:
+        print(f"shard done; {len(missing)} batches of the population remain in other shards "
+              f"(then: symfast merge DIR... --out DIR)")
+        return 0
+    with output_errors(args.out):
+        page = write_calibration(args.out, args.heldout)
+    print(f"population {spec.seed}:{spec.size} complete ({spec.num_cells} models): {args.out}/results.csv, "
+          f"{args.out}/calibration.csv, {page}")
+    return 0
+
+
+def _check_heldout(held, spec, path: str) -> None:
+    from symfast.readout.sweeps.population import PopulationSpec
+
+    if not isinstance(held.spec, PopulationSpec):
+        raise UsageError(f"--heldout {path}: not a population directory")
+    theirs, ours = held.spec.to_dict(), spec.to_dict()
+    differ = sorted(k for k in ours if k not in ("seed", "size", "max_batch", "keep_weights")
+                    and theirs[k] != ours[k])
+    if differ:
+        raise UsageError(f"--heldout {path}: trained with other settings ({', '.join(differ)}); a held-out "
+                         "population differs only in its seed (and size)")
+    if theirs["seed"] == ours["seed"]:
+        raise UsageError(f"--heldout {path}: the same population seed {spec.seed}; a held-out population needs "
+                         "another seed")
+    if held.missing():
+        raise UsageError(f"--heldout {path}: unfinished ({len(held.missing())} batches missing)")
+
+
+def write_calibration(out: str, heldout: str | None = None) -> str:
+    """calibration.csv (with held-out columns when `heldout` is given), calibration.md and the
+    near-symmetry curve near_symmetry.png in `out`."""
+    import pandas as pd
+
+    from symfast._io import atomic_write, atomic_write_bytes
+    from symfast.readout.sweeps.population import load_population, open_store
+    from symfast.readout.sweeps.rates import calibration, compare, markdown, plot_near
+
+    spec = open_store(out).spec
+    calib = calibration(load_population(out))
+    held_line = ""
+    if heldout:
+        with input_errors(f"--heldout {heldout}"):
+            other = calibration(load_population(heldout))
+            hspec = open_store(heldout).spec
+        calib = compare(calib, other)
+        held_line = f" Held-out columns: population {hspec.seed}:{hspec.size} (another seed)."
+    atomic_write_bytes(os.path.join(out, "calibration.csv"), calib.to_csv(index=False).encode())
+    intro = (f"Population {spec.seed}:{spec.size} (N = {spec.size} shapes x {spec.seeds} seeds x "
+             f"{len(spec.encodings)} encoding(s) = {spec.num_cells} fields), "
+             f"{spec.steps} steps x {spec.points} points, hidden {spec.hidden}, {spec.observable}, alpha "
+             f"{spec.alpha}.{held_line} Rates with Wilson 95% intervals; see the population section of the "
+             "readout-decisions guide for what each rate counts.")
+    page = os.path.join(out, "calibration.md")
+    written = pd.read_csv(os.path.join(out, "calibration.csv"), dtype={"n": str, "epsilon": str})
+    atomic_write_bytes(page, markdown(written, "Readout error rates on a shape population", intro).encode())
+    if (written["metric"] == "near_FPR").any():  # the near-symmetry curve
+        atomic_write(os.path.join(out, "near_symmetry.png"), lambda p: plot_near(written, p))
+    return page

@@ -1,0 +1,344 @@
+"""Population sweeps: train and read out neural fields of a seeded shape population, streaming.
+
+A population sweep trains, for each encoding, `seeds` models of every member of the population
+(seed, size) (`symfast.shapes.population`), in batches of whole members (all seeds of a member in
+one batch, so each batch holds complete seed ensembles): one fused `fit_sdf` call per batch, then
+`readout` of that batch's ensembles, then the weights are dropped (kept only with `keep_weights`).
+A batch file holds the readout rows of its members (every candidate the encoding lifts exactly,
+with the truth of each element) and the models' final losses, so memory stays flat in the size of
+the population and the finished table is the concatenation of the batch files.
+
+It runs on the sweep machinery (`symfast.readout.sweeps.run.execute`, `SweepStore`): atomic batch
+files, resume after any interruption (a batch's training and readout are deterministic, so a
+resumed run gives the identical table), shards (`shard="i/n"`) merged by `symfast merge`, and
+the Ray executor.
+
+Candidates: the elements of D4, D6, D8, D10 and D12 (every rotation by a multiple of 30, 36 or 45
+degrees and every mirror at a multiple of 15, 18 or 22.5 degrees) that the encoding lifts exactly;
+the decision is made over exactly these (`readout`'s `observed`), so the others are not scored.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import pandas as pd
+
+from symfast._io import atomic_write_bytes, read_bounded
+from symfast._progress import Progress
+from symfast.groups import Group, dihedral, union
+from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
+from symfast.readout.sweeps.run import check_ray_address, execute, parse_shard, write_table
+from symfast.readout.sweeps.spec import MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, check_observable, make_encoding
+from symfast.readout.sweeps.store import ROW_BYTES, SLACK, SPEC_BYTES, BatchError, SweepStore
+from symfast.readout.training import check_backend, fit_sdf
+from symfast.shapes import population as pop
+
+__all__ = ["PopulationSpec", "PopulationBatch", "PopulationStore", "parse_population", "candidates",
+           "train_population_batch", "run_population", "finalize_population", "load_population", "open_store"]
+
+KIND = "population"  # spec.json's "kind": how `symfast merge` tells a population directory from a sweep
+
+
+def parse_population(text: str) -> tuple[int, int]:
+    """"SEED:N" -> (seed, N), e.g. "0:625"."""
+    parts = str(text).split(":")
+    try:
+        seed, size = (int(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"a population is SEED:N (e.g. 0:625), got {text!r}") from None
+    pop.describe(seed, 1)  # validates the seed
+    if not 1 <= size <= pop.MAX_SIZE:
+        raise ValueError(f"population size N must be in 1..{pop.MAX_SIZE}, got {size}")
+    return seed, size
+
+
+@functools.lru_cache(maxsize=None)
+def candidates(encoding_json: str) -> Group:
+    """The candidate elements of an encoding (given as JSON of its spec dict): those of
+    D4 ∪ D6 ∪ D8 ∪ D10 ∪ D12 it lifts exactly."""
+    pe = make_encoding(json.loads(encoding_json))
+    grid = union([dihedral(4), dihedral(6), dihedral(8), dihedral(10), dihedral(12)])
+    return Group([g for g in grid if pe.lift(g) is not None], name=f"liftable({pe.name})")
+
+
+@dataclass(frozen=True)
+class PopulationBatch:
+    """Members `members` of the population, each with every seed of the spec, under one encoding."""
+
+    batch_id: str
+    index: int
+    encoding: dict
+    members: tuple
+    seeds: tuple
+
+    @property
+    def size(self) -> int:
+        return len(self.members) * len(self.seeds)
+
+
+@dataclass
+class PopulationSpec:
+    """What a population sweep trains and reads.
+
+    Attributes:
+        seed, size: the population (`symfast.shapes.population`). seeds: models per member (>= 3).
+        encodings: names or {"name": ..., params} (as in a sweep spec). hidden, activation, steps, points,
+        lr: the training (`fit_sdf`). observable, alpha: the readout. max_batch: most models per batch
+        (rounded down to whole members). keep_weights: store each batch's trained weights too.
+    """
+
+    seed: int = 0
+    size: int = 64
+    seeds: int = 16
+    encodings: list = field(default_factory=lambda: ["triaxis"])
+    hidden: list = field(default_factory=lambda: [64, 64])
+    activation: str = "relu"
+    steps: int = 300
+    points: int = 1024
+    lr: float = 2e-3
+    observable: str = "gram"
+    alpha: float = 0.05
+    max_batch: int = 256
+    keep_weights: bool = False
+    kind: str = KIND
+
+    def __post_init__(self):
+        pop.describe(self.seed, 1)
+        for name, v, lo, hi in (("size", self.size, 1, pop.MAX_SIZE), ("seeds", self.seeds, MIN_MODELS_PER_SHAPE,
+                                                                          MAX_CELLS),
+                                ("steps", self.steps, 1, MAX_STEPS), ("points", self.points, 1, MAX_POINTS),
+                                ("max_batch", self.max_batch, 1, MAX_CELLS)):
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                extra = " (the readout needs the noise between seeds)" if name == "seeds" else ""
+                raise ValueError(f"population spec: {name} must be an integer in {lo}..{hi}{extra}, got {v!r}")
+        if not isinstance(self.encodings, list) or not self.encodings:
+            raise ValueError(f"population spec: encodings must be a non-empty list, got {self.encodings!r}")
+        self.encodings = [{"name": e} if isinstance(e, str) else dict(e) for e in self.encodings]
+        for e in self.encodings:
+            if make_encoding(e).input_dim != 2:
+                raise ValueError(f"population spec: the population is planar; {e['name']!r} is not a 2D encoding")
+        self.hidden = list(self.hidden)
+        if not self.hidden or not all(isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= MAX_WIDTH
+                                      for w in self.hidden):
+            raise ValueError(f"population spec: hidden must be widths in 1..{MAX_WIDTH}, got {self.hidden!r}")
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and 0 < self.lr <= 10):
+            raise ValueError(f"population spec: lr must be a number in (0, 10], got {self.lr!r}")
+        if not isinstance(self.observable, str):
+            raise ValueError(f"population spec: observable must be a name, got {self.observable!r}")
+        check_observable(self.observable, [self.hidden])
+        if not 0 < self.alpha < 1:
+            raise ValueError(f"population spec: alpha must be in (0, 1), got {self.alpha!r}")
+        if self.kind != KIND:
+            raise ValueError(f"population spec: kind must be {KIND!r}, got {self.kind!r}")
+        if self.size * self.seeds * len(self.encodings) > MAX_CELLS:
+            raise ValueError(f"population spec: {self.size} members x {self.seeds} seeds x {len(self.encodings)} "
+                             f"encodings is more than the {MAX_CELLS} models a sweep may hold")
+
+    def check_backend(self, backend: str = "auto", device="cpu") -> None:
+        """Raise ValueError unless `backend` on `device` trains every encoding's architecture."""
+        for e in self.encodings:
+            check_backend(backend, device, self.hidden, make_encoding(e).dim)
+
+    @property
+    def observables(self) -> list:
+        return [self.observable]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def fingerprint(self) -> str:
+        return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+
+    @property
+    def num_cells(self) -> int:
+        return self.size * self.seeds * len(self.encodings)
+
+    def plan(self) -> list[PopulationBatch]:
+        """Encoding-major batches of whole members (at least one member per batch)."""
+        per = max(1, self.max_batch // self.seeds)
+        seeds = tuple(range(self.seeds))
+        out = []
+        for enc in self.encodings:
+            for start in range(0, self.size, per):
+                members = tuple(range(start, min(self.size, start + per)))
+                key = json.dumps([self.fingerprint(), enc, members[0], members[-1]], sort_keys=True)
+                out.append(PopulationBatch(hashlib.sha1(key.encode()).hexdigest()[:12], len(out), enc, members,
+                                           seeds))
+        return out
+
+
+_ROW_KEYS = {"shape", "index", "element", "observed", "true_symmetry", "near", "score"}
+
+
+class PopulationStore(SweepStore):
+    """A population sweep's directory: `SweepStore` with population batches."""
+
+    def validate(self, payload, batch) -> None:
+        if not isinstance(payload, dict) or not {"batch", "rows", "models"} <= set(payload):
+            raise BatchError("not a population batch (missing keys)")
+        if json.dumps(payload["batch"], sort_keys=True, default=str) != json.dumps(asdict(batch), sort_keys=True):
+            raise BatchError(f"does not hold the planned batch {batch.batch_id!r}")
+        models = payload["models"]
+        if not isinstance(models, list) or len(models) != batch.size or not all(
+                isinstance(m, dict) and isinstance(m.get("final_loss"), float) and math.isfinite(m["final_loss"])
+                for m in models):
+            raise BatchError(f"expected {batch.size} models with finite final losses")
+        rows = payload["rows"]
+        names = {pop.draw(self.spec.seed, i).name for i in batch.members}
+        if not isinstance(rows, list) or not all(isinstance(r, dict) and _ROW_KEYS <= set(r) for r in rows):
+            raise BatchError("readout rows are missing or malformed")
+        per = {}
+        for r in rows:
+            if r["shape"] not in names or not isinstance(r["score"], float) or not math.isfinite(r["score"]):
+                raise BatchError(f"bad readout row {r!r}")
+            per[r["shape"]] = per.get(r["shape"], 0) + 1
+        if set(per) != names or len(set(per.values())) != 1:
+            raise BatchError("readout rows do not cover every member equally")
+        if self.spec.keep_weights != ("ensemble" in payload):
+            raise BatchError("weights stored contrary to keep_weights")
+
+    def bytes_bound(self, batch_id: str) -> int:
+        batch = self._plan[batch_id]
+        d = make_encoding(batch.encoding).dim
+        widths = [d, *self.spec.hidden, 1]
+        params = sum((a + 1) * b for a, b in zip(widths, widths[1:])) if self.spec.keep_weights else 0
+        return (8 * batch.size * (params + self.spec.steps) + ROW_BYTES * (batch.size + len(batch.members) * 64)
+                + SLACK)
+
+    @staticmethod
+    def open(root: str) -> "PopulationStore":
+        return PopulationStore(root, PopulationSpec(**_spec_json(root)["spec"]))
+
+
+def _spec_json(root: str) -> dict:
+    """spec.json of a sweep directory (bounded read; ValueError naming the file when absent or corrupt)."""
+    path = os.path.join(os.fspath(root), "spec.json")
+    if not os.path.exists(path):
+        raise ValueError(f"{root} is not a sweep directory (no spec.json)")
+    try:
+        meta = json.loads(read_bounded(path, SPEC_BYTES, inside=os.path.dirname(path)))
+    except (ValueError, UnicodeDecodeError) as e:
+        meta = e
+    if not isinstance(meta, dict) or not isinstance(meta.get("spec"), dict):
+        raise ValueError(f"{path} is corrupt; restore it or use another directory")
+    return meta
+
+
+def open_store(root: str) -> SweepStore:
+    """The store of an existing directory: a `PopulationStore` or a `SweepStore`, by its spec.json."""
+    if _spec_json(root)["spec"].get("kind") == KIND:
+        try:
+            return PopulationStore.open(root)
+        except TypeError as e:
+            raise ValueError(f"{root}/spec.json is not a valid population spec ({e})") from None
+    return SweepStore.open(root)
+
+
+def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device: str = "cpu",
+                           backend: str = "auto") -> dict:
+    """Train one batch, read it out and return its payload (rows with truth, per-model losses)."""
+    shapes = [pop.population_shape(spec.seed, i) for i in batch.members]
+    draws = {s.name: pop.draw(spec.seed, i) for s, i in zip(shapes, batch.members)}
+    pe = make_encoding(batch.encoding)
+    t0 = time.perf_counter()
+    ens = fit_sdf(shapes, pe, seeds=list(batch.seeds), hidden=spec.hidden, activation=spec.activation,
+                  steps=spec.steps, points=spec.points, lr=spec.lr, device=device, backend=backend)
+    t1 = time.perf_counter()
+    cands = candidates(json.dumps(batch.encoding, sort_keys=True))
+    with warnings.catch_warnings():  # a small budget's warning is the user's choice; the rates measure it
+        warnings.simplefilter("ignore")
+        table = readout(ens, candidates=cands, observable=spec.observable, sweep=0, alpha=spec.alpha).table
+    t2 = time.perf_counter()
+    losses = ens.losses[-1]
+    rows = []
+    for r in table.itertuples(index=False):
+        d = draws[r.shape]
+        truth = bool(r.true_symmetry)
+        rows.append(dict(shape=r.shape, index=d.index, kind=d.kind, n=d.n, epsilon=d.epsilon, group=d.group.name,
+                         encoding=pe.name, observable=r.observable, element=r.element, element_kind=r.kind,
+                         angle_deg=float(r.angle_deg), true_symmetry=truth,
+                         near=(not truth) and r.element in {g.name for g in d.base_group},
+                         score=float(r.score), p_adjusted=float(r.p_adjusted), observed=bool(r.observed),
+                         n_models=int(r.n_models)))
+    models = [dict(shape=s, seed=int(sd), final_loss=float(losses[i])) for i, (s, sd) in
+              enumerate(zip(ens.shapes, ens.seeds))]
+    payload = {"batch": asdict(batch), "rows": rows, "models": models,
+               "seconds": {"train": t1 - t0, "readout": t2 - t1}}  # timing.csv; not part of the results
+    if spec.keep_weights:
+        payload["ensemble"] = {"weights": ens.weights, "biases": ens.biases, "seeds": ens.seeds,
+                               "shapes": ens.shapes, "pe": pe.config()}
+    return payload
+
+
+def run_population(spec: PopulationSpec, out: str, shard: str | None = None, executor: str = "local",
+                   address: str | None = None, device: str = "cpu", backend: str = "auto",
+                   progress: Progress = False, finalize_when_complete: bool = True) -> PopulationStore:
+    """Run (or resume) this shard's batches of a population sweep; finalize when every batch is done.
+
+    progress: False, True (a tqdm bar over the models) or a callable given progress lines."""
+    i, n = parse_shard(shard)
+    if executor not in ("local", "ray"):
+        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+    spec.check_backend(backend, device)
+    if executor == "ray":
+        check_ray_address(address)
+    store = PopulationStore(out, spec)
+
+    def describe(b, payload):
+        loss = sum(m["final_loss"] for m in payload["models"]) / len(payload["models"])
+        return (f"batch {b.batch_id}: members {b.members[0]}..{b.members[-1]} x {len(b.seeds)} seeds "
+                f"({b.encoding['name']}) mean loss {loss:.2e}")
+
+    work = functools.partial(train_population_batch, spec=spec, device=device, backend=backend)
+    execute(store, work, shard=(i, n), executor=executor, address=address, device=device, progress=progress,
+            describe=describe, unit="model")
+    if finalize_when_complete and not store.missing():
+        finalize_population(store)
+    return store
+
+
+def finalize_population(store: PopulationStore) -> pd.DataFrame:
+    """Write results.csv/.parquet (one row per member x encoding x liftable candidate), models.csv,
+    timing.csv (seconds of training and readout per batch) and calibration.csv
+    (`symfast.readout.sweeps.rates.calibration`); returns the results table."""
+    from symfast.readout.sweeps.rates import calibration
+
+    missing = store.missing()
+    if missing:
+        raise ValueError(f"population sweep in {store.root} is incomplete: {len(missing)} batches missing "
+                         f"(e.g. {missing[0].batch_id}); run the remaining shards or `symfast merge`")
+    rows, models, timing = [], [], []
+    for b in store.spec.plan():  # one batch at a time: only the rows are kept
+        p = store.read_batch(b.batch_id)
+        rows += p["rows"]
+        models += [dict(m, encoding=b.encoding["name"]) for m in p["models"]]
+        sec = p.get("seconds") if isinstance(p.get("seconds"), dict) else {}
+        timing.append(dict(batch_id=b.batch_id, encoding=b.encoding["name"], models=b.size,
+                           train_seconds=sec.get("train"), readout_seconds=sec.get("readout")))
+    table = pd.DataFrame(rows)
+    table.insert(0, "population_seed", store.spec.seed)
+    write_table(table, store.root, "results")
+    atomic_write_bytes(os.path.join(store.root, "models.csv"), pd.DataFrame(models).to_csv(index=False).encode())
+    atomic_write_bytes(os.path.join(store.root, "timing.csv"), pd.DataFrame(timing).to_csv(index=False).encode())
+    calib = calibration(table)
+    atomic_write_bytes(os.path.join(store.root, "calibration.csv"), calib.to_csv(index=False).encode())
+    return table
+
+
+def load_population(root: str) -> pd.DataFrame:
+    """The results table of a finished population sweep."""
+    path = os.path.join(os.fspath(root), "results.csv")
+    if not os.path.exists(path):
+        raise ValueError(f"{root} has no results.csv; is the population sweep finished? "
+                         "(`symfast merge` completes shards)")
+    try:
+        return pd.read_csv(path)
+    except Exception as e:  # truncated or garbage file: pandas raises many kinds
+        raise ValueError(f"{path} is unreadable ({type(e).__name__}); rerun the sweep or `symfast merge`") from None

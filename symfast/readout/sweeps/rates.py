@@ -1,0 +1,163 @@
+"""Error rates of the readout's decision on a population with known groups, with 95% intervals.
+
+From a population sweep's results (one row per member x encoding x exactly liftable candidate):
+
+- **FNR**: true symmetries (the identity left out: it is observed by construction) not observed;
+- **FPR**: elements that are neither symmetries nor near-symmetries, observed;
+- **near_FPR**: near-symmetries (elements of a near-symmetric member's base group that its
+  perturbation breaks) observed: how small a perturbation the readout still calls a symmetry.
+
+Each rate is given overall and per element kind (rotation, mirror), per order n of the member
+(its base order for near-symmetric members) and, for near_FPR, per perturbation size epsilon; per
+encoding and pooled over encodings ("all"). Intervals are Wilson score intervals at 95%. Elements
+of one member are decided together (they share its seed ensemble), so the intervals, which treat
+elements as independent trials, are narrower than the truth where decisions are correlated; the
+held-out comparison (`compare`: a population of another seed) is the check.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["wilson", "calibration", "compare", "markdown", "from_readout", "plot_near", "KEYS", "Z95"]
+
+Z95 = 1.959963984540054
+KEYS = ["encoding", "metric", "element_kind", "n", "epsilon"]
+_ALL = "all"
+
+
+def wilson(errors: int, trials: int, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval for a binomial proportion errors / trials (trials >= 1)."""
+    if trials < 1 or not 0 <= errors <= trials:
+        raise ValueError(f"need 0 <= errors <= trials and trials >= 1, got {errors} / {trials}")
+    p = errors / trials
+    denom = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    lo = 0.0 if errors == 0 else max(0.0, centre - half)  # exact ends where rounding would leave 1e-17
+    hi = 1.0 if errors == trials else min(1.0, centre + half)
+    return lo, hi
+
+
+def _metric_rows(t: pd.DataFrame):
+    """(metric, rows the metric counts, whether an observed row is an error)."""
+    identity = t["element"] == "r0"
+    return [("FNR", t[t["true_symmetry"] & ~identity], False),
+            ("FPR", t[~t["true_symmetry"] & ~t["near"]], True),
+            ("near_FPR", t[t["near"]], True)]
+
+
+def calibration(results: pd.DataFrame) -> pd.DataFrame:
+    """Rates with Wilson 95% intervals: columns KEYS + errors, trials, rate, ci_low, ci_high."""
+    t = results.copy()
+    for col in ("true_symmetry", "near", "observed"):
+        t[col] = t[col].astype(bool)
+    pooled = t.assign(encoding=_ALL)
+    out = []
+    for enc_table in ([pooled] + [g for _, g in t.groupby("encoding", sort=True)]):
+        for metric, rows, error_if_observed in _metric_rows(enc_table):
+            err = rows["observed"] if error_if_observed else ~rows["observed"]
+            splits = [(_ALL, _ALL, _ALL, np.ones(len(rows), bool))]
+            splits += [(k, _ALL, _ALL, (rows["element_kind"] == k).to_numpy()) for k in ("rotation", "reflection")]
+            splits += [(_ALL, str(n), _ALL, (rows["n"] == n).to_numpy()) for n in sorted(rows["n"].unique())]
+            if metric == "near_FPR":
+                splits += [(_ALL, _ALL, f"{e:g}", (rows["epsilon"] == e).to_numpy())
+                           for e in sorted(rows["epsilon"].unique())]
+            for kind, n, eps, mask in splits:
+                trials, errors = int(mask.sum()), int(err.to_numpy()[mask].sum())
+                if trials == 0:
+                    continue
+                lo, hi = wilson(errors, trials)
+                out.append(dict(encoding=enc_table["encoding"].iloc[0], metric=metric,
+                                element_kind="mirror" if kind == "reflection" else kind, n=n, epsilon=eps,
+                                errors=errors, trials=trials, rate=errors / trials, ci_low=lo, ci_high=hi))
+    return pd.DataFrame(out, columns=KEYS + ["errors", "trials", "rate", "ci_low", "ci_high"])
+
+
+def from_readout(table: pd.DataFrame, shapes) -> pd.DataFrame:
+    """The rows `calibration` reads, from a `symfast.readout` table of your own shapes with declared groups:
+    its exactly liftable rows, `n` the number of rotations in the shape's group, no near-symmetries."""
+    order = {s.name: sum(g.kind == "rotation" for g in s.group) for s in shapes}
+    t = table[table["liftable"].astype(bool)]
+    return pd.DataFrame({"encoding": t["pe"], "element": t["element"], "element_kind": t["kind"],
+                         "n": t["shape"].map(order), "epsilon": 0.0,
+                         "true_symmetry": t["true_symmetry"].astype(bool), "near": False,
+                         "observed": t["observed"].astype(bool)})
+
+
+def compare(main: pd.DataFrame, heldout: pd.DataFrame) -> pd.DataFrame:
+    """`calibration` of a population beside that of a held-out one (another seed): the held-out
+    columns get the prefix `heldout_`, and `agree` says whether the two 95% intervals overlap
+    (rows present in one population only have no verdict)."""
+    h = heldout.rename(columns={c: f"heldout_{c}" for c in heldout.columns if c not in KEYS})
+    both = main.astype({k: str for k in KEYS}).merge(h.astype({k: str for k in KEYS}), on=KEYS, how="left")
+    overlap = (both["ci_low"] <= both["heldout_ci_high"]) & (both["heldout_ci_low"] <= both["ci_high"])
+    both["agree"] = np.where(both["heldout_trials"].isna(), "", np.where(overlap, "yes", "no"))
+    return both
+
+
+def _fmt(rate, lo, hi, errors, trials) -> str:
+    if pd.isna(rate):
+        return ""
+    return f"{rate:.3f} [{lo:.3f}, {hi:.3f}] ({int(errors)}/{int(trials)})"
+
+
+def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
+    """A Markdown page of a calibration table (with held-out columns if `compare` made it)."""
+    held = "heldout_rate" in calib.columns
+    lines = [f"# {title}", "", intro, ""]
+    sections = [("Overall, per encoding", lambda c: (c.element_kind == _ALL) & (c.n == _ALL) & (c.epsilon == _ALL)),
+                ("Per element kind", lambda c: (c.element_kind != _ALL)),
+                ("Per order n", lambda c: (c.n != _ALL)),
+                ("Near-symmetries per perturbation size epsilon", lambda c: (c.epsilon != _ALL))]
+    c = calib.astype({k: str for k in KEYS})
+    for caption, pick in sections:
+        part = c[pick(c)]
+        if part.empty:
+            continue
+        head = ["encoding", "metric", "element kind", "n", "epsilon", "rate [95% CI] (errors/trials)"]
+        if held:
+            head += ["held-out rate [95% CI]", "intervals overlap"]
+        lines += [f"## {caption}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for r in part.itertuples(index=False):
+            cells = [r.encoding, r.metric, r.element_kind, r.n, r.epsilon,
+                     _fmt(r.rate, r.ci_low, r.ci_high, r.errors, r.trials)]
+            if held:
+                cells += [_fmt(r.heldout_rate, r.heldout_ci_low, r.heldout_ci_high, r.heldout_errors,
+                               r.heldout_trials), r.agree]
+            lines.append("| " + " | ".join(str(x) for x in cells) + " |")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def plot_near(calib: pd.DataFrame, path=None, ax=None):
+    """The near-symmetry curve: near_FPR (near-symmetries reported observed) against epsilon, one line
+    per encoding with its 95% intervals (and the held-out population's, dashed, when present)."""
+    from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
+
+    fig, ax, created = axes_or_new(ax)
+    c = calib.astype({k: str for k in KEYS})
+    near = c[(c.metric == "near_FPR") & (c.epsilon != _ALL) & (c.element_kind == _ALL) & (c.n == _ALL)]
+    for k, (enc, part) in enumerate(near.groupby("encoding", sort=True)):
+        eps = part["epsilon"].astype(float).to_numpy()
+        order = np.argsort(eps)
+        cols = [("", "-", enc)] + ([("heldout_", "--", f"{enc} (held out)")] if "heldout_rate" in part else [])
+        for prefix, style, label in cols:
+            r = part[f"{prefix}rate"].to_numpy(dtype=float)[order]
+            lo, hi = (part[f"{prefix}ci_low"].to_numpy(dtype=float)[order],
+                      part[f"{prefix}ci_high"].to_numpy(dtype=float)[order])
+            ok = ~np.isnan(r)  # a size the held-out population did not draw
+            ax.errorbar(eps[order][ok], r[ok], yerr=[(r - lo)[ok], (hi - r)[ok]], fmt="o" + style, capsize=3,
+                        color=f"C{k}", alpha=1.0 if not prefix else 0.6, label=label)
+    ticks = sorted(near["epsilon"].astype(float).unique())
+    ax.set_xscale("log")
+    ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
+    ax.minorticks_off()
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("near-symmetry size epsilon (largest radial displacement)", fontsize=FONT)
+    ax.set_ylabel("near-symmetries reported observed", fontsize=FONT)
+    ax.tick_params(labelsize=SMALL)
+    legend_outside(ax)
+    return finish(fig, path, created)
