@@ -25,6 +25,8 @@ PUBLIC = {
                    "rotation_sweep", "orthogonal_group", "cylindrical_group", "closure", "PHI"],
     "symfast.nn": ["FourierMLP", "FourierMLPEnsemble", "Sine", "ACTIVATION_MODULES", "FourierPE", "Ensemble",
                    "encoding_by_name"],
+    "symfast.nn.ensemble": ["Ensemble", "FORMAT"],
+    "symfast.nn.fields": ["Ensemble", "FourierMLPEnsemble", "FourierMLP", "init_weights"],  # Ensemble's old home
     "symfast.rnn": ["TanhRNN", "make_task", "TASKS"],
     "symfast.schur": ["SchurSettings", "SchurStudy", "schur_study", "schur_ablation", "rnn"],
     "symfast.schur.study": ["SchurSettings", "SchurStudy", "schur_study", "CheckpointError", "copy_family_settings",
@@ -73,7 +75,7 @@ def test_calling_the_readout_package_is_the_readout_function(monkeypatch):
 
 @pytest.mark.parametrize("old, new", [("groups", "symfast.groups"), ("o3", "symfast.groups.o3"),
                                       ("shapes", "symfast.shapes"), ("encodings", "symfast.nn.encodings"),
-                                      ("ensemble", "symfast.nn.fields")])
+                                      ("ensemble", "symfast.nn.ensemble")])
 def test_moved_readout_modules_warn_and_resolve(old, new):
     study = importlib.import_module("symfast.readout")
     with pytest.warns(DeprecationWarning, match=f"symfast.readout.{old} moved to {new}"):

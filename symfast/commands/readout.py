@@ -87,7 +87,7 @@ def _check_out(out: str) -> None:
 def run(args) -> int:
     from symfast import shapes as shp
     from symfast.nn.encodings import encoding_by_name
-    from symfast.nn.fields import Ensemble
+    from symfast.nn.ensemble import Ensemble
     from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
     from symfast.readout.training import fit_sdf
 

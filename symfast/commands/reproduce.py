@@ -226,7 +226,7 @@ def _readout_figures(sub: str, summary) -> str:
     returns why the ensemble figures were not drawn ('' when they were): a damaged or foreign ensemble
     file is named in the report, never a traceback that loses it."""
     from symfast.readout import plots
-    from symfast.nn.fields import Ensemble
+    from symfast.nn.ensemble import Ensemble
 
     if {"G_obs", "G_lift_and_true"} <= set(summary.columns):
         plots.sweep_summary(summary, os.path.join(sub, "summary_grid.png"))

@@ -27,7 +27,7 @@ __all__ = ["Readout", "readout", "fit_sdf"]
 # Modules that lived here before geometry, shapes and encodings moved below the studies.
 _MOVED = {"groups": "symfast.groups", "o3": "symfast.groups.o3", "shapes": "symfast.shapes",
           "solids": "symfast.shapes.solids", "samplers": "symfast.shapes.samplers",
-          "encodings": "symfast.nn.encodings", "ensemble": "symfast.nn.fields"}
+          "encodings": "symfast.nn.encodings", "ensemble": "symfast.nn.ensemble"}
 
 
 def __getattr__(name):

@@ -36,7 +36,7 @@ import torch
 from symfast._progress import Progress, reporter
 from symfast.readout.decision import ATOL as _ATOL
 from symfast.readout.decision import budget_shortfall, decide, pairings, split_halves
-from symfast.nn.fields import Ensemble
+from symfast.nn.ensemble import Ensemble
 from symfast.groups import Group, dihedral, rotation_sweep, union
 from symfast.readout.result import Readout
 from symfast.readout.observables import extend_lift, observable, pair_null, scores, split_half_null
