@@ -41,6 +41,7 @@ from torch import nn
 
 from symfast._io import atomic_save, safe_load
 from symfast.nn.encodings import FourierPE
+from symfast.nn.layouts import read_layout
 from symfast.nn.sequential import activation_fn, activation_label, check_activation, stack_sequentials, to_sequential
 from symfast.ops.fourier_mlp import fourier_mlp
 from symfast.shapes import Shape, by_name
@@ -239,21 +240,46 @@ class Ensemble:
         return to_sequential(self.pe, [w[i] for w in self.weights], [b[i] for b in self.biases], self.activation)
 
     @staticmethod
-    def from_sequentials(models, shapes, seeds=None, output: int | None = None) -> "Ensemble":
-        """Stack nn.Sequential(FourierPE, Linear, act, ..., Linear) models (same encoding and
+    def from_sequentials(models, shapes, seeds=None, output: int | None = None, frequencies=None,
+                         phases=None) -> "Ensemble":
+        """Stack nn.Sequential(encoding, Linear, act, ..., Linear) models (same encoding and
         architecture) into an Ensemble; `shapes` gives each model's target (Shape or name).
-        A pointwise activation the fused kernel lacks (nn.GELU(), ...) is kept as the module.
-        An Ensemble holds one-output fields: for models whose last Linear has K > 1 outputs,
-        `output=k` takes output k (0 <= k < K; e.g. the SDF head), and without it they are refused."""
+        The encoding is a `FourierPE` or another library's Fourier encoding, read exactly
+        (see `from_modules`, which this is). A pointwise activation the fused kernel lacks
+        (nn.GELU(), ...) is kept as the module. An Ensemble holds one-output fields: for models
+        whose last Linear has K > 1 outputs, `output=k` takes output k (0 <= k < K; e.g. the SDF
+        head), and without it they are refused."""
+        return Ensemble.from_modules(models, shapes, seeds, output, frequencies, phases)
+
+    @staticmethod
+    def from_modules(models, shapes, seeds=None, output: int | None = None, frequencies=None,
+                     phases=None) -> "Ensemble":
+        """An Ensemble from models of any Fourier-encoding layout symfast reads (`symfast.nn.LAYOUTS`):
+        symfast's `FourierPE`; all sines, then all cosines (NeRF, nerfstudio's `NeRFEncoding`);
+        tiny-cuda-nn's Frequency encoding; or any encoding module with `frequencies=` ([m, D]) and
+        `phases=` given, in either order. Each model converts exactly (the first Linear's columns
+        permuted, padding features folded into its bias); the layout found is logged
+        (logger "symfast.nn") and kept in `ens.config["layout"]`.
+
+        Args:
+            models: nn.Sequential(encoding, Linear, act, ..., Linear) models, or (encoding, mlp)
+                pairs; same frequencies and architecture.
+            shapes, seeds, output: as for `from_sequentials`.
+
+        Raises:
+            ValueError: an encoding that matches no layout (the message says what was expected).
+        """
         models = list(models)
         if shapes is None or len(list(shapes)) != len(models):
             raise ValueError(f"shapes must give one Shape or name per model ({len(models)}), "
                              f"got {None if shapes is None else len(list(shapes))}")
-        pe, weights, biases, act = stack_sequentials(models)
+        read = [read_layout(m, frequencies, phases) for m in models]
+        pe, weights, biases, act = stack_sequentials([seq for seq, _ in read])
         weights, biases = one_output(weights, biases, output, "Ensemble.from_sequentials(models, shapes, ")
         pe = copy.deepcopy(pe).requires_grad_(False)
         seeds = list(range(len(models))) if seeds is None else list(seeds)
-        return Ensemble(pe, weights, biases, act, list(shapes), seeds)
+        layout = ",".join(sorted({name for _, name in read}))
+        return Ensemble(pe, weights, biases, act, list(shapes), seeds, config={"layout": layout})
 
     # -- persistence ---------------------------------------------------------------------------
     def save(self, path) -> None:
