@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from symfast._io import atomic_save, safe_load
+from symfast._optional import require
 from symfast.nn.encodings import FourierPE
 from symfast.nn.layouts import read_layout
 from symfast.nn.sequential import activation_fn, activation_label, check_activation, stack_sequentials, to_sequential
@@ -137,7 +138,7 @@ class Ensemble:
     def members(self):
         """One row per model (a pandas DataFrame indexed by the model's position): shape, seed,
         final training loss."""
-        import pandas as pd  # on use: `import symfast.nn` stays light
+        pd = require("pandas", "Ensemble.members")  # on use: `import symfast.nn` stays light
         final = self.losses[-1].tolist() if self.losses.numel() else [float("nan")] * len(self)
         return pd.DataFrame({"shape": self.shapes, "seed": self.seeds, "final_loss": final})
 

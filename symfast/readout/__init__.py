@@ -18,6 +18,9 @@ import sys as _sys
 import types as _types
 import warnings as _warnings
 
+from symfast._optional import require as _require
+
+_require("pandas", "the readout study (its tables)")  # one line naming the extra, before its modules import it
 from symfast.readout.readout import readout
 from symfast.readout.result import Readout
 from symfast.readout.training import fit_sdf

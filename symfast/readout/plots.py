@@ -6,6 +6,10 @@ writes a PNG when `path` is given; returns the figure; never changes the matplot
 """
 from __future__ import annotations
 
+from symfast._optional import require
+
+require("matplotlib", "plotting")  # before the matplotlib imports below: one line naming the extra
+
 import numpy as np
 import pandas as pd
 from matplotlib.colors import TwoSlopeNorm

@@ -10,6 +10,10 @@ level set: its panel says "no zero crossing" in red instead of showing an empty 
 """
 from __future__ import annotations
 
+from symfast._optional import require
+
+require("matplotlib", "plotting")  # before the matplotlib imports below: one line naming the extra
+
 import warnings
 
 import matplotlib.pyplot as plt

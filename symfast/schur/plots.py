@@ -7,6 +7,10 @@ a PNG when `path` is given; returns the figure; never changes the matplotlib bac
 """
 from __future__ import annotations
 
+from symfast._optional import require
+
+require("matplotlib", "plotting")  # before the matplotlib imports below: one line naming the extra
+
 import math
 
 import numpy as np
