@@ -151,21 +151,24 @@ def _candidates(enc, frequencies, phases):
     return out
 
 
-def _probe(enc, D: int) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """(x [N, D] float64, enc(x) as float64 on the CPU, the output dtype's epsilon)."""
-    x = torch.rand(_PROBES, D, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 2 - 1
+def _probe(enc, D: int) -> tuple[torch.Tensor, torch.Tensor, float, float]:
+    """(x [N, D] float64, enc(x) as float64 on the CPU, the epsilons of the output's and the points'
+    dtypes). The points are
+    float32 values, given as float32 first (what most encodings compute in, with their frequencies
+    rounded to float32 too), as float64 to an encoding that refuses float32."""
+    x = (torch.rand(_PROBES, D, generator=torch.Generator().manual_seed(0)) * 2 - 1).double()
     ref = next(iter(enc.parameters()), None)
     if ref is None:
         ref = next(iter(enc.buffers()), None)
     device = ref.device if ref is not None else torch.device("cpu")
     with torch.no_grad():
         try:
-            y = enc(x.to(device))
-        except (RuntimeError, TypeError):  # encodings that take float32 points only
-            y = enc(x.float().to(device))
+            y, given = enc(x.float().to(device)), torch.float32
+        except (RuntimeError, TypeError):  # an encoding with float64 frequencies takes float64 points
+            y, given = enc(x.to(device)), torch.float64
     if not isinstance(y, torch.Tensor) or y.ndim != 2 or y.shape[0] != _PROBES:
         raise ValueError(f"the encoding must map [N, {D}] points to [N, d] features")
-    return x, y.detach().to("cpu", torch.float64), torch.finfo(y.dtype).eps
+    return x, y.detach().to("cpu", torch.float64), torch.finfo(y.dtype).eps, torch.finfo(given).eps
 
 
 def _matches(x, y, layout, freqs, phases, pad) -> float:
@@ -210,10 +213,11 @@ def read_layout(model, frequencies=None, phases=None, name: str | None = None) -
     if not cands:
         raise ValueError(f"cannot tell the frequencies of {type(enc).__name__}; expected one of {expected} "
                          "(for another module pass frequencies= [m, D])")
-    x, y, eps = _probe(enc, cands[0][1].shape[1])
+    x, y, eps_out, eps_in = _probe(enc, cands[0][1].shape[1])
     misses = []
     for layout, freqs, ph, pad in cands:
-        tol = 64 * eps * max(1.0, freqs.abs().max().item() * x.abs().max().item())
+        # the output's rounding (no finer than the points'), plus the argument's w.x in the points' dtype
+        tol = 4 * max(eps_out, eps_in) + 8 * eps_in * max(1.0, freqs.abs().max().item() * x.abs().max().item())
         err = _matches(x, y, layout, freqs, ph, pad)
         if err <= tol:
             pe = FourierPE(freqs, ph, name=name or layout)

@@ -77,16 +77,16 @@ def assert_exact(ens, models, in_dim):
     torch.testing.assert_close(ens(x), theirs, rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("in_dim", [2, 3])
-def test_nerfstudio_layout_converts_exactly_and_says_so(in_dim, caplog):
-    enc = NeRFEncodingLike(in_dim, 4, 0.0, 3.0)
-    models = [nn.Sequential(enc, *mlp(2 * in_dim * 4, s)) for s in range(3)]
+@pytest.mark.parametrize("in_dim, F", [(2, 4), (3, 4), (2, 5)])  # F = 5: exponents 0, 0.75, ... (not integers)
+def test_nerfstudio_layout_converts_exactly_and_says_so(in_dim, F, caplog):
+    enc = NeRFEncodingLike(in_dim, F, 0.0, 3.0)
+    models = [nn.Sequential(enc, *mlp(2 * in_dim * F, s)) for s in range(3)]
     with caplog.at_level(logging.INFO, logger="symfast.nn"):
         ens = sf.Ensemble.from_modules(models, ["square" if in_dim == 2 else "cube"] * 3)
     assert ens.config["layout"] == "sin_then_cos" and "'sin_then_cos'" in caplog.text
     assert ens.pe.name == "sin_then_cos" and len(ens) == 3
     assert_exact(ens, models, in_dim)
-    assert torch.equal(models[0][1].weight, mlp(2 * in_dim * 4, 0)[0].weight)  # the caller's model is not changed
+    assert torch.equal(models[0][1].weight, mlp(2 * in_dim * F, 0)[0].weight)  # the caller's model is not changed
 
 
 @pytest.mark.parametrize("pad", [0, 8])
