@@ -476,13 +476,20 @@ def _guide_block(heading: str) -> str:
     return section[section.index("```python\n") + 10:section.index("\n```", section.index("```python"))]
 
 
-@pytest.mark.parametrize("heading", ["Precision, empty batches, wide layers", "Several outputs: an SDF and a colour"])
+@pytest.mark.parametrize("heading", ["Precision, empty batches, wide layers", "Several outputs: an SDF and a colour",
+                                     "Other libraries' Fourier encodings", "One convention across the studies"])
 def test_the_guide_examples_run(heading, capsys):
     ns = {"torch": torch, "sf": sf}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the examples ask for the reference: no fallback warning
         exec(compile(_guide_block(heading), f"your-code.md: {heading}", "exec"), ns)
     out = capsys.readouterr().out
+    if heading.startswith("Other"):
+        assert out.split() == ["sin_then_cos", "True"]
+        return
+    if heading.startswith("One"):
+        assert out.splitlines() == ["latent actions: 2/2 True", "schur ablation: 1/1 8"]
+        return
     if heading.startswith("Several"):
         assert "torch.Size([8, 4]) True" in out
         x = torch.rand(6, 2)
