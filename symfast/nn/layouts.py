@@ -153,9 +153,8 @@ def _candidates(enc, frequencies, phases):
 
 def _probe(enc, D: int) -> tuple[torch.Tensor, torch.Tensor, float, float]:
     """(x [N, D] float64, enc(x) as float64 on the CPU, the epsilons of the output's and the points'
-    dtypes). The points are
-    float32 values, given as float32 first (what most encodings compute in, with their frequencies
-    rounded to float32 too), as float64 to an encoding that refuses float32."""
+    dtypes). The points are float32 values, given as float32 first (what most encodings compute in,
+    their frequencies rounded to float32 too), as float64 to an encoding that refuses float32."""
     x = (torch.rand(_PROBES, D, generator=torch.Generator().manual_seed(0)) * 2 - 1).double()
     ref = next(iter(enc.parameters()), None)
     if ref is None:
