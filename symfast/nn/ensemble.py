@@ -214,8 +214,9 @@ class Ensemble:
     @staticmethod
     def coerce(obj, shapes=None) -> "Ensemble":
         """An Ensemble as is; a `FourierMLPEnsemble` converted by `from_module` (with `shapes` if
-        given); an `nn.Sequential(FourierPE, Linear, act, ..., Linear)` or a list of them converted
-        by `from_sequentials(models, shapes)` (`shapes` required: one Shape or name per model)."""
+        given); an `nn.Sequential(encoding, Linear, act, ..., Linear)` or a list of them converted
+        by `from_sequentials(models, shapes)` (`shapes` required: one Shape or name per model; the
+        encoding a `FourierPE` or another library's, see `from_modules`)."""
         if isinstance(obj, Ensemble):
             if shapes is not None:
                 raise ValueError("shapes= is for models that do not carry their shapes; an Ensemble carries its own")
