@@ -23,9 +23,11 @@ PUBLIC = {
     "symfast.o3": ["O3Element", "rotation", "reflection", "inversion", "identity", "rotoreflection", "from_name",
                    "octahedral", "tetrahedral", "icosahedral", "dihedral", "cyclic", "rotations_only",
                    "rotation_sweep", "orthogonal_group", "cylindrical_group", "closure", "PHI"],
-    "symfast.nn": ["FourierMLP", "FourierMLPEnsemble", "Sine", "ACTIVATION_MODULES", "FourierPE", "Ensemble",
+    "symfast.nn": ["FourierMLP", "FourierMLPEnsemble", "Sine", "ACTIVATION_MODULES", "FourierPE", "Ensemble", "LAYOUTS",
+                   "read_layout", "from_sin_then_cos", "nerf_frequencies", "tcnn_frequencies",
                    "encoding_by_name"],
     "symfast.nn.ensemble": ["Ensemble", "FORMAT"],
+    "symfast.ops": ["OPS", "OP_MODULES", "register_all", "install_namespace"],
     "symfast.nn.fields": ["Ensemble", "FourierMLPEnsemble", "FourierMLP", "init_weights"],  # Ensemble's old home
     "symfast.rnn": ["TanhRNN", "make_task", "TASKS"],
     "symfast.schur": ["SchurSettings", "SchurStudy", "schur_study", "schur_ablation", "rnn"],
