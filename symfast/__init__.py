@@ -12,7 +12,8 @@ import idiom (`import symfast.readout.plots as rp`, `from symfast.readout import
 Imports are lazy: `import symfast` loads none of the subpackages (nor pandas, SciPy or
 matplotlib); each name below is imported on first use. The `torch.ops.symfast.*` custom ops are
 registered when their op package is imported (`import symfast.ops.fourier_mlp`), which every
-function and module using them does.
+function and module using them does, or on the first lookup of one through `torch.ops.symfast`
+(so `torch.export.load` of a program holding them works after `import symfast`).
 """
 import importlib as _importlib
 import importlib.abc as _abc
@@ -22,6 +23,9 @@ import types as _types
 
 from symfast._ext import cpp_available
 from symfast._version import __version__
+from symfast.ops import install_namespace as _install_ops_namespace
+
+_install_ops_namespace()
 
 # public name -> the module that defines it (a module's own name: the module itself)
 _NAMES = {

@@ -16,6 +16,7 @@ import pkgutil
 import sys
 
 from symfast import commands
+from symfast._optional import MissingExtra, require
 from symfast._version import __version__
 from symfast.commands.runner import Parser, command_parser, execute
 
@@ -37,6 +38,12 @@ def build_parser() -> Parser:
 
 
 def main(argv=None) -> int:
+    try:  # the studies' tables and figures: one line naming the extra when either is missing
+        require("pandas", "the symfast command line")
+        require("matplotlib", "the symfast command line (its figures)")
+    except MissingExtra as e:
+        print(f"symfast: error: {e}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     return execute(args, args.command)
 

@@ -4,7 +4,9 @@ legends go, and the smallest font. The library never switches the matplotlib bac
 else into a new pyplot figure, and returns the figure."""
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+from symfast._optional import require
+
+plt = require("matplotlib.pyplot", "plotting")
 
 __all__ = ["FONT", "SMALL", "DPI", "axes_or_new", "finish", "legend_outside"]
 

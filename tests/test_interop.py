@@ -448,7 +448,7 @@ import symfast as sf
 heavy = ("pandas", "scipy", "matplotlib")
 assert not [m for m in heavy if m in sys.modules], [m for m in heavy if m in sys.modules]
 loaded = sorted(m for m in sys.modules if m.startswith("symfast."))
-assert set(loaded) <= {"symfast._C", "symfast._ext", "symfast._version"}, loaded
+assert set(loaded) <= {"symfast._C", "symfast._ext", "symfast._version", "symfast.ops"}, loaded  # ops: the namespace only
 m = sf.nn.FourierMLP(sf.DyadicAxisPE(3), hidden=(8,))  # a neural field needs none of them either
 m.train_step(torch.rand(5, 2), torch.rand(5))
 m(torch.rand(5, 2)).sum().backward()
@@ -476,13 +476,20 @@ def _guide_block(heading: str) -> str:
     return section[section.index("```python\n") + 10:section.index("\n```", section.index("```python"))]
 
 
-@pytest.mark.parametrize("heading", ["Precision, empty batches, wide layers", "Several outputs: an SDF and a colour"])
+@pytest.mark.parametrize("heading", ["Precision, empty batches, wide layers", "Several outputs: an SDF and a colour",
+                                     "Other libraries' Fourier encodings", "One convention across the studies"])
 def test_the_guide_examples_run(heading, capsys):
     ns = {"torch": torch, "sf": sf}
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the examples ask for the reference: no fallback warning
         exec(compile(_guide_block(heading), f"your-code.md: {heading}", "exec"), ns)
     out = capsys.readouterr().out
+    if heading.startswith("Other"):
+        assert out.split() == ["sin_then_cos", "True"]
+        return
+    if heading.startswith("One"):
+        assert out.splitlines() == ["latent actions: 2/2 True", "schur ablation: 1/1 8"]
+        return
     if heading.startswith("Several"):
         assert "torch.Size([8, 4]) True" in out
         x = torch.rand(6, 2)
@@ -559,9 +566,10 @@ def test_result_objects_print_short_summaries_and_have_a_notebook_view():
     assert "<table" in one._repr_html_()
 
 
-def test_an_exported_program_loads_in_a_fresh_process_after_register_all(tmp_path):
-    """torch.export of a fused module, saved, and loaded in a new process: refused until the ops are
-    registered, then the same outputs; the program keeps the backend resolved at export ('cpu')."""
+def test_an_exported_program_loads_in_a_fresh_process_after_import_symfast(tmp_path):
+    """torch.export of a fused module, saved, and loaded in a new process: refused until symfast is
+    imported, then (a plain `import symfast`, no op module imported by hand) the same outputs; the
+    program keeps the backend resolved at export ('cpu')."""
     import subprocess
     import sys
 
@@ -580,12 +588,41 @@ try:
     print("loaded-unregistered")
 except Exception:
     print("refused-unregistered")
-import symfast.ops
-symfast.ops.register_all()
+import sys, symfast
+print("lazy" if "symfast.ops.fourier_mlp" not in sys.modules else "eager")
 ep = torch.export.load({str(path)!r})
 y = ep.module()(torch.load({str(tmp_path / 'x.pt')!r}))
 print("same" if torch.equal(y, torch.load({str(tmp_path / 'y.pt')!r})) else "differ")
 """
     out = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True,
                          timeout=300).stdout.split()  # -P: the symfast under test, not a source tree in the cwd
-    assert out == ["refused-unregistered", "same"], out
+    assert out == ["refused-unregistered", "lazy", "same"], out
+
+
+def test_torch_ops_symfast_after_a_plain_import_costs_nothing_until_used():
+    """`import symfast` loads no op module; the first lookup of an op through torch.ops.symfast
+    registers it (its folder only); every op listed in symfast.ops.OPS resolves so, and no other
+    symfast op exists; an unknown name is still an AttributeError."""
+    import subprocess
+    import sys
+
+    script = """
+import sys, torch, symfast
+before = sorted(m for m in sys.modules if m.startswith("symfast.ops."))
+import symfast.ops
+packet = torch.ops.symfast.gram_scores
+after = {m for m in sys.modules if m.startswith("symfast.ops.")}
+x = torch.eye(3, dtype=torch.float64)[None]
+print(before, packet.default.name(), "symfast.ops.gram_scores" in after, "symfast.ops.ordered_schur" in after)
+print(torch.ops.symfast.gram_scores(x, x, True, "reference").shape)
+try:
+    torch.ops.symfast.no_such_op
+except AttributeError as e:
+    print("AttributeError")
+print(all(getattr(torch.ops.symfast, name).default.name() == "symfast::" + name for name in symfast.ops.OPS))
+registered = {n.split("::")[1].split(".")[0] for n in torch._C._dispatch_get_all_op_names() if n.startswith("symfast::")}
+print(registered == set(symfast.ops.OPS) or sorted(registered ^ set(symfast.ops.OPS)))
+"""
+    out = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.stdout.splitlines() == ["[] symfast::gram_scores True False", "torch.Size([1, 1])", "AttributeError",
+                                       "True", "True"], out.stdout + out.stderr

@@ -45,8 +45,13 @@ def test_a_nerf_layout_field_converts_exactly_and_is_read_out(in_dim):
 
 def test_a_nerf_layout_sequential_is_refused_with_the_way_to_convert():
     seq = nn.Sequential(NeRFStyleEncoding(2, 4, 0.0, 3.0), nn.Linear(16, 8), nn.ReLU(), nn.Linear(8, 1))
-    with pytest.raises(ValueError, match=r"all sines first, then all cosines .* symfast.nn.from_sin_then_cos"):
+    with pytest.raises(ValueError, match=r"cannot tell the frequencies of NeRFStyleEncoding; expected one of .*"
+                                         r"all sines, then all cosines .*pass frequencies="):
         sf.Ensemble.from_sequentials([seq], shapes=["square"])
+    ens = sf.Ensemble.from_sequentials([seq], ["square"], frequencies=sf.nn.nerf_frequencies(4, 0.0, 3.0, 2))
+    assert ens.config["layout"] == "sin_then_cos"
+    with pytest.raises(ValueError, match=r"all sines first, then all cosines.*symfast.Ensemble.from_modules"):
+        sf.nn.FourierMLPEnsemble.from_sequentials([seq])
     with pytest.raises(ValueError, match=r"2m = 16 features .*\(include_input\)"):
         sf.nn.from_sin_then_cos(sf.nn.nerf_frequencies(4, 0.0, 3.0, 2), nn.Sequential(nn.Linear(18, 4), nn.ReLU(),
                                                                                       nn.Linear(4, 1)))

@@ -23,8 +23,12 @@ PUBLIC = {
     "symfast.o3": ["O3Element", "rotation", "reflection", "inversion", "identity", "rotoreflection", "from_name",
                    "octahedral", "tetrahedral", "icosahedral", "dihedral", "cyclic", "rotations_only",
                    "rotation_sweep", "orthogonal_group", "cylindrical_group", "closure", "PHI"],
-    "symfast.nn": ["FourierMLP", "FourierMLPEnsemble", "Sine", "ACTIVATION_MODULES", "FourierPE", "Ensemble",
+    "symfast.nn": ["FourierMLP", "FourierMLPEnsemble", "Sine", "ACTIVATION_MODULES", "FourierPE", "Ensemble", "LAYOUTS",
+                   "read_layout", "from_sin_then_cos", "nerf_frequencies", "tcnn_frequencies",
                    "encoding_by_name"],
+    "symfast.nn.ensemble": ["Ensemble", "FORMAT"],
+    "symfast.ops": ["OPS", "OP_MODULES", "register_all", "install_namespace"],
+    "symfast.nn.fields": ["Ensemble", "FourierMLPEnsemble", "FourierMLP", "init_weights"],  # Ensemble's old home
     "symfast.rnn": ["TanhRNN", "make_task", "TASKS"],
     "symfast.schur": ["SchurSettings", "SchurStudy", "schur_study", "schur_ablation", "rnn"],
     "symfast.schur.study": ["SchurSettings", "SchurStudy", "schur_study", "CheckpointError", "copy_family_settings",
@@ -73,7 +77,7 @@ def test_calling_the_readout_package_is_the_readout_function(monkeypatch):
 
 @pytest.mark.parametrize("old, new", [("groups", "symfast.groups"), ("o3", "symfast.groups.o3"),
                                       ("shapes", "symfast.shapes"), ("encodings", "symfast.nn.encodings"),
-                                      ("ensemble", "symfast.nn.fields")])
+                                      ("ensemble", "symfast.nn.ensemble")])
 def test_moved_readout_modules_warn_and_resolve(old, new):
     study = importlib.import_module("symfast.readout")
     with pytest.warns(DeprecationWarning, match=f"symfast.readout.{old} moved to {new}"):
@@ -150,3 +154,72 @@ def test_bad_thresholds_and_empty_candidates_are_clear_errors():
                       [torch.zeros(2, 4), torch.zeros(2, 1)], "relu", ["square", "square"], [0, 1])
     with pytest.raises(ValueError, match="at least one group element"):
         sf.readout(ens, candidates=[])
+
+
+# The public entry points' parameters, in order: a change here is a change users see. One convention
+# set across the studies: progress= on every long-running entry point; backend= wherever a kernel
+# runs; seeds= (a count or a list) where several models are trained, seed= for one model or one
+# random stream (null draws, controls, check inputs).
+SIGNATURES = {
+    "symfast.fit_sdf": ["shapes", "pe", "seeds", "hidden", "activation", "steps", "points", "lr", "device", "backend",
+                        "sampler", "radius", "dtype", "checkpoint", "checkpoint_every", "progress"],
+    "symfast.readout": ["ensembles", "candidates", "observable", "aggregate", "sweep", "num_null", "seed", "alpha",
+                        "sweep_axis", "shapes", "backend", "progress"],
+    "symfast.schur_ablation": ["model", "task", "alpha", "n_eval", "eval_seed", "n_random", "seed", "refit", "ridge",
+                               "margin", "tie_tol", "epsilon", "backend", "n_orders", "detail_alphas", "noop_c",
+                               "progress"],
+    "symfast.schur_study": ["settings", "checkpoint_dir", "progress", "log"],
+    "symfast.recover_latent_actions": ["layers", "rho_in", "rho_out", "activation", "data", "threshold",
+                                       "random_draws", "seed", "backend", "progress"],
+    "symfast.identifiable_submodel": ["layers", "data", "activation", "tol", "check_inputs", "seed", "progress"],
+    "symfast.project_equivariant": ["layers", "actions", "activation", "max_group", "repair", "progress"],
+    "symfast.matching_scores": ["weights_first_layer", "lifts", "layout", "biases", "mode", "backend", "chunk"],
+    "symfast.ordered_schur": ["W", "sector_alpha", "tie_tol", "backend"],
+    "symfast.rnn.train": ["task", "n_hidden", "recurrent", "cfg", "checkpoint", "progress", "seed"],
+    "symfast.rnn.train_seeds": ["task", "seeds", "n_hidden", "recurrent", "cfg", "checkpoints", "progress"],
+    "symfast.Ensemble.from_modules": ["models", "shapes", "seeds", "output", "frequencies", "phases"],
+    "symfast.Ensemble.from_sequentials": ["models", "shapes", "seeds", "output", "frequencies", "phases"],
+    "symfast.nn.read_layout": ["model", "frequencies", "phases", "name"],
+}
+
+
+def _resolve(path: str):
+    obj = sf
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+@pytest.mark.parametrize("path", sorted(SIGNATURES))
+def test_public_signatures(path):
+    import inspect
+
+    assert list(inspect.signature(_resolve(path)).parameters) == SIGNATURES[path]
+
+
+# Figure functions are named plot_*; the names they had before still answer, with a warning.
+PLOT_MODULES = {"symfast.readout.plots": {"heatmap", "sweep_curves", "sweep_summary", "zero_level_sets", "loss_curves"},
+                "symfast.readout.plots3d": {"level_sets", "sdf_slices", "score_heatmap"},
+                "symfast.schur.plots": {"ablation_figure", "schur_form", "spectra_and_masses", "stabilisers", "predictors", "loss_curves",
+                                        "copy_family"},
+                "symfast.layerwise.plots": set()}
+NOT_FIGURES = {"pvalue_norm", "pvalue_colorbar", "noop_line", "orbit_groups", "counts_text", "unit_label", "lit_pixels"}
+
+
+@pytest.mark.parametrize("module", sorted(PLOT_MODULES))
+def test_figure_functions_are_named_plot_and_old_names_warn(module):
+    import inspect
+
+    mod = importlib.import_module(module)
+    public = [n for n, f in vars(mod).items() if inspect.isfunction(f) and f.__module__ == module
+              and not n.startswith("_")]
+    assert public and all(n.startswith("plot_") or n in NOT_FIGURES for n in public), public
+    for old in PLOT_MODULES[module]:
+        with pytest.warns(DeprecationWarning, match=f"{module}.{old} is renamed plot_"):
+            fn = getattr(mod, old)
+        assert fn.__name__.startswith("plot_") and fn is getattr(mod, fn.__name__)
+    for old in sorted(PLOT_MODULES[module])[:1]:  # the import idiom reaches the old name too
+        with pytest.warns(DeprecationWarning, match="is renamed plot_"):
+            exec(f"from {module} import {old}", {})
+    with pytest.raises(AttributeError):
+        getattr(mod, "no_such_plot")

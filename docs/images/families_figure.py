@@ -1,6 +1,6 @@
 """Draw a figure of several recurrent families side by side from `symfast schur --family ...` runs:
 every converged model's eigenvalues of the ablated matrix and its coupling-block masses
-(`symfast.schur.plots.spectra_and_masses`), one column per family, construction and gate.
+(`symfast.schur.plots.plot_spectra_and_masses`), one column per family, construction and gate.
 
 Usage: python docs/images/families_figure.py OUT.png ALPHA RUN_DIR [RUN_DIR ...]
 
@@ -40,5 +40,5 @@ if __name__ == "__main__":
     groups = {}
     for run in runs:
         groups.update(groups_of(run, alpha))
-    plots.spectra_and_masses(groups, alpha, out)
+    plots.plot_spectra_and_masses(groups, alpha, out)
     print(f"wrote {out}: " + ", ".join(f"{k} ({len(v)} models)" for k, v in groups.items()))

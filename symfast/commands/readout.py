@@ -92,7 +92,7 @@ def _check_out(out: str) -> None:
 def run(args) -> int:
     from symfast import shapes as shp
     from symfast.nn.encodings import encoding_by_name
-    from symfast.nn.fields import Ensemble
+    from symfast.nn.ensemble import Ensemble
     from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
     from symfast.readout.training import fit_sdf
 
@@ -273,12 +273,12 @@ def _write_outputs(r, out: str, solids=None) -> None:
         return
     from symfast.readout import plots3d
 
-    _write(os.path.join(out, "heatmap3d.png"), lambda p: plots3d.score_heatmap(r.table, p))
+    _write(os.path.join(out, "heatmap3d.png"), lambda p: plots3d.plot_score_heatmap(r.table, p))
     if plots3d.HAVE_SKIMAGE:
-        _write(os.path.join(out, "level_sets.png"), lambda p: plots3d.level_sets(solids[0], path=p))
+        _write(os.path.join(out, "level_sets.png"), lambda p: plots3d.plot_level_sets(solids[0], path=p))
     else:  # no scikit-image: no zero-level figure (never another figure under its name), said once
         log.warning("scikit-image is not installed (pip install 'symfast[plot3d]'): level_sets.png is not drawn")
-    _write(os.path.join(out, "sdf_slices.png"), lambda p: plots3d.sdf_slices(solids[0], path=p))
+    _write(os.path.join(out, "sdf_slices.png"), lambda p: plots3d.plot_sdf_slices(solids[0], path=p))
 
 
 def _print_tables(r, args, t0: float, t_train: float) -> None:

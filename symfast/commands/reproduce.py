@@ -231,10 +231,10 @@ def _readout_figures(sub: str, summary) -> str:
     returns why the ensemble figures were not drawn ('' when they were): a damaged or foreign ensemble
     file is named in the report, never a traceback that loses it."""
     from symfast.readout import plots
-    from symfast.nn.fields import Ensemble
+    from symfast.nn.ensemble import Ensemble
 
     if {"G_obs", "G_lift_and_true"} <= set(summary.columns):
-        plots.sweep_summary(summary, os.path.join(sub, "summary_grid.png"))
+        plots.plot_sweep_summary(summary, os.path.join(sub, "summary_grid.png"))
     paths = [os.path.join(sub, f"ensemble_{pe}.pt") for pe in dict.fromkeys(summary.get("pe", []))]
     ensembles = []
     for path in paths:
@@ -244,8 +244,8 @@ def _readout_figures(sub: str, summary) -> str:
             except ValueError as e:  # Ensemble.load refuses damaged or foreign files by ValueError
                 return f"{path} was refused ({e})"
     if ensembles:
-        plots.zero_level_sets(ensembles, os.path.join(sub, "fields.png"))
-        plots.loss_curves(ensembles, os.path.join(sub, "loss.png"))
+        plots.plot_zero_level_sets(ensembles, os.path.join(sub, "fields.png"))
+        plots.plot_loss_curves(ensembles, os.path.join(sub, "loss.png"))
     return ""
 
 

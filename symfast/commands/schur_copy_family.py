@@ -69,7 +69,7 @@ def run_copy_family(args, run_one) -> int:
     atomic_write(os.path.join(args.out, "copy_family_pattern.csv"), lambda p: pattern.to_csv(p, index=False))
     atomic_write(os.path.join(args.out, "copy_family_ablation.csv"), lambda p: table.to_csv(p, index=False))
     png = os.path.join(args.out, "copy_family.png")
-    atomic_write(png, lambda p: plots.copy_family(pattern, "all", p))
+    atomic_write(png, lambda p: plots.plot_copy_family(pattern, "all", p))
     print(f"\n######## the paper's copy pattern (-T_CC harmless, -T_C->R far below) per copy setting, alpha "
           f"{args.alpha:g}: verdict per seed set")
     cols = ["setting", "bits", "seeds", "models", "converged", "in_C_mean", "T_CC_mass_mean", "cc_lowest_mean",

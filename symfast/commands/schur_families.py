@@ -52,7 +52,7 @@ def report_family(study, out: str) -> int:
         atomic_write(stem + "fixed_points.csv", lambda p: fps.to_csv(p, index=False))
     figure = stem + "spectra.png" if study.spectra else None
     if figure:
-        atomic_write(figure, lambda p: plots.spectra_and_masses(study.spectra, s.alpha, p))
+        atomic_write(figure, lambda p: plots.plot_spectra_and_masses(study.spectra, s.alpha, p))
 
     pd.set_option("display.width", 220)
     pd.set_option("display.max_columns", 30)

@@ -132,12 +132,12 @@ def _write_figures(study, out: str) -> str:
 
     s, used = study.settings, study.used
     png = os.path.join(out, "schur_ablation.png")
-    atomic_write(png, lambda p: plots.ablation_figure(used, study.spectra, s.alpha, study.used_models, p))
-    atomic_write(os.path.join(out, "schur_stabilisers.png"), lambda p: plots.stabilisers(used, p))
+    atomic_write(png, lambda p: plots.plot_ablation(used, study.spectra, s.alpha, study.used_models, p))
+    atomic_write(os.path.join(out, "schur_stabilisers.png"), lambda p: plots.plot_stabilisers(used, p))
     atomic_write(os.path.join(out, "schur_subspace.png"),
-                 lambda p: plots.predictors(study.used_subspace, study.predictors["all"], p))
-    atomic_write(os.path.join(out, "schur_T.png"), lambda p: plots.schur_form(study.schur_forms, p))
-    atomic_write(os.path.join(out, "schur_loss.png"), lambda p: plots.loss_curves(study.losses, p))
+                 lambda p: plots.plot_predictors(study.used_subspace, study.predictors["all"], p))
+    atomic_write(os.path.join(out, "schur_T.png"), lambda p: plots.plot_schur_form(study.schur_forms, p))
+    atomic_write(os.path.join(out, "schur_loss.png"), lambda p: plots.plot_loss_curves(study.losses, p))
     return png
 
 

@@ -47,11 +47,12 @@ def best_scales(A: np.ndarray, B: np.ndarray, mode: str) -> np.ndarray:
     raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
 
 
-def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str):
+def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str, backend: str = "auto"):
     """Pair rows of A ([H, k]) with rows of B up to a permutation with scales from `mode`.
 
     "perm", "sign" and "scale" go to the batched matching kernel; "real_scale" (c any non-zero real:
     cost |a|^2 - <a, b>^2 / |b|^2) is built here from its cost matrices and assignment.
+    backend: of the matching kernel ("auto", "cpu", "reference"; see `symfast.ops.matching`).
 
     Returns:
         (index [H] int64, scale [H], row_residual [H] = ||a_i - c_i b_index_i|| / ||a_i||).
@@ -59,7 +60,7 @@ def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str):
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if mode != "real_scale":
-        idx, sc, res, _ = _match_rows_kernel(A, B, mode)
+        idx, sc, res, _ = _match_rows_kernel(A, B, mode, backend)
         return idx.numpy(), sc.numpy().astype(np.float64), res.numpy().astype(np.float64)
     _, gram, a2, b2 = cost_matrices(A[None], B[None], "perm")
     safe = torch.where(b2 > 0, b2, torch.ones_like(b2))

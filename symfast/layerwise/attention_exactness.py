@@ -28,9 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 import torch
 
+from symfast._optional import require
 from symfast._progress import Progress, reporter
 from symfast.layerwise.attention import Attention, planted_attention, permutation_param_error, recover_attention_action
 from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED, SLOPE_BAR, SPLITS,
@@ -39,6 +39,8 @@ from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED,
                                         slope_and_ratio, slope_cells, slope_fits, verdict_claim)
 from symfast.ops.matching import assign
 from symfast.report.claim import Verdict
+
+pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["AttentionExactnessSettings", "AttentionExactnessResult", "attention_exactness_sweep",
            "train_attention_sweep", "measure_attention", "true_head_index", "attention_exactness_claims",
@@ -383,7 +385,7 @@ def plot_attention_exactness(table: pd.DataFrame, path=None):
     Returns:
         the figure (the matplotlib backend is left as it is).
     """
-    import matplotlib.pyplot as plt
+    plt = require("matplotlib.pyplot", "plotting")
 
     from symfast.plotting import FONT, SMALL, finish, legend_outside
 

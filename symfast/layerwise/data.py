@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from symfast._optional import require
+
 __all__ = ["ImageData", "load_digits", "from_dataset", "load_local", "load_npz", "load_image_data", "load_cifar10",
            "flip_permutation", "flip_matrix"]
 
@@ -66,9 +68,7 @@ def flip_matrix(shape) -> np.ndarray:
 
 def load_digits() -> ImageData:
     """scikit-learn's bundled 8x8 digits (1797 images, 10 classes), pixels scaled to [0, 1]."""
-    from sklearn.datasets import load_digits as _ld
-
-    d = _ld()
+    d = require("sklearn.datasets", "loading the bundled 8x8 digits").load_digits()
     return ImageData((d.data / 16.0).astype(np.float32), d.target.astype(np.int64), (1, 8, 8), "digits")
 
 

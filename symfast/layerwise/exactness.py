@@ -22,8 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from symfast._optional import require
 from symfast._progress import Progress, reporter
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
@@ -34,6 +34,8 @@ from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, SLOPE_BAR
                                         seed_medians, seed_roles, seeds_text, slope_and_ratio, slope_cells, slope_fits,
                                         theorem_note, train_test_split, verdict_claim)
 from symfast.report.claim import Verdict
+
+pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["ExactnessResult", "exactness_sweep", "exactness_claims", "plot_exactness", "format_exactness",
            "summary_table", "ACTIVATIONS", "COLUMNS", "E2E_MEASURES"]
@@ -184,7 +186,7 @@ def plot_exactness(table: pd.DataFrame, path=None):
     Returns:
         the figure (the matplotlib backend is left as it is).
     """
-    import matplotlib.pyplot as plt
+    plt = require("matplotlib.pyplot", "plotting")
 
     from symfast.plotting import FONT, SMALL, finish, legend_outside
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from symfast._optional import require
 from symfast.layerwise.layer_action import LayerAction
 
 __all__ = ["GroupActions", "HomomorphismReport", "as_named", "homomorphism_check"]
@@ -158,7 +159,7 @@ class GroupActions:
         """One row per (element, hidden layer): the columns of `LatentActions.counts`. The dict of
         earlier versions (`counts()["g0"]`: a list per element) still answers element names, with a
         DeprecationWarning; write `counts().query("element == 'g0'")`."""
-        import pandas as pd
+        pd = require("pandas", "a GroupActions table")
 
         from symfast.layerwise.tables import compat_frame
 
@@ -177,7 +178,7 @@ class GroupActions:
         """`LatentActions.table` of every element, stacked (column `element` first). The
         homomorphism check is `.homomorphism`; `report()` (or `str()`) gives both as text.
         Calling it as in earlier versions (`table()`) returns that text, with a DeprecationWarning."""
-        import pandas as pd
+        pd = require("pandas", "a GroupActions table")
 
         from symfast.layerwise.tables import compat_frame
 

@@ -26,8 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
+from symfast._optional import require
 from symfast._progress import Progress, reporter
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
@@ -37,6 +37,8 @@ from symfast.layerwise.protocol import (FIT, HELDOUT, SPLITS, STUDY, TRAINED_ACC
                                         law_generator, markdown_table, seed_medians, seed_roles, seeds_text,
                                         theorem_note, train_test_split)
 from symfast.report.claim import MIN_SEEDS, Claim
+
+pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["IdentifiabilitySettings", "IdentifiabilityResult", "identifiability_sweep", "identifiability_claims",
            "trained_cells", "trained_groups", "group_comparison", "group_claim", "effect_test", "regime_summary",
@@ -356,7 +358,7 @@ def plot_identifiability(table: pd.DataFrame, path=None):
     Returns:
         the figure (the matplotlib backend is left as it is).
     """
-    import matplotlib.pyplot as plt
+    plt = require("matplotlib.pyplot", "plotting")
 
     from symfast.plotting import FONT, SMALL, finish, legend_outside
 

@@ -29,8 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pandas as pd
 
+from symfast._optional import require
 from symfast._progress import Progress
 from symfast.layerwise.data import ImageData, flip_matrix
 from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, LINEAR_ABOVE, RATIO_COLUMN,
@@ -41,6 +41,8 @@ from symfast.layerwise.measurement import measure
 from symfast.layerwise.protocol import (FIT, HELDOUT, SPLITS, TRAINED_ACCURACY, claims_markdown, markdown_table,
                                         seed_medians, seeds_text, theorem_note)
 from symfast.layerwise.projection import equivariance_error
+
+pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["MatchedSettings", "MatchedResult", "matched_sweep", "matched_claims", "read_index", "matched_summary",
            "format_matched", "plot_matched", "band_reads", "LADDER", "TARGET", "BAND", "MATCH_TOLERANCE",
@@ -323,7 +325,7 @@ def plot_matched(table: pd.DataFrame, path=None):
     inb = table[table["match"] == IN_BAND]
     if len(inb):
         return plot_identifiability(inb, path)
-    import matplotlib.pyplot as plt
+    plt = require("matplotlib.pyplot", "plotting")
 
     from symfast.plotting import finish
 

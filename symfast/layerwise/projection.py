@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from symfast._progress import Progress, reporter
 from symfast.groups import closure as generate
 from symfast.layerwise.recovery import LatentActions, transformed_rows
 from symfast.layerwise.activations import activation as activation_entry
@@ -133,7 +134,7 @@ def normalise_scales(chains: list) -> list:
 
 
 def project_equivariant(layers, actions, activation: str | None = None, max_group: int = 512,
-                        repair: bool = True) -> MLP:
+                        repair: bool = True, progress: Progress = False) -> MLP:
     """Project an MLP's weights onto the subspace equivariant under the given layer actions.
 
     Args:
@@ -145,6 +146,8 @@ def project_equivariant(layers, actions, activation: str | None = None, max_grou
             action (`repair_chain`): recovered ReLU scales and unmatched cycles otherwise generate
             a huge (or infinite) group; for several elements, replace the estimated scales by one
             common conjugation (`normalise_scales`).
+        progress: False (default), True (a tqdm bar over the layers) or a callable given a line about
+            every tenth of them (`symfast._progress`).
 
     Returns:
         The projected MLP (float64). Exactly layerwise equivariant under the generated group.
@@ -161,6 +164,8 @@ def project_equivariant(layers, actions, activation: str | None = None, max_grou
     group = closure(chains, max_group)
     ent = activation_entry(net.activation)
     out = []
+    bar = reporter(progress, "symfast.layerwise").bar(net.num_layers, f"projection ({len(group)} elements)",
+                                                      unit="layer")
     for l, (W, b) in enumerate(net.layers):
         Wp, bp = np.zeros_like(W), np.zeros_like(b)
         for g in group:  # T_g [W, b] = rho_l(g)^-1 [W, b] A_{l-1}(g), A the (affine) action on the layer input
@@ -174,6 +179,8 @@ def project_equivariant(layers, actions, activation: str | None = None, max_grou
             Wp += Rinv @ A
             bp += Rinv @ Ab
         out.append((Wp / len(group), bp / len(group)))
+        bar.update()
+    bar.close()
     return net.with_layers(out)
 
 

@@ -19,12 +19,14 @@ that it is written once:
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import torch
 
+from symfast._optional import require
 from symfast.layerwise.claims import PROVEN
 from symfast.layerwise.data import ImageData
 from symfast.report.claim import Claim, Verdict, ranking_verdict
+
+pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["TEST_FRACTION", "SPLIT_SEED", "LAW_SEED", "FIT", "HELDOUT", "SPLITS", "SLOPE_BAR", "EXACT_RATIO_BAR",
            "MIN_DECADES", "TRAINED_ACCURACY", "STUDY", "train_test_split", "law_generator", "seed_roles",

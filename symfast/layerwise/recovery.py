@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from symfast._progress import Progress, reporter
 from symfast.layerwise.group import GroupActions, as_named, homomorphism_check
 from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction, check_threshold
 from symfast.layerwise.network import MLP, as_mlp, check_rho
@@ -187,7 +188,7 @@ def transformed_rows(W: np.ndarray, b: np.ndarray, R_prev: np.ndarray, c_prev: n
     return W @ R_prev, W @ c_prev + b
 
 
-def _recover_one(net: MLP, rho_in, rho_out, name, threshold, draws, seed) -> LatentActions:
+def _recover_one(net: MLP, rho_in, rho_out, name, threshold, draws, seed, backend="auto") -> LatentActions:
     rng = np.random.default_rng(seed)
     ent = activation_entry(net.activation)
     mode = ent.mode
@@ -199,7 +200,7 @@ def _recover_one(net: MLP, rho_in, rho_out, name, threshold, draws, seed) -> Lat
             R = rho_out
         else:
             Aaug, Baug = np.concatenate([A, Ab[:, None]], 1), np.concatenate([W, b[:, None]], 1)
-            idx, sc, res = match_rows(torch.as_tensor(Aaug), torch.as_tensor(Baug), mode)
+            idx, sc, res = match_rows(torch.as_tensor(Aaug), torch.as_tensor(Baug), mode, backend)
             act = LayerAction(idx, sc, res)
             actions.append(act)
             R = act.matrix
@@ -254,7 +255,8 @@ def data_errors(net, result: LatentActions, x, neuron_residuals: bool = False):
 
 
 def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None = None, data=None,
-                           threshold: float = DEFAULT_THRESHOLD, random_draws: int = 8, seed: int = 0):
+                           threshold: float = DEFAULT_THRESHOLD, random_draws: int = 8, seed: int = 0,
+                           backend: str = "auto", progress: Progress = False):
     """Find, layer by layer, the hidden action making each layer of an MLP equivariant.
 
     Args:
@@ -270,6 +272,9 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
         data: optional [N, d0] inputs; adds data-level errors (`data_errors`).
         threshold: per-neuron residual threshold for counts of fixed / antisymmetric / cycled neurons.
         random_draws: random permutations averaged in the baseline; seed: their seed.
+        backend: of the row-matching kernel ("auto", "cpu", "reference"; `symfast.ops.matching`).
+        progress: False (default), True (a tqdm bar over the group elements) or a callable given a
+            line about every tenth of them (`symfast._progress`).
 
     Returns:
         `LatentActions` for a single rho_in; `GroupActions` (with a homomorphism check) for several.
@@ -281,7 +286,7 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
     if not multi:
         ri = check_rho(rho_in, d0, "rho_in")
         ro = np.eye(dL) if rho_out is None else check_rho(rho_out, dL, "rho_out")
-        res = _recover_one(net, ri, ro, "g", threshold, random_draws, seed)
+        res = _recover_one(net, ri, ro, "g", threshold, random_draws, seed, backend)
         if data is not None:
             res.data_errors, res.data_residuals = data_errors(net, res, data, True)
         return res
@@ -290,10 +295,13 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
     if list(outs) != list(ins):
         raise ValueError(f"rho_out must name the same elements as rho_in ({list(ins)}), got {list(outs)}")
     elems = {}
+    bar = reporter(progress, "symfast.layerwise").bar(len(ins), "latent actions", unit="element")
     for k in ins:
         ri = check_rho(ins[k], d0, f"rho_in[{k}]")
         ro = np.eye(dL) if outs[k] is None else check_rho(outs[k], dL, f"rho_out[{k}]")
-        elems[k] = _recover_one(net, ri, ro, k, threshold, random_draws, seed)
+        elems[k] = _recover_one(net, ri, ro, k, threshold, random_draws, seed, backend)
         if data is not None:
             elems[k].data_errors, elems[k].data_residuals = data_errors(net, elems[k], data, True)
+        bar.update()
+    bar.close()
     return GroupActions(elems)

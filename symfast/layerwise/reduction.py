@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from symfast._progress import Progress, reporter
 from symfast.layerwise.activations import activation as activation_entry
 from symfast.layerwise.network import MLP, as_mlp
 
@@ -59,7 +60,7 @@ def _as_np(x):
 
 
 def identifiable_submodel(layers, data=None, activation: str | None = None, tol: float = 1e-8,
-                          check_inputs: int = 256, seed: int = 0) -> Reduction:
+                          check_inputs: int = 256, seed: int = 0, progress: Progress = False) -> Reduction:
     """Reduce an MLP to its identifiable sub-model with the same function.
 
     Args:
@@ -67,7 +68,10 @@ def identifiable_submodel(layers, data=None, activation: str | None = None, tol:
         data: optional [N, d0] inputs; enables "dead-on-data" (ReLU never active). The function is
             then preserved on this data (exactly on all inputs for the other rules).
         tol: relative tolerance for zero rows/columns and parallel rows.
-        check_inputs: number of Gaussian inputs for the function check when no data is given.
+        check_inputs: number of Gaussian inputs for the function check when no data is given; seed:
+            their seed.
+        progress: False (default), True (a tqdm bar over the hidden layers) or a callable given a line
+            about every tenth of them (`symfast._progress`).
 
     Returns:
         Reduction with the reduced model, kept / removed neurons and the measured function error.
@@ -84,6 +88,7 @@ def identifiable_submodel(layers, data=None, activation: str | None = None, tol:
     bs = [b.copy() for _, b in net.layers]
     kept_all, removed_all = [], []
     h = x
+    bar = reporter(progress, "symfast.layerwise").bar(net.num_layers - 1, "identifiable sub-model", unit="layer")
     for l in range(net.num_layers - 1):
         W, b, Wn = Ws[l], bs[l], Ws[l + 1]
         H = W.shape[0]
@@ -138,6 +143,8 @@ def identifiable_submodel(layers, data=None, activation: str | None = None, tol:
         removed_all.append(sorted(removed))
         if h is not None:
             h = act(h @ Ws[l].T + bs[l])
+        bar.update()
+    bar.close()
     red = net.with_layers(list(zip(Ws, bs)))
     xc = x if x is not None else np.random.default_rng(seed).normal(size=(check_inputs, net.sizes[0]))
     y, yr = net(xc), red(xc)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from symfast._optional import require
 from symfast._progress import Progress, reporter
 from symfast.layerwise.cnn_experiments import analyse_cnn, train_cnn
 from symfast.layerwise.data import ImageData
@@ -131,7 +132,7 @@ def plot_regimes(rows: list, path=None, axes=None):
     Returns:
         the figure (the matplotlib backend is left as it is).
     """
-    import matplotlib.pyplot as plt
+    plt = require("matplotlib.pyplot", "plotting")
 
     from symfast.plotting import FONT, SMALL, finish, legend_outside
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import warnings
 
-import pandas as pd
+from symfast._optional import require
+
+pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["CompatFrame", "compat_frame"]
 

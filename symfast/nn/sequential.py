@@ -20,14 +20,14 @@ from symfast.activations import ACTIVATION_TABLE, FUSED, Sine
 from symfast.nn.encodings import FourierPE
 
 __all__ = ["Sine", "ACTIVATION_MODULES", "parse_sequential", "stack_sequentials", "to_sequential",
-           "activation_fn", "activation_label", "check_activation", "from_sin_then_cos", "nerf_frequencies"]
+           "activation_fn", "activation_label", "check_activation"]
 
 # What parse_sequential says when the first module is not a FourierPE.
 _NOT_FOURIER_PE = (
-    "expected nn.Sequential(FourierPE, Linear, act, ..., Linear) with >= 1 hidden layer; a model whose "
-    "encoding puts all sines first, then all cosines (NeRF's and nerfstudio's NeRFEncoding layout) converts "
-    "exactly with symfast.nn.from_sin_then_cos(frequencies, mlp) (frequencies: "
-    "symfast.nn.nerf_frequencies(...) for a NeRF encoding)")
+    "expected nn.Sequential(FourierPE, Linear, act, ..., Linear) with >= 1 hidden layer; a model with another "
+    "library's Fourier encoding (NeRF's and nerfstudio's all sines first, then all cosines; tiny-cuda-nn's "
+    "Frequency encoding) converts exactly with symfast.Ensemble.from_modules(models, shapes) or "
+    "symfast.nn.read_layout(model) (symfast.nn.from_sin_then_cos(frequencies, mlp) for a sin-then-cos layout)")
 
 
 # The nn.Module form of each activation the fused op implements (same names, same functions).
@@ -127,55 +127,3 @@ def to_sequential(pe, ws, bs, activation) -> nn.Sequential:
         if l < len(ws) - 1:
             mods.append(ACTIVATION_MODULES[activation]() if isinstance(activation, str) else copy.deepcopy(activation))
     return nn.Sequential(*mods)
-
-
-def nerf_frequencies(num_frequencies: int, min_freq_exp: float, max_freq_exp: float, in_dim: int = 3,
-                     dtype=torch.float64) -> torch.Tensor:
-    """The frequency vectors of a NeRF positional encoding (nerfstudio's `NeRFEncoding` without
-    include_input): feature k of the sine block is sin(2 pi 2^e_f x_i) with k = i F + f, the
-    exponents e_f = linspace(min_freq_exp, max_freq_exp, F), F = num_frequencies.
-
-    Returns:
-        [in_dim * F, in_dim] rows 2 pi 2^e_f e_i, in that order (for `from_sin_then_cos`).
-    """
-    if num_frequencies < 1 or in_dim not in (2, 3):
-        raise ValueError(f"need num_frequencies >= 1 and in_dim 2 or 3, got {num_frequencies}, {in_dim}")
-    freqs = 2.0 ** torch.linspace(min_freq_exp, max_freq_exp, num_frequencies, dtype=torch.float64)
-    eye = torch.eye(in_dim, dtype=torch.float64)
-    return (2 * torch.pi * eye[:, None, :] * freqs[None, :, None]).reshape(in_dim * num_frequencies, in_dim).to(dtype)
-
-
-def from_sin_then_cos(frequencies, mlp: nn.Sequential, phases=None, name: str = "sin_then_cos") -> nn.Sequential:
-    """An exact symfast model from one whose encoding lays out all sines, then all cosines.
-
-    The model y = mlp([sin(u) | cos(u)]), u = x @ frequencies^T + phases (NeRF's layout; symfast
-    interleaves sin and cos per frequency), becomes nn.Sequential(FourierPE, Linear, act, ...,
-    Linear) with the first Linear's input columns permuted to symfast's order: the same function,
-    now readable by `symfast.readout` and trainable on the fused kernels.
-
-    Args:
-        frequencies: [m, D] the frequency vector of each sine (column j) and cosine (column m + j);
-            for a NeRF encoding, `nerf_frequencies(...)`.
-        mlp: nn.Sequential(Linear(2m, ...), act, ..., Linear): the layers after the encoding (copied).
-        phases: [m] phases (default zeros; a cosine written as sin(u + pi/2) has phase 0 here).
-        name: the encoding's name in tables.
-
-    Returns:
-        nn.Sequential(FourierPE, Linear, act, ..., Linear).
-    """
-    pe = FourierPE(frequencies, phases, name=name)
-    mods = list(copy.deepcopy(mlp))
-    if not mods or not isinstance(mods[0], nn.Linear):
-        raise ValueError("mlp must be nn.Sequential(Linear, act, ..., Linear): the layers after the encoding")
-    m = pe.dim // 2
-    first = mods[0]
-    if first.in_features != 2 * m:
-        raise ValueError(f"the first Linear must take 2m = {2 * m} features (m = {m} frequencies: sines, then "
-                         f"cosines), got {first.in_features}; an encoding that also passes x through "
-                         f"(include_input) has no exact FourierPE form")
-    order = torch.stack([torch.arange(m), torch.arange(m) + m], dim=1).reshape(-1)  # symfast column -> theirs
-    with torch.no_grad():
-        first.weight.copy_(first.weight[:, order])
-    seq = nn.Sequential(pe, *mods)
-    parse_sequential(seq)  # the rest must alternate Linear / activation, as any symfast model
-    return seq

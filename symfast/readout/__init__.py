@@ -18,6 +18,9 @@ import sys as _sys
 import types as _types
 import warnings as _warnings
 
+from symfast._optional import require as _require
+
+_require("pandas", "the readout study (its tables)")  # one line naming the extra, before its modules import it
 from symfast.readout.readout import readout
 from symfast.readout.result import Readout
 from symfast.readout.training import fit_sdf
@@ -27,7 +30,7 @@ __all__ = ["Readout", "readout", "fit_sdf"]
 # Modules that lived here before geometry, shapes and encodings moved below the studies.
 _MOVED = {"groups": "symfast.groups", "o3": "symfast.groups.o3", "shapes": "symfast.shapes",
           "solids": "symfast.shapes.solids", "samplers": "symfast.shapes.samplers",
-          "encodings": "symfast.nn.encodings", "ensemble": "symfast.nn.fields"}
+          "encodings": "symfast.nn.encodings", "ensemble": "symfast.nn.ensemble"}
 
 
 def __getattr__(name):

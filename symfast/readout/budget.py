@@ -32,7 +32,7 @@ from functools import partial
 import pandas as pd
 import torch
 
-from symfast.nn.fields import Ensemble
+from symfast.nn.ensemble import Ensemble
 from symfast.readout.readout import Readout, readout
 from symfast.readout.training import checkpoint_subset, fit_sdf
 

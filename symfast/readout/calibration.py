@@ -25,7 +25,7 @@ import pandas as pd
 
 from symfast import shapes as shp
 from symfast._progress import Progress
-from symfast.nn.fields import Ensemble
+from symfast.nn.ensemble import Ensemble
 from symfast.nn.encodings import DyadicAxisPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 from symfast.groups import Group, as_element, dihedral, union
 from symfast.readout.readout import readout

@@ -55,9 +55,9 @@ def extend_lift(rho: np.ndarray, kind: str) -> np.ndarray:
     return rho
 
 
-def _asym_norm(phi: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
+def _asym_norm(phi: torch.Tensor, rho: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     """||rho_e^T phi_s rho_e - phi_s||_F for phi: [S, d, d], rho: [E, d, d] -> [S, E]."""
-    return gram_scores(_sym(phi), rho, normalize=False)
+    return gram_scores(_sym(phi), rho, normalize=False, backend=backend)
 
 
 def _sym(phi: torch.Tensor) -> torch.Tensor:
@@ -65,12 +65,13 @@ def _sym(phi: torch.Tensor) -> torch.Tensor:
     return (phi + phi.transpose(-1, -2)) / 2
 
 
-def scores(phi: torch.Tensor, rho: torch.Tensor) -> torch.Tensor:
-    """Relative scores s(g) for phi: [S, d, d] and lifts rho: [E, d, d] -> [S, E]."""
-    return gram_scores(phi, rho)
+def scores(phi: torch.Tensor, rho: torch.Tensor, backend: str = "auto") -> torch.Tensor:
+    """Relative scores s(g) for phi: [S, d, d] and lifts rho: [E, d, d] -> [S, E] (`gram_scores`' backend)."""
+    return gram_scores(phi, rho, backend=backend)
 
 
-def split_half_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generator: torch.Generator):
+def split_half_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generator: torch.Generator,
+                    backend: str = "auto"):
     """Null scores of the ensemble-mean observable: [num_null, E].
 
     For a random split of the S models into halves A, B, (mean_A - mean_B) / 2 has the
@@ -86,10 +87,10 @@ def split_half_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generat
         diffs.append((phi[perm[:h]].mean(0) - phi[perm[h:2 * h]].mean(0)) / 2)
     if not diffs:
         return torch.zeros(0, rho.shape[0], dtype=phi.dtype)
-    return _asym_norm(torch.stack(diffs), rho) / norm  # all draws in one batched call
+    return _asym_norm(torch.stack(diffs), rho, backend) / norm  # all draws in one batched call
 
 
-def pair_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generator: torch.Generator):
+def pair_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generator: torch.Generator, backend: str = "auto"):
     """Null scores of the mean per-model score: [num_null, E].
 
     Random disjoint pairs (i, j): (phi_i - phi_j) / sqrt(2) has one model's noise and no
@@ -107,7 +108,7 @@ def pair_null(phi: torch.Tensor, rho: torch.Tensor, num_null: int, generator: to
         diffs.append((phi[a] - phi[b]) / np.sqrt(2.0))
         denom.append(norms[a])
         if len(diffs) == batch or i == num_null - 1:
-            asym = _asym_norm(torch.cat(diffs), rho).reshape(len(diffs), h, -1)
+            asym = _asym_norm(torch.cat(diffs), rho, backend).reshape(len(diffs), h, -1)
             out.append((asym / torch.stack(denom)[:, :, None]).mean(1))
             diffs, denom = [], []
     return torch.cat(out) if out else torch.zeros(0, rho.shape[0], dtype=phi.dtype)

@@ -6,16 +6,26 @@ writes a PNG when `path` is given; returns the figure; never changes the matplot
 """
 from __future__ import annotations
 
+from symfast._optional import require
+
+require("matplotlib", "plotting")  # before the matplotlib imports below: one line naming the extra
+
 import numpy as np
 import pandas as pd
 from matplotlib.colors import TwoSlopeNorm
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
+from symfast._deprecation import renamed
 from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
 
-__all__ = ["heatmap", "sweep_curves", "sweep_summary", "zero_level_sets", "loss_curves", "pvalue_norm",
-           "pvalue_colorbar", "P_FLOOR"]
+__all__ = ["plot_heatmap", "plot_sweep_curves", "plot_sweep_summary", "plot_zero_level_sets", "plot_loss_curves",
+           "pvalue_norm", "pvalue_colorbar", "P_FLOOR"]
+
+# Old names (before the plot_ prefix every figure function now has), still answered with a warning.
+__getattr__ = renamed(globals(), {"heatmap": "plot_heatmap", "sweep_curves": "plot_sweep_curves",
+                                     "sweep_summary": "plot_sweep_summary",
+                                     "zero_level_sets": "plot_zero_level_sets", "loss_curves": "plot_loss_curves"})
 
 P_FLOOR = 1e-6  # p-values below this share the darkest colour
 _TRUE, _HATCH = "#ffbf00", "0.8"  # box of a true symmetry, hatching of a non-liftable element: visible on red and blue
@@ -57,7 +67,7 @@ def pvalue_colorbar(fig, im, axs, alpha: float):
     return cb
 
 
-def heatmap(table: pd.DataFrame, path=None, axes=None):
+def plot_heatmap(table: pd.DataFrame, path=None, axes=None):
     """The readout's decision per (shape, element), one panel per (encoding, observable).
 
     Cells are coloured by the Holm-adjusted p-value of "g is a symmetry" on a log scale centred
@@ -138,7 +148,7 @@ def _thresholds(sweep: pd.DataFrame, table) -> pd.Series:
     return out
 
 
-def sweep_curves(sweep: pd.DataFrame, path=None, axes=None, table=None):
+def plot_sweep_curves(sweep: pd.DataFrame, path=None, axes=None, table=None):
     """Normalised score against rotation angle, one panel per encoding, one line per shape, with the
     decision threshold (dotted, divided by the same null) and the same y axes in every panel.
 
@@ -203,7 +213,7 @@ def _names(s) -> set:
     return set(str(s).split()) if isinstance(s, str) else set()
 
 
-def sweep_summary(summary: pd.DataFrame, path=None, ax=None):
+def plot_sweep_summary(summary: pd.DataFrame, path=None, ax=None):
     """Observed vs expected over the grid of shapes x (encoding, observable).
 
     Each cell counts the expected elements (G_lift ∩ G_true) that were observed, the missed
@@ -246,7 +256,7 @@ def sweep_summary(summary: pd.DataFrame, path=None, ax=None):
     return finish(fig, path, created)
 
 
-def zero_level_sets(ensembles, path=None, axes=None, members: int = 3, resolution: int = 161, extent: float = 1.0):
+def plot_zero_level_sets(ensembles, path=None, axes=None, members: int = 3, resolution: int = 161, extent: float = 1.0):
     """Fitted zero-level sets f = 0 of a few members beside the true boundary, per (shape, encoding).
 
     Args:
@@ -310,7 +320,7 @@ def zero_level_sets(ensembles, path=None, axes=None, members: int = 3, resolutio
     return finish(fig, path, created)
 
 
-def loss_curves(ensembles, path=None, ax=None):
+def plot_loss_curves(ensembles, path=None, ax=None):
     """Training loss against step per (encoding, shape): median over members, band = min to max.
 
     Args:

@@ -4,11 +4,15 @@ elements of O(3) (matplotlib; the caller's backend is left as it is).
 Every function takes `path=None` (save there and close the figure) and `fig=None` (draw into a
 given figure, cleared first) and returns the figure. Zero-level sets are extracted by marching
 cubes from scikit-image (the `plot3d` extra: `pip install "symfast[plot3d]"`); without it
-`level_sets` warns, draws nothing and returns None (it never substitutes another figure: a file named
+`plot_level_sets` warns, draws nothing and returns None (it never substitutes another figure: a file named
 level_sets.png always holds zero-level surfaces). A fitted field that never changes sign has no zero
 level set: its panel says "no zero crossing" in red instead of showing an empty plot.
 """
 from __future__ import annotations
+
+from symfast._optional import require
+
+require("matplotlib", "plotting")  # before the matplotlib imports below: one line naming the extra
 
 import warnings
 
@@ -17,10 +21,15 @@ import numpy as np
 import pandas as pd
 import torch
 
+from symfast._deprecation import renamed
 from symfast.plotting import FONT, SMALL, finish
 from symfast.readout.plots import P_FLOOR, _panel_p, pvalue_colorbar, pvalue_norm
 
-__all__ = ["level_sets", "sdf_slices", "score_heatmap", "HAVE_SKIMAGE"]
+__all__ = ["plot_level_sets", "plot_sdf_slices", "plot_score_heatmap", "HAVE_SKIMAGE"]
+
+# Old names (before the plot_ prefix every figure function now has), still answered with a warning.
+__getattr__ = renamed(globals(), {"level_sets": "plot_level_sets", "sdf_slices": "plot_sdf_slices",
+                                     "score_heatmap": "plot_score_heatmap"})
 
 try:
     from skimage.measure import marching_cubes
@@ -81,8 +90,8 @@ def _no_crossing(ax, values, three_d: bool = False) -> None:
     (ax.text2D if three_d else ax.text)(0.5, 0.5, text, **kw)
 
 
-def level_sets(ens, shapes=None, member: int = 0, resolution: int = 40, radius: float = 1.0, path=None,
-               fig=None):
+def plot_level_sets(ens, shapes=None, member: int = 0, resolution: int = 40, radius: float = 1.0, path=None,
+                    fig=None):
     """Fitted zero-level set of each solid (one model) beside the true one, by marching cubes.
 
     Args:
@@ -128,8 +137,8 @@ def level_sets(ens, shapes=None, member: int = 0, resolution: int = 40, radius: 
     return _finish(fig, path, created)
 
 
-def sdf_slices(ens, shapes=None, member: int = 0, z=(0.0,), resolution: int = 96, radius: float = 1.0,
-               path=None, fig=None):
+def plot_sdf_slices(ens, shapes=None, member: int = 0, z=(0.0,), resolution: int = 96, radius: float = 1.0,
+                    path=None, fig=None):
     """SDF slices at heights z (plane x-y), true vs fitted, with the zero contour of each.
 
     Returns:
@@ -186,9 +195,9 @@ def _class(element: str) -> str:
     return f"{kind}{min(angle, 360 - angle)}"
 
 
-def score_heatmap(table: pd.DataFrame, path=None, fig=None):
+def plot_score_heatmap(table: pd.DataFrame, path=None, fig=None):
     """The readout's decision over many group elements (3D candidate sets have 144), one panel per
-    (pe, observable): solids x elements coloured by the Holm-adjusted p-value, as the 2D `heatmap`.
+    (pe, observable): solids x elements coloured by the Holm-adjusted p-value, as the 2D `plot_heatmap`.
 
     Columns are grouped into blocks (O_h ∩ I_h, O_h only, I_h only), separated by black lines and
     named above, and within a block by class (label under each run of columns). Marks: white dot =

@@ -36,7 +36,7 @@ import torch
 from symfast._progress import Progress, reporter
 from symfast.readout.decision import ATOL as _ATOL
 from symfast.readout.decision import budget_shortfall, decide, pairings, split_halves
-from symfast.nn.fields import Ensemble
+from symfast.nn.ensemble import Ensemble
 from symfast.groups import Group, dihedral, rotation_sweep, union
 from symfast.readout.result import Readout
 from symfast.readout.observables import extend_lift, observable, pair_null, scores, split_half_null
@@ -82,7 +82,7 @@ def _angle_deg(g) -> float:
 
 def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ensemble",
             sweep: int = 360, num_null: int = 64, seed: int = 0, alpha: float = 0.05,
-            sweep_axis=(0.0, 0.0, 1.0), shapes=None, progress: Progress = False) -> Readout:
+            sweep_axis=(0.0, 0.0, 1.0), shapes=None, backend: str = "auto", progress: Progress = False) -> Readout:
     """Read which candidate symmetries the trained weights show.
 
     Args:
@@ -111,6 +111,8 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
             (nn.Sequential lists, or a FourierMLPEnsemble built without shapes=).
         alpha: family-wise rate, per (shape, encoding, observable), of calling a true symmetry
             broken (Holm over the candidates; `symfast.readout.decision`).
+        backend: of the Gram-score kernels ("auto", "cpu", "triton", "reference"; see
+            `symfast.ops.gram_scores`).
         progress: False (default), True (a tqdm bar over the (encoding, observable, shape) cells) or
             a callable given a line about every tenth of them (`symfast._progress`).
 
@@ -155,14 +157,15 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
             for shape_name in dict.fromkeys(ens.shapes):
                 phi = phi_all[ens.indices(shape_name)]
                 group = ens.true_group(shape_name, cands)
-                rows += _rows(phi, lifts, aggregate, num_null, gen, shape_name, ens.pe.name, kind, group, alpha)
+                rows += _rows(phi, lifts, aggregate, num_null, gen, shape_name, ens.pe.name, kind, group, alpha,
+                              backend)
                 bar.update()
                 if sweep_lifts is not None:
                     sweep_group = ens.true_group(shape_name, [g for g, *_ in sweep_lifts])
                     rho = torch.stack([r for _, r, _, _ in sweep_lifts])
-                    null = _sweep_null(phi, rho, _SWEEP_NULL_DRAWS, gen)
+                    null = _sweep_null(phi, rho, _SWEEP_NULL_DRAWS, gen, backend)
                     for i, (r, nl) in enumerate(zip(_rows(phi, sweep_lifts, aggregate, 0, gen, shape_name, ens.pe.name,
-                                                          kind, sweep_group, alpha), null.tolist())):
+                                                          kind, sweep_group, alpha, backend), null.tolist())):
                         row = {k: r[k] for k in ("shape", "pe", "observable", "element", "angle_deg", "liftable",
                                                  "lift_residual", "true_symmetry", "score")}
                         if dim == 3:  # the sweep's own angle about sweep_axis (the rows give it in [0, 180])
@@ -279,14 +282,14 @@ _IMPLIED_TOL = 1e-9
 _PERMUTATION_TOL = 1e-12
 
 
-def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alpha):
+def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alpha, backend="auto"):
     S = phi.shape[0]
     rho = torch.stack([r for _, r, _, _ in lifts])
     if aggregate == "ensemble":
-        score = scores(phi.mean(0, keepdim=True), rho)[0]
+        score = scores(phi.mean(0, keepdim=True), rho, backend)[0]
         spread = torch.full_like(score, float("nan"))
     else:
-        per_model = scores(phi, rho)
+        per_model = scores(phi, rho, backend)
         score, spread = per_model.mean(0), per_model.std(0) if S > 1 else torch.full((len(lifts),), float("nan"))
     score = score.numpy()
     nan = np.full(len(lifts), np.nan)
@@ -298,7 +301,7 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     # distinct null draws: split halves (3 for S = 4, 35 for 8) or sets of disjoint pairs (3 for 4, 105 for 8)
     n_eff = split_halves(S) if aggregate == "ensemble" else pairings(S)
     if num_null and S >= 2 and n_eff >= 2:
-        null = (split_half_null if aggregate == "ensemble" else pair_null)(phi, rho, num_null, gen).numpy()
+        null = (split_half_null if aggregate == "ensemble" else pair_null)(phi, rho, num_null, gen, backend).numpy()
         floor = np.median(null, 0)
         dec = decide(score, null, alpha, family=exact, n_eff=n_eff)  # G_obs: exactly liftable candidates
         approx = decide(score, null, alpha, n_eff=n_eff)  # same rule, every candidate under its best lift
@@ -323,7 +326,7 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
     return rows
 
 
-def _sweep_null(phi, rho, num_draws, gen):
+def _sweep_null(phi, rho, num_draws, gen, backend="auto"):
     """Spectrum-matched null of the sweep: scores [E] of the lifts on Q^T Phi_bar Q, Q Haar-orthogonal.
 
     A conjugate by a random orthogonal Q keeps the seed-mean observable's spectrum and removes
@@ -333,4 +336,4 @@ def _sweep_null(phi, rho, num_draws, gen):
     d = mean.shape[0]
     qs, _ = torch.linalg.qr(torch.randn(num_draws, d, d, generator=gen, dtype=mean.dtype))
     conj = qs.transpose(-1, -2) @ mean @ qs
-    return scores(conj, rho).mean(0)
+    return scores(conj, rho, backend).mean(0)

@@ -169,15 +169,15 @@ class Readout:
         return out
 
     def plot_heatmap(self, path=None, axes=None):
-        """The decision per (shape, element) and encoding (`symfast.readout.plots.heatmap`; O(3) candidates:
-        `symfast.readout.plots3d.score_heatmap`); returns the figure."""
+        """The decision per (shape, element) and encoding (`symfast.readout.plots.plot_heatmap`; O(3) candidates:
+        `symfast.readout.plots3d.plot_score_heatmap`); returns the figure."""
         if self.dim == 3:  # O(3) elements: ~144 columns
-            from symfast.readout.plots3d import score_heatmap
+            from symfast.readout.plots3d import plot_score_heatmap
 
-            return score_heatmap(self.table, path)
-        from symfast.readout.plots import heatmap
+            return plot_score_heatmap(self.table, path)
+        from symfast.readout.plots import plot_heatmap
 
-        return heatmap(self.table, path, axes=axes)
+        return plot_heatmap(self.table, path, axes=axes)
 
     def plot_sweep(self, path=None, axes=None):
         """Score and lift residual against rotation angle, per encoding, with the decision threshold of
@@ -185,6 +185,6 @@ class Readout:
         if self.sweep.empty:
             raise ValueError("this readout has no rotation sweep (it was read with sweep=0); "
                              "read again with sweep=360 (or any positive number of angles) to plot it")
-        from symfast.readout.plots import sweep_curves
+        from symfast.readout.plots import plot_sweep_curves
 
-        return sweep_curves(self.sweep, path, axes=axes, table=self.table)
+        return plot_sweep_curves(self.sweep, path, axes=axes, table=self.table)

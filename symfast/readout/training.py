@@ -13,7 +13,7 @@ agrees with it trained alone to about 1e-7 relative (float32, 100 steps,
 reference backend) and 1e-15 (float64, fused CPU); runs with the same batch
 are bit-identical.
 
-Returns an `Ensemble` (see `symfast.nn.fields` for the data model) whose
+Returns an `Ensemble` (see `symfast.nn.ensemble` for the data model) whose
 members carry the Shape objects they were fitted to.
 
 Checkpoints (`checkpoint=path`) hold parameters, Adam state, per-model generator
@@ -36,7 +36,8 @@ import torch
 from symfast._io import atomic_save, safe_load, sigint_deferred
 from symfast._progress import Progress, reporter
 from symfast.nn.encodings import FourierPE
-from symfast.nn.fields import Ensemble, init_weights
+from symfast.nn.ensemble import Ensemble
+from symfast.nn.fields import init_weights
 from symfast.ops import _dispatch
 from symfast.ops.fourier_mlp import ACTIVATIONS, fourier_mlp_eikonal_step, fourier_mlp_train_step, resolve_backend
 from symfast.shapes import Shape, by_name, samplers

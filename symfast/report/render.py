@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from symfast._optional import require
 from symfast.report.claim import TESTED, VERDICTS, verdict_counts
 from symfast.report.figures import FigureStore
 
@@ -235,9 +236,8 @@ def render_markdown(title: str, details: dict, claims: list, sections: list, bas
 
 def _markdown():
     """A CommonMark renderer with tables; raw HTML passes (the report's own <details> blocks)."""
-    from markdown_it import MarkdownIt
-
-    return MarkdownIt("commonmark", {"html": True}).enable("table")
+    markdown_it = require("markdown_it", "report.html")
+    return markdown_it.MarkdownIt("commonmark", {"html": True}).enable("table")
 
 
 _CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.45}"

@@ -14,6 +14,9 @@ Schur form of the linearisation there (`fixedpoints`), and the whole study, sett
 (`study`: `SchurSettings` -> `schur_study` -> `SchurStudy`)
 ("Task-Restricted Symmetries in Recurrent Weight Space", arXiv 2606.18457).
 """
+from symfast._optional import require as _require
+
+_require("pandas", "the Schur study (its tables)")  # one line naming the extra, before its modules import it
 from symfast.schur import controls, families, fixedpoints, invariant, nearcut, orderings, paper, rnn, subspace
 from symfast.schur.ablation import rollout_distance, schur_ablation
 from symfast.schur.ablation import summarize as schur_ablation_summary

@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from symfast._progress import Progress, reporter
 from symfast.ops.rnn_rollout import rnn_rollout
 from symfast.schur.rnn.tasks import EVAL_SEED, Copy, Task, fvu
 from symfast.schur.blocks import (NOOP_C, SUBSETS, ablate, departure_from_normality, noop_tolerance, schur_blocks,
@@ -140,7 +141,7 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
                    n_random: int = 4, seed: int = 0, refit: bool = False, ridge: float = 1e-3,
                    margin: float = 0.01, tie_tol: float = 1e-9, epsilon: float = EPSILON,
                    backend: str = "auto", n_orders: int = 8, detail_alphas=None,
-                   noop_c: float = NOOP_C) -> pd.DataFrame:
+                   noop_c: float = NOOP_C, progress: Progress = False) -> pd.DataFrame:
     """All 8 Schur block ablations of `model` on `task`, with orderings, invariant variants and controls.
 
     Args:
@@ -159,6 +160,8 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
         n_orders: random within-sector orders beside the modulus and reversed orders (>= 0).
         detail_alphas: the alphas at which the orderings and the pattern controls run (None: all).
         noop_c: safety factor of the no-op tolerance (`blocks.noop_tolerance`).
+        progress: False (default), True (a tqdm bar over the alphas) or a callable given a line
+            about every tenth of them (`symfast._progress`).
 
     Returns:
         pandas DataFrame, one row per (alpha, subset); see the module docstring.
@@ -186,6 +189,7 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
     is_copy = isinstance(task, Copy)
     S = len(SUBSETS)
     rows = []
+    bar = reporter(progress, "symfast.schur").bar(len(alphas), "schur ablation", unit="alpha")
     for a in alphas:
         sb = schur_blocks(W, alpha=a, tie_tol=tie_tol, margin=margin)
         W_ab, mass = ablate(sb, SUBSETS)
@@ -268,6 +272,8 @@ def schur_ablation(model, task: Task, alpha=0.9, n_eval: int = 256, eval_seed: i
                 Vr = _ridge_readout(hs_fit[k], yf, mf, ridge)
                 row["fvu_refit"] = float(fvu((hs_ev[k] @ Vr.T).double(), y.double(), m))
             rows.append(row)
+        bar.update()
+    bar.close()
     return pd.DataFrame(rows)
 
 

@@ -7,6 +7,10 @@ a PNG when `path` is given; returns the figure; never changes the matplotlib bac
 """
 from __future__ import annotations
 
+from symfast._optional import require
+
+require("matplotlib", "plotting")  # before the matplotlib imports below: one line naming the extra
+
 import math
 
 import numpy as np
@@ -15,11 +19,18 @@ from matplotlib.colors import LogNorm
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from symfast._deprecation import renamed
 from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
 from symfast.schur.blocks import BLOCKS
 
-__all__ = ["ablation_figure", "schur_form", "stabilisers", "predictors", "loss_curves", "noop_line", "NORMAL_TOL",
-           "OKABE_ITO", "spectra_and_masses", "copy_family"]
+__all__ = ["plot_ablation", "plot_schur_form", "plot_stabilisers", "plot_predictors", "plot_loss_curves", "noop_line",
+           "NORMAL_TOL", "OKABE_ITO", "plot_spectra_and_masses", "plot_copy_family"]
+
+# Old names (before the plot_ prefix every figure function now has), still answered with a warning.
+__getattr__ = renamed(globals(), {"ablation_figure": "plot_ablation", "schur_form": "plot_schur_form",
+                                     "spectra_and_masses": "plot_spectra_and_masses",
+                                     "stabilisers": "plot_stabilisers", "predictors": "plot_predictors",
+                                     "loss_curves": "plot_loss_curves", "copy_family": "plot_copy_family"})
 
 NORMAL_TOL = 1e-10  # ||N|| / ||T|| below this: W is normal to rounding, every ablation removes nothing
 ROW_HEIGHT = 3.4  # inches per (task, construction, H) row of the ablation figure: ~410 px, well under a screen
@@ -82,8 +93,8 @@ def _sector_note(facts: pd.DataFrame, H: int, alpha: float) -> str:
     return note
 
 
-def ablation_figure(raw: pd.DataFrame, spectra: dict, alpha: float, facts: pd.DataFrame | None = None,
-                    path=None, fig=None):
+def plot_ablation(raw: pd.DataFrame, spectra: dict, alpha: float, facts: pd.DataFrame | None = None,
+                  path=None, fig=None):
     """Per (task, construction, H): block-ablation effects for every alpha with intervals over seeds,
     next to the equal-norm random control, and all seeds' eigenvalues with the sector cuts.
 
@@ -215,7 +226,7 @@ def _eigen_panel(ax, spectra: list, alpha: float, alphas: list, name: str) -> No
     legend_outside(ax, handles=handles)
 
 
-def schur_form(blocks: dict, path=None, axes=None):
+def plot_schur_form(blocks: dict, path=None, axes=None):
     """|entries| of the ordered real Schur form T per model, with the line between the R and C sectors.
 
     Args:
@@ -270,7 +281,7 @@ def schur_form(blocks: dict, path=None, axes=None):
     return finish(fig, path, created)
 
 
-def spectra_and_masses(groups: dict, alpha: float, path=None, fig=None, per_row: int = 4):
+def plot_spectra_and_masses(groups: dict, alpha: float, path=None, fig=None, per_row: int = 4):
     """Eigenvalues and coupling-block masses of the ablated matrix, one column per model group, so
     families (tanh RNN, linear SSM, GRU and LSTM gates) can be compared side by side.
 
@@ -291,7 +302,7 @@ def spectra_and_masses(groups: dict, alpha: float, path=None, fig=None, per_row:
     import matplotlib.pyplot as plt
 
     if not groups:
-        raise ValueError("spectra_and_masses needs at least one model group")
+        raise ValueError("plot_spectra_and_masses needs at least one model group")
     labels = list(groups)
     ncol = min(per_row, len(labels))
     nrow = math.ceil(len(labels) / ncol)
@@ -338,7 +349,7 @@ def spectra_and_masses(groups: dict, alpha: float, path=None, fig=None, per_row:
     return finish(fig, path, created)
 
 
-def stabilisers(raw: pd.DataFrame, path=None, ax=None):
+def plot_stabilisers(raw: pd.DataFrame, path=None, ax=None):
     """Fraction of seeds where each ablation is an eps-stabiliser, per model group, subset and alpha.
 
     Args:
@@ -385,7 +396,7 @@ def stabilisers(raw: pd.DataFrame, path=None, ax=None):
     return finish(fig, path, created)
 
 
-def predictors(proj: pd.DataFrame, pred: pd.DataFrame, path=None, axes=None):
+def plot_predictors(proj: pd.DataFrame, pred: pd.DataFrame, path=None, axes=None):
     """Spearman correlation of ΔFVU with each damage predictor, and the scatter behind each.
 
     Args:
@@ -430,7 +441,7 @@ def predictors(proj: pd.DataFrame, pred: pd.DataFrame, path=None, axes=None):
     return finish(fig, path, created)
 
 
-def loss_curves(losses: dict, path=None, ax=None, window: int = 16):
+def plot_loss_curves(losses: dict, path=None, ax=None, window: int = 16):
     """Training loss per configuration: median over seeds of a running mean, band = min to max.
 
     Args:
@@ -462,7 +473,7 @@ def loss_curves(losses: dict, path=None, ax=None, window: int = 16):
     return finish(fig, path, created)
 
 
-def copy_family(pattern: pd.DataFrame, seeds: str = "all", path=None, ax=None):
+def plot_copy_family(pattern: pd.DataFrame, seeds: str = "all", path=None, ax=None):
     """The paper's copy pattern per copy definition: replay accuracy after -T_CC (lowest over the
     within-sector orderings) and after -T_C->R, mean and 95% interval over converged models, with
     the two thresholds of `symfast.schur.copy_family.pattern_verdict` and each setting's verdict.

@@ -21,11 +21,11 @@ def _calls(ens, r):
     """(name, function of (path, axes) -> figure, number of axes it draws into)."""
     n_panels = len(set(zip(r.table["pe"], r.table["observable"])))
     return [
-        ("heatmap", lambda p, a: plots.heatmap(r.table, p, axes=a), n_panels),
-        ("sweep", lambda p, a: plots.sweep_curves(r.sweep, p, axes=a), r.sweep["pe"].nunique()),
-        ("summary", lambda p, a: plots.sweep_summary(r.summary(), p, ax=a[0] if a else None), 1),
-        ("fields", lambda p, a: plots.zero_level_sets([ens], p, axes=a), 2),
-        ("loss", lambda p, a: plots.loss_curves([ens], p, ax=a[0] if a else None), 1),
+        ("heatmap", lambda p, a: plots.plot_heatmap(r.table, p, axes=a), n_panels),
+        ("sweep", lambda p, a: plots.plot_sweep_curves(r.sweep, p, axes=a), r.sweep["pe"].nunique()),
+        ("summary", lambda p, a: plots.plot_sweep_summary(r.summary(), p, ax=a[0] if a else None), 1),
+        ("fields", lambda p, a: plots.plot_zero_level_sets([ens], p, axes=a), 2),
+        ("loss", lambda p, a: plots.plot_loss_curves([ens], p, ax=a[0] if a else None), 1),
     ]
 
 
@@ -48,7 +48,7 @@ def test_heatmap_marks_the_decision_level_and_hidden_true_symmetries(result):
     from matplotlib.patches import Rectangle
 
     _, r = result
-    fig = plots.heatmap(r.table)
+    fig = plots.plot_heatmap(r.table)
     try:
         ax = fig.axes[0]
         hatched = [p for p in ax.patches if isinstance(p, Rectangle) and p.get_hatch()]
@@ -64,7 +64,7 @@ def test_heatmap_marks_the_decision_level_and_hidden_true_symmetries(result):
 
 def test_sweep_legend_names_the_lift_residual(result):
     _, r = result
-    fig = plots.sweep_curves(r.sweep)
+    fig = plots.plot_sweep_curves(r.sweep)
     try:
         labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
         assert any("lift residual" in s for s in labels)
@@ -76,4 +76,4 @@ def test_heatmap_rejects_a_table_without_decisions():
     import pandas as pd
 
     with pytest.raises(ValueError, match="lacks columns"):
-        plots.heatmap(pd.DataFrame({"shape": ["square"], "pe": ["dyadic"]}))
+        plots.plot_heatmap(pd.DataFrame({"shape": ["square"], "pe": ["dyadic"]}))

@@ -29,7 +29,7 @@ def _table3d() -> pd.DataFrame:
 
 
 def test_heatmap3d_groups_columns_by_block_and_class_with_p_value_colours():
-    fig = plots3d.score_heatmap(_table3d())
+    fig = plots3d.plot_score_heatmap(_table3d())
     try:
         ax = fig.axes[0]
         labels = [t.get_text() for t in ax.get_xticklabels()]
@@ -49,14 +49,14 @@ def test_fitted_fields_without_zero_crossing_are_flagged():
     ens = sf.fit_sdf(["cube"], sf.DyadicAxisPE(K=2, dim=3), seeds=1, hidden=(8,), steps=1, points=16, progress=False)
     with torch.no_grad():
         ens.biases[-1] += 100.0  # f > 0 everywhere: no surface to draw
-    fig = plots3d.sdf_slices(ens, resolution=12)
+    fig = plots3d.plot_sdf_slices(ens, resolution=12)
     try:
         texts = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert texts == ["no zero crossing\n(f > 0 everywhere)"]  # the fitted panel only, not the true one
     finally:
         plt.close(fig)
 
-    from symfast.readout.plots import zero_level_sets
+    from symfast.readout.plots import plot_zero_level_sets as zero_level_sets
 
     ens2 = sf.fit_sdf(["square"], sf.DyadicAxisPE(K=2), seeds=2, hidden=(4,), steps=1, points=16, progress=False)
     with torch.no_grad():

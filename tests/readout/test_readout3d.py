@@ -279,16 +279,16 @@ def test_plots3d_figures_and_fallback_without_scikit_image(tmp_path, monkeypatch
 
     backend = matplotlib.get_backend()
     ens = sf.fit_sdf(["cube"], sf.DyadicAxisPE(K=2, dim=3), seeds=2, hidden=(8,), steps=2, points=32, progress=False)
-    fig = plots3d.sdf_slices(ens, z=(0.0, 0.3), resolution=16)
+    fig = plots3d.plot_sdf_slices(ens, z=(0.0, 0.3), resolution=16)
     assert len(fig.axes) == 2 * 3 * 2  # 2 slices x (true, fitted, difference), each with a colour bar
     if plots3d.HAVE_SKIMAGE:
-        assert len(plots3d.level_sets(ens, resolution=12).axes) == 2
+        assert len(plots3d.plot_level_sets(ens, resolution=12).axes) == 2
     monkeypatch.setattr(plots3d, "HAVE_SKIMAGE", False)
     with pytest.warns(UserWarning, match="scikit-image"):  # no substitute figure under the level sets' name
-        assert plots3d.level_sets(ens, resolution=12, path=tmp_path / "fallback.png") is None
+        assert plots3d.plot_level_sets(ens, resolution=12, path=tmp_path / "fallback.png") is None
     assert not (tmp_path / "fallback.png").exists()
     with pytest.raises(ValueError, match="3D fields"):
-        plots3d.level_sets(sf.fit_sdf(["square"], sf.DyadicAxisPE(K=2), seeds=1, hidden=(4,), steps=1, points=8,
+        plots3d.plot_level_sets(sf.fit_sdf(["square"], sf.DyadicAxisPE(K=2), seeds=1, hidden=(4,), steps=1, points=8,
                                       progress=False))
     assert matplotlib.get_backend() == backend
     matplotlib.pyplot.close("all")

@@ -154,8 +154,8 @@ def test_copy_family_figure(tmp_path):
     pat = pattern_table({"cyclic_L8_K8": _runs(cr, {s: True for s in cr}),
                          "once_L32_K8": _runs(cr, {s: False for s in cr})}, split=3)
     path = tmp_path / "f.png"
-    fig = plots.copy_family(pat, "3-5", path)
+    fig = plots.plot_copy_family(pat, "3-5", path)
     assert path.stat().st_size > 0 and [t.get_text().split("\n")[0] for t in fig.axes[0].get_xticklabels()] == [
         "cyclic L8 K8", "once L32 K8"]
     with pytest.raises(ValueError, match="no rows for the seed set 'x'"):
-        plots.copy_family(pat, "x")
+        plots.plot_copy_family(pat, "x")

@@ -56,12 +56,12 @@ def _calls():
     """(name, draw(path, fig) -> figure, layout of the axes it draws into or None for a whole figure)."""
     proj = _proj()
     return [
-        ("ablation", lambda p, f, a: plots.ablation_figure(_raw(), _spectra(), 0.9, _facts(), p, fig=f), None),
-        ("T", lambda p, f, a: plots.schur_form(_T(), p, axes=a), 2),
-        ("stabilisers", lambda p, f, a: plots.stabilisers(_raw(), p, ax=a[0] if a else None), 1),
-        ("predictors", lambda p, f, a: plots.predictors(proj, damage_predictors(proj, n_boot=20), p, axes=a),
+        ("ablation", lambda p, f, a: plots.plot_ablation(_raw(), _spectra(), 0.9, _facts(), p, fig=f), None),
+        ("T", lambda p, f, a: plots.plot_schur_form(_T(), p, axes=a), 2),
+        ("stabilisers", lambda p, f, a: plots.plot_stabilisers(_raw(), p, ax=a[0] if a else None), 1),
+        ("predictors", lambda p, f, a: plots.plot_predictors(proj, damage_predictors(proj, n_boot=20), p, axes=a),
          len(PREDICTORS) + 1),
-        ("loss", lambda p, f, a: plots.loss_curves({"flipflop / orthogonal": [np.linspace(1, 0.1, 50)] * 2}, p,
+        ("loss", lambda p, f, a: plots.plot_loss_curves({"flipflop / orthogonal": [np.linspace(1, 0.1, 50)] * 2}, p,
                                                    ax=a[0] if a else None), 1),
     ]
 
@@ -85,7 +85,7 @@ def test_schur_plot_draws_into_given_axes_and_writes_file(tmp_path, no_backend_s
 
 
 def test_ablation_figure_states_no_ops_cuts_and_every_alpha():
-    fig = plots.ablation_figure(_raw(), _spectra(), 0.9, _facts())
+    fig = plots.plot_ablation(_raw(), _spectra(), 0.9, _facts())
     try:
         texts = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
         assert "C sector empty" in texts  # n_R = H
@@ -127,7 +127,7 @@ def test_stabilisers_use_categorical_colour_blind_safe_colours():
                                np.where(r["seed"] == seeds[0], "eps-stabiliser", "fragile"))  # 1 of 2 seeds
     first = r.index[r["stabiliser"] != "no-op"][:2]
     r.loc[r.index.isin(first) & (r["seed"] != seeds[0]), "stabiliser"] = "eps-stabiliser"
-    fig = plots.stabilisers(r)
+    fig = plots.plot_stabilisers(r)
     try:
         ax = fig.axes[0]
         legend = {t.get_text(): to_hex(p.get_facecolor()) for t, p in zip(ax.get_legend().get_texts(),
@@ -141,7 +141,7 @@ def test_stabilisers_use_categorical_colour_blind_safe_colours():
 
 
 def test_spectra_and_masses_bars_are_the_seed_means_of_each_block(tmp_path):
-    from symfast.schur.plots import spectra_and_masses
+    from symfast.schur.plots import plot_spectra_and_masses as spectra_and_masses
 
     ev = np.array([0.9 + 0.1j, 0.9 - 0.1j, 0.2])
     groups = {"a": [(ev, 0.91, {"T_RR": 0.1, "T_C->R": 0.3, "T_CC": 0.0}),

@@ -14,7 +14,7 @@ import torch
 
 from symfast._io import atomic_write_bytes
 from symfast._progress import Progress, reporter
-from symfast.nn.fields import Ensemble
+from symfast.nn.ensemble import Ensemble
 from symfast.readout.observables import observable, scores
 from symfast.readout.readout import _lifts, default_candidates, readout
 from symfast.readout.sweeps.spec import Batch, SweepSpec, make_encoding

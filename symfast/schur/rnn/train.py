@@ -12,6 +12,8 @@ rounding only, and checkpoints of either engine resume under the other.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from symfast._progress import Progress, reporter
@@ -35,16 +37,19 @@ def evaluate(model: TanhRNN, task: Task, batch: int = 256, seed: int = EVAL_SEED
 
 
 def train(task: Task, n_hidden: int = 64, recurrent: str = "orthogonal", cfg: TrainConfig | None = None,
-          checkpoint: str | None = None, progress: Progress = False) -> TanhRNN:
-    """Train one TanhRNN on `task` (seed cfg.seed); see `train_seeds`.
+          checkpoint: str | None = None, progress: Progress = False, seed: int | None = None) -> TanhRNN:
+    """Train one TanhRNN on `task`; see `train_seeds` for several (seeds=, a count or a list).
 
     Args:
         task: a Task instance. n_hidden: H. recurrent: construction (see TanhRNN).
         cfg: TrainConfig (default: the paper's budget, 30 x 128 batches).
         checkpoint: path of a .pt file rewritten at the end of every epoch.
         progress: False (default), True (a tqdm bar) or a callable given progress lines.
+        seed: the model's seed (default cfg.seed); given, it replaces cfg.seed.
     """
     cfg = cfg or TrainConfig()
+    if seed is not None:
+        cfg = dataclasses.replace(cfg, seed=seed)
     return train_seeds(task, [cfg.seed], n_hidden, recurrent, cfg,
                        checkpoints=None if checkpoint is None else [checkpoint], progress=progress)[0]
 
@@ -58,10 +63,12 @@ def train_seeds(task: Task, seeds, n_hidden: int = 64, recurrent: str = "orthogo
     trains them one after another on torch.nn.RNN (its C++ time loop).
 
     Args:
-        seeds: list of ints (cfg.seed is ignored).
+        seeds: a count n (seeds 0..n-1) or a list of ints (cfg.seed is ignored).
         checkpoints: optional list of paths, one per seed, rewritten every epoch.
     """
-    seeds = list(seeds)
+    if isinstance(seeds, bool) or (isinstance(seeds, int) and seeds < 1):
+        raise ValueError(f"seeds must be a positive count or a list of ints, got {seeds!r}")
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     return train_many(task, seeds, [n_hidden] * len(seeds), [recurrent] * len(seeds), cfg, checkpoints, progress)
 
 
