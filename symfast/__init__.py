@@ -34,7 +34,8 @@ _NAMES = {
                      "rotation", "rotation_sweep"], "symfast.groups"),
     **dict.fromkeys(["DyadicAxisPE", "Ensemble", "FourierPE", "MultiAxisPE", "RandomFourierPE", "TriAxisPE"],
                     "symfast.nn"),
-    **dict.fromkeys(["fourier_mlp", "fourier_mlp_train_step"], "symfast.ops.fourier_mlp"),
+    **dict.fromkeys(["fourier_mlp", "fourier_mlp_train_step", "fourier_mlp_jet", "fourier_mlp_eikonal_step"],
+                   "symfast.ops.fourier_mlp"),
     **dict.fromkeys(["OrderedSchur", "ordered_schur", "ordschur"], "symfast.ops.ordered_schur"),
     "samplers": "symfast.shapes",
     **dict.fromkeys(["Readout", "fit_sdf", "sweeps"], "symfast.readout"),
@@ -96,5 +97,5 @@ __all__ = [
     "SchurSettings", "SchurStudy", "schur_study",
     "recover_latent_actions", "matching_scores", "identifiable_submodel", "project_equivariant",
     "LatentActions", "LayerAction", "GroupActions", "MatchingScores",
-    "fourier_mlp", "fourier_mlp_train_step",
+    "fourier_mlp", "fourier_mlp_train_step", "fourier_mlp_jet", "fourier_mlp_eikonal_step",
 ]

@@ -14,7 +14,8 @@ PUBLIC = {
                 "rotation_sweep", "orthogonal_group", "ordered_schur", "ordschur", "OrderedSchur", "schur_ablation",
                 "schur_ablation_summary", "SchurSettings", "SchurStudy", "schur_study", "recover_latent_actions", "matching_scores", "MatchingScores",
                 "identifiable_submodel", "project_equivariant", "LatentActions", "LayerAction", "GroupActions",
-                "fourier_mlp", "fourier_mlp_train_step", "cpp_available", "__version__",
+                "fourier_mlp", "fourier_mlp_train_step", "fourier_mlp_jet", "fourier_mlp_eikonal_step", "cpp_available",
+                "__version__",
                 "shapes", "o3", "nn", "rnn", "samplers", "sweeps", "groups"],
     "symfast.shapes": ["Shape", "circle", "square", "rectangle", "ellipse", "regular_polygon", "triangle", "pentagon",
                        "hexagon", "star", "polygon", "by_name", "NAMES", "NAMES_3D", "sphere", "box", "cube",
@@ -162,7 +163,7 @@ def test_bad_thresholds_and_empty_candidates_are_clear_errors():
 # random stream (null draws, controls, check inputs).
 SIGNATURES = {
     "symfast.fit_sdf": ["shapes", "pe", "seeds", "hidden", "activation", "steps", "points", "lr", "device", "backend",
-                        "sampler", "radius", "dtype", "checkpoint", "checkpoint_every", "progress"],
+                        "sampler", "radius", "dtype", "checkpoint", "checkpoint_every", "progress", "eikonal", "normals"],
     "symfast.readout": ["ensembles", "candidates", "observable", "aggregate", "sweep", "num_null", "seed", "alpha",
                         "sweep_axis", "shapes", "backend", "progress"],
     "symfast.schur_ablation": ["model", "task", "alpha", "n_eval", "eval_seed", "n_random", "seed", "refit", "ridge",

@@ -12,6 +12,7 @@ where one exists, `triton.py`. Backend names and resolution ("auto", "cpu", "tri
     op folder          torch.ops.symfast.*                                C++ kernel              Triton
     fourier_features   fourier_features                                   fourier_features.cpp    -
     fourier_mlp        fourier_mlp, fourier_mlp_backward, _train_step     fourier_mlp.cpp (+impl) triton.py
+                       fourier_mlp_jet, _jet_backward, _eikonal_step      (+ jet impl)            -
     gram               gram                                               gram.cpp                -
     gram_scores        gram_scores, gram_scores_blockperm                 gram_scores.cpp         triton.py
     rnn_rollout        rnn_rollout                                        rnn_rollout.cpp         triton.py
@@ -31,7 +32,8 @@ from torch._ops import _OpNamespace
 
 # torch.ops.symfast.<op> -> the op folder that registers it
 OPS = {"fourier_features": "fourier_features",
-       **dict.fromkeys(["fourier_mlp", "fourier_mlp_backward", "fourier_mlp_train_step"], "fourier_mlp"),
+       **dict.fromkeys(["fourier_mlp", "fourier_mlp_backward", "fourier_mlp_train_step", "fourier_mlp_jet",
+                        "fourier_mlp_jet_backward", "fourier_mlp_eikonal_step"], "fourier_mlp"),
        "gram": "gram", **dict.fromkeys(["gram_scores", "gram_scores_blockperm"], "gram_scores"),
        "rnn_rollout": "rnn_rollout", **dict.fromkeys(["rnn_train_step", "rnn_train_loss"], "rnn_train"),
        **dict.fromkeys(["ordered_schur", "ordschur"], "ordered_schur"),
