@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import sys
+import signal
 
+from symfast import _interrupt as interrupt
 from symfast import commands
 from symfast._version import __version__
-from symfast.commands.runner import Parser, command_parser, execute
+from symfast.commands.runner import INTERRUPTED, Parser, command_parser, execute
 
 def _command_modules():
     """The modules of `symfast.commands` that define a command (a NAME, add_arguments and run)."""
@@ -37,9 +38,25 @@ def build_parser() -> Parser:
 
 
 def main(argv=None) -> int:
+    """Run `symfast ARGV` in this process; the exit status (130 after a Ctrl-C)."""
     args = build_parser().parse_args(argv)
     return execute(args, args.command)
 
 
+def run() -> None:
+    """The `symfast` program: `main` on sys.argv, then the end of the process, where a Ctrl-C during
+    shutdown (atexit callbacks, finalisers) still ends it with 130 and one line instead of being lost."""
+    name = "symfast"
+    try:
+        with interrupt.watch():
+            args = build_parser().parse_args()
+            name = f"symfast {args.command}"
+            status = execute(args, args.command)
+            interrupt.exit_process(status, f"{name}: interrupted")
+    except KeyboardInterrupt:  # between the command's end and the last handler: ignore more, say it once
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        interrupt.exit_process(INTERRUPTED, f"{name}: interrupted", report=True)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
