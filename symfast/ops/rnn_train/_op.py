@@ -137,6 +137,7 @@ _dispatch.register_kernels(rnn_train_step_op, _step_reference, {"cpu": _step_cpu
 
 @rnn_train_step_op.register_fake
 def _(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend):
+    _checks.backend("rnn_train_step", backend)
     B, H, S, _, _, _ = validate(W, U, V, x, targets, mask, h0, widths, values=False)
     cf = torch.contiguous_format
     return [x.new_empty(B), torch.empty_like(W, memory_format=cf), torch.empty_like(U, memory_format=cf),
@@ -180,6 +181,7 @@ _dispatch.register_kernels(rnn_train_loss_op, _loss_reference, {"cpu": _loss_cpu
 
 @rnn_train_loss_op.register_fake
 def _(W, U, V, x, targets, mask, h0, widths, backend):
+    _checks.backend("rnn_train_loss", backend)
     B = validate(W, U, V, x, targets, mask, h0, widths, values=False)[0]
     return x.new_empty(B)
 
