@@ -10,8 +10,11 @@
 // do not depend on the thread count.
 // Reference: symfast/ops/rnn_rollout/reference.py (PyTorch loop).
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common.h"
@@ -33,14 +36,24 @@ constexpr int TILE = 16;  // batch rows per task
 
 namespace {
 
+// A size as the loops' int: sizes arrive as 64-bit, and one above 2^31 - 1 - 32 (the padded width) would
+// be truncated by a cast; refused instead, naming the size.
+int checked_size(py::ssize_t n, const char* what) {
+  if (n < 0 || n > (py::ssize_t)INT_MAX - CW)
+    throw std::invalid_argument(std::string("rnn_rollout: ") + what + " = " + std::to_string(n) +
+                                " exceeds the kernel's 32-bit sizes (at most " + std::to_string(INT_MAX - CW) + ")");
+  return (int)n;
+}
+
 template <typename T>
 py::tuple rnn_rollout(carray<T> W, carray<T> ux, carray<T> V, carray<T> h0, bool return_hidden, int num_threads) {
   check_ndim(W, 3, "W");
   check_ndim(ux, 3, "ux");
   check_ndim(V, 2, "V");
   check_ndim(h0, 2, "h0");
-  const int A = (int)W.shape(0), H = (int)W.shape(1), B = (int)ux.shape(0), Tn = (int)ux.shape(1);
-  const int O = (int)V.shape(0);
+  const int A = checked_size(W.shape(0), "A (W.shape[0])"), H = checked_size(W.shape(1), "H (W.shape[1])");
+  const int B = checked_size(ux.shape(0), "B (ux.shape[0])"), Tn = checked_size(ux.shape(1), "T (ux.shape[1])");
+  const int O = checked_size(V.shape(0), "O (V.shape[0])");
   if (W.shape(2) != H) throw std::invalid_argument("W must be [A, H, H]");
   if (ux.shape(2) != H) throw std::invalid_argument("ux must be [B, T, H]");
   if (V.shape(1) != H) throw std::invalid_argument("V must be [O, H]");
@@ -52,6 +65,7 @@ py::tuple rnn_rollout(carray<T> W, carray<T> ux, carray<T> V, carray<T> h0, bool
   T* yp = Y.mutable_data();
   T* hsp = return_hidden ? Hs.mutable_data() : nullptr;
   const int ntile = (B + TILE - 1) / TILE;
+  if ((int64_t)A * ntile > INT_MAX) throw std::invalid_argument("rnn_rollout: A x ceil(B / 16) tasks exceed 2^31 - 1");
   const Isa which = resolve_isa("auto");
   {
     py::gil_scoped_release release;

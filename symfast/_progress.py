@@ -14,6 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Callable, Union
 
+from symfast._interrupt import check
+
 __all__ = ["Progress", "reporter", "Reporter"]
 
 Progress = Union[bool, Callable[[str], None], None]
@@ -37,6 +39,7 @@ class Reporter:
         return self.enabled
 
     def __call__(self, message: str) -> None:
+        check()  # a Ctrl-C a finaliser swallowed is raised here (symfast._interrupt)
         if self.progress is True:
             self.log.info(message)
         elif self.enabled:
@@ -47,8 +50,22 @@ class Reporter:
         if self.progress is True:
             from tqdm.auto import tqdm
 
-            return tqdm(total=total, initial=initial, desc=desc, unit=unit, leave=False)
+            return _Checked(tqdm(total=total, initial=initial, desc=desc, unit=unit, leave=False))
         return _Lines(self.progress if self.enabled else None, total, desc, initial)
+
+
+class _Checked:
+    """A tqdm bar whose updates raise a Ctrl-C a finaliser swallowed (symfast._interrupt)."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def update(self, n: int = 1):
+        check()
+        return self.bar.update(n)
+
+    def __getattr__(self, name):
+        return getattr(self.bar, name)
 
 
 class _Lines:
@@ -60,6 +77,7 @@ class _Lines:
         self._last = self.n
 
     def update(self, n: int = 1) -> None:
+        check()
         self.n += n
         if self.fn is not None and (self.n - self._last >= self.step or self.n == self.total):
             self._last = self.n

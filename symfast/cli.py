@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import signal
 import sys
 
+from symfast import _interrupt as interrupt
 from symfast import commands
 from symfast._optional import MissingExtra, require
 from symfast._version import __version__
-from symfast.commands.runner import Parser, command_parser, execute
+from symfast.commands.runner import INTERRUPTED, Parser, command_parser, execute
+
 
 def _command_modules():
     """The modules of `symfast.commands` that define a command (a NAME, add_arguments and run)."""
@@ -37,16 +40,44 @@ def build_parser() -> Parser:
     return parser
 
 
-def main(argv=None) -> int:
-    try:  # the studies' tables and figures: one line naming the extra when either is missing
+def _missing_extra() -> str | None:
+    """The one line naming the extra to install when the studies' tables or figures cannot be made."""
+    try:
         require("pandas", "the symfast command line")
         require("matplotlib", "the symfast command line (its figures)")
     except MissingExtra as e:
-        print(f"symfast: error: {e}", file=sys.stderr)
+        return f"symfast: error: {e}"
+    return None
+
+
+def main(argv=None) -> int:
+    """Run `symfast ARGV` in this process; the exit status (130 after a Ctrl-C)."""
+    missing = _missing_extra()
+    if missing:
+        print(missing, file=sys.stderr)
         return 2
     args = build_parser().parse_args(argv)
     return execute(args, args.command)
 
 
+def run() -> None:
+    """The `symfast` program: `main` on sys.argv, then the end of the process, where a Ctrl-C during
+    shutdown (atexit callbacks, finalisers) still ends it with 130 and one line instead of being lost."""
+    name = "symfast"
+    missing = _missing_extra()
+    if missing:
+        print(missing, file=sys.stderr)
+        sys.exit(2)
+    try:
+        with interrupt.watch():
+            args = build_parser().parse_args()
+            name = f"symfast {args.command}"
+            status = execute(args, args.command)
+            interrupt.exit_process(status, f"{name}: interrupted")
+    except KeyboardInterrupt:  # between the command's end and the last handler: ignore more, say it once
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        interrupt.exit_process(INTERRUPTED, f"{name}: interrupted", report=True)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -28,6 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -42,7 +43,7 @@ F32, F64, I64 = torch.float32, torch.float64, torch.int64
 # argument's name to (constrained dims, free ndim?, accepted dtypes, values that must be refused?).
 # The last is one kind or a tuple of kinds: True (NaN/Inf), "cpu" (NaN/Inf, C++ kernel only),
 # "index" (an entry out of range), "permutation" (a row that repeats an index in range),
-# "sign" (a finite entry other than +-1).
+# "sign" (a finite entry other than +-1), "huge" (finite entries scaled by 1e300).
 
 def _mlp_args(r: random.Random, dtype, need=None):
     B, N, D, m = r.randint(1, 3), r.randint(1, 40), r.choice([2, 3]), r.randint(1, 4)
@@ -192,7 +193,7 @@ def match_signed_lifts(r):
 def ordered_schur(r):
     M, n = r.randint(1, 3), r.randint(1, 6)
     args = dict(W=torch.randn(M, n, n, dtype=F64), sector_alpha=0.9, tie_tol=1e-9)
-    return args, dict(W=((1, 2), False, (F64,), True))
+    return args, dict(W=((1, 2), False, (F64,), (True, "huge")))
 
 
 def ordschur(r):
@@ -201,7 +202,7 @@ def ordschur(r):
     U = torch.stack([_orthogonal(n) for _ in range(M)])
     clusters = torch.randint(0, 3, (M, n)).to(F64)
     args = dict(U=U, T=T, clusters=clusters)
-    return args, dict(U=((0, 1, 2), False, (F64,), True), T=((0, 1, 2), False, (F64,), True),
+    return args, dict(U=((0, 1, 2), False, (F64,), True), T=((0, 1, 2), False, (F64,), (True, "huge")),
                       clusters=((0, 1), False, (F64,), True))
 
 
@@ -255,7 +256,7 @@ SHAPE_BREAKS = ("dim", "fewer", "only", "width", "fan-out")  # the C++ kernels' 
 
 def run_kernels(seed: int = 0, rounds: int = 4) -> tuple[int, list[str]]:
     """The C++ launchers called directly, past the ops' Python checks: the C++ boundary alone must
-    refuse every shape mismatch (fourier_mlp's six modes, ordschur)."""
+    refuse every shape mismatch (fourier_mlp's six modes, ordschur) and rnn_rollout every size past 32 bits."""
     from symfast import _ext
     from symfast.ops.fourier_mlp import cpu as mlp_cpu
 
@@ -306,6 +307,24 @@ def run_kernels(seed: int = 0, rounds: int = 4) -> tuple[int, list[str]]:
                 else:
                     expect_error(f"eikonal_train_step {what}", lambda: mlp_cpu.eikonal_train_step(
                         a["x"], a["targets"], *pe, a["eikonal"], a["normals"], a["normal"]))
+    big = 2 ** 31 + 5  # sizes past 32 bits, in arrays with no elements (a cast to int would truncate them)
+    for dtype, launch in ((np.float32, C.rnn_rollout_f32), (np.float64, C.rnn_rollout_f64)):
+        z = lambda *shape: np.zeros(shape, dtype)  # noqa: E731
+        for what, W, ux, V, h0 in (("T", z(1, 1, 1), z(0, big, 1), z(1, 1), z(0, 1)),
+                                   ("A", z(big, 0, 0), z(1, 1, 0), z(1, 0), z(1, 0)),
+                                   ("O", z(1, 0, 0), z(1, 1, 0), z(big, 0), z(1, 0)),
+                                   ("B", z(1, 0, 0), z(big, 1, 0), z(1, 0), z(big, 0))):
+            cases += 1
+            try:
+                launch(W, ux, V, h0, False, 1)
+            except ValueError as e:
+                if "32-bit" not in str(e) or what not in str(e):
+                    failures.append(f"rnn_rollout {what} = {big}: the message does not name the size: {e}")
+                continue
+            except Exception as e:  # noqa: BLE001 - any other type is a failure to report
+                failures.append(f"rnn_rollout {what} = {big}: {type(e).__name__}: {e}")
+                continue
+            failures.append(f"rnn_rollout {what} = {big}: returned (the size was truncated)")
     for _ in range(rounds):
         args, constraints = ordschur(r)
         for what, bad in broken_calls(r, args, constraints, "cpu"):
@@ -377,6 +396,8 @@ def broken_calls(r: random.Random, args: dict, constraints: dict, backend: str):
             i, j = r.sample(range(t.shape[1]), 2)
             bad[g, i] = bad[g, j]  # in range, but the row is no longer a permutation
             out.append((f"{name} row not a permutation", _set(args, name, bad)))
+        if "huge" in kinds and bool(t.ne(0).any()):  # finite, but its arithmetic overflows float64
+            out.append((f"{name} scaled by 1e300", _set(args, name, t * 1e300)))
         if "sign" in kinds and t.numel():
             bad = t.clone()
             bad.view(-1)[r.randrange(t.numel())] = r.choice([0.0, 0.5, 2.0, -3.0])
@@ -431,6 +452,26 @@ def _tensors(out):
     return out if isinstance(out, (list, tuple)) else [out]
 
 
+BAD_BACKENDS = ("bogus", "auto", "", "CPU", "cpp", "scipy", "reference ")
+def _backend_failures(op, args) -> list[str]:
+    """Each unknown backend name, on real and on meta tensors, must raise a ValueError naming the valid ones."""
+    failures = []
+    for name in BAD_BACKENDS:
+        calls = [("", args), (" (all on meta)", {k: _to_meta(v) for k, v in args.items()})]
+        for where, a in calls:
+            try:
+                _call(op, a, name)
+            except ValueError as e:
+                if "backend" not in str(e) or "'reference'" not in str(e):
+                    failures.append(f"{op}: backend {name!r}{where}: the message does not name the valid ones: {e}")
+                continue
+            except Exception as e:  # noqa: BLE001 - any other type is a failure to report
+                failures.append(f"{op}: backend {name!r}{where}: {type(e).__name__}: {e}")
+                continue
+            failures.append(f"{op}: backend {name!r}{where}: ran instead of refusing the name")
+    return failures
+
+
 def run_family(family: str, seed: int = 0, rounds: int = 4) -> int:
     """Run every op of a family; print each failure; return the number of cases."""
     import importlib
@@ -461,6 +502,9 @@ def run_family(family: str, seed: int = 0, rounds: int = 4) -> int:
                 if not all(t.device.type == "meta" for t in _tensors(meta)):
                     failures.append(f"{op}[{backend}] all-meta call returned real tensors")
                 del out, meta
+                if backend == backends[0]:  # backend names an op must refuse (not run the reference silently)
+                    cases += 2 * len(BAD_BACKENDS)
+                    failures += _backend_failures(op, args)
                 for what, bad in broken_calls(r, args, constraints, backend):
                     cases += 1
                     try:
@@ -541,6 +585,18 @@ import symfast.ops.rnn_train  # noqa: E402,F401
 from symfast import _ext  # noqa: E402
 
 AVAILABLE = ("cpu", "reference") if _ext.cpp_available() else ("reference",)
+
+
+@pytest.mark.parametrize("backend", AVAILABLE)
+def test_rnn_rollout_refuses_sizes_past_32_bits(backend):
+    """A T or B above 2^31 (in an input with no elements) was cast to int by the C++ kernel; the
+    reference looped over 2^31 empty steps. Both refuse it at the op's boundary, naming the size."""
+    z = lambda *shape: torch.zeros(shape)  # noqa: E731
+    big = 2 ** 31 + 5
+    for what, W, U, V, x, h0 in (("T", z(1, 1, 1), z(1, 1), z(1, 1), z(0, big, 1), z(0, 1)),
+                                 ("B", z(1, 0, 0), z(0, 1), z(1, 0), z(big, 0, 1), z(big, 0))):
+        with pytest.raises(ValueError, match=f"{what} = {big} exceeds"):
+            OPS.rnn_rollout(W, U, V, x, h0, False, backend)
 
 
 @pytest.mark.parametrize("backend", AVAILABLE)

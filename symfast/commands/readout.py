@@ -12,7 +12,7 @@ import time
 import pandas as pd
 
 from symfast._io import atomic_write as _write
-from symfast.commands import UsageError, check_backend, input_errors, limits, output_errors
+from symfast.commands import UsageError, check_backend, input_errors, limits, memory, output_errors
 
 NAME = "readout"
 HELP = "train PE+MLP ensembles on shapes and read which symmetries their weights show"
@@ -158,6 +158,9 @@ def run(args) -> int:
     with input_errors("--hidden"):
         for pe in pes:
             check_training(args.backend, args.device, hidden, pe.dim)
+    memory.refuse_above(memory.readout_bytes(args.seeds * len(shape_names), args.points, hidden,
+                                             max(pe.dim for pe in pes), args.sweep),
+                        "symfast readout with these sizes", "lower --points, --hidden, --seeds or --sweep")
     _check_out(args.out)
 
     t0 = time.perf_counter()

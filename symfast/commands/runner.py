@@ -12,14 +12,16 @@ import logging
 import re
 import sys
 
+from symfast import _interrupt as interrupt
 from symfast.commands import OPTION_TYPES, UsageError
 
-__all__ = ["Parser", "HelpFormatter", "apply_conventions", "setup_logging", "execute", "invoke"]
+__all__ = ["Parser", "HelpFormatter", "apply_conventions", "setup_logging", "execute", "invoke", "INTERRUPTED"]
 
 # OS errors that describe the user's environment (a path, a disk), not a bug.
 _ENV_ERRNOS = {errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOSPC, errno.EROFS, errno.EDQUOT, errno.ENOTDIR,
                errno.EISDIR, errno.ENAMETOOLONG}
 _ENV_ERRORS = (FileNotFoundError, PermissionError, NotADirectoryError, IsADirectoryError)
+INTERRUPTED = 130  # the exit status of a Ctrl-C (128 + SIGINT)
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -100,20 +102,27 @@ def execute(args, command: str) -> int:
 
     matplotlib.use("Agg")  # the commands only write figures to files (the library itself never switches)
     setup_logging(bool(getattr(args, "quiet", False) or getattr(args, "no_progress", False)))
-    try:
-        return int(args._run(args) or 0)
-    except UsageError as e:
-        print(f"symfast {command}: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        if e.errno not in _ENV_ERRNOS and not isinstance(e, _ENV_ERRORS):
-            raise
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"symfast {command}: error: {where}{e.strerror or e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"symfast {command}: interrupted", file=sys.stderr)
-        return 130
+    with interrupt.watch():  # a Ctrl-C swallowed on the way (a finaliser, a broad except) still ends in 130
+        try:
+            status = int(args._run(args) or 0)
+        except UsageError as e:
+            print(f"symfast {command}: error: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:
+            if e.errno not in _ENV_ERRNOS and not isinstance(e, _ENV_ERRORS):
+                raise
+            where = f"{e.filename}: " if e.filename else ""
+            print(f"symfast {command}: error: {where}{e.strerror or e}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            status = None
+        got = interrupt.take()  # also forgets a Ctrl-C the command reported itself (its status 130)
+        if status is None or (got and status != INTERRUPTED):
+            with interrupt.reporting():  # a second Ctrl-C cannot break the message
+                print(f"symfast {command}: interrupted", file=sys.stderr)
+                interrupt.take()
+            return INTERRUPTED
+        return status
 
 
 def command_parser(module, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import os
 
 from symfast._io import remove_stale_temps
-from symfast.commands import UsageError, limits
+from symfast.commands import UsageError, limits, memory
 from symfast.commands.schur_flags import TASK_NAMES, add_arguments, parse_settings
 
 __all__ = ["NAME", "HELP", "TASK_NAMES", "add_arguments", "parse_settings", "prepare_run", "run_settings", "run"]
@@ -74,6 +74,8 @@ def run_settings(settings, out: str, progress: bool = True) -> int:
     from symfast.schur.study import CheckpointError, schur_study
 
     cfg_of = prepare_run(settings, out)
+    memory.refuse_above(memory.schur_bytes(settings, cfg_of), "symfast schur with these sizes",
+                        "lower --batch, --hidden, --n-eval, --seeds or the copy task's --copy-length / --copy-delay")
     tanh = settings.family == "tanh"
     (print_tanh_header if tanh else print_family_header)(settings, cfg_of)
     try:

@@ -26,6 +26,7 @@ import warnings
 import torch
 
 from symfast import _ext
+from symfast.ops import _checks
 
 __all__ = ["BACKENDS", "resolve", "under_functorch", "refuse_grad", "not_differentiable", "register_kernels"]
 
@@ -135,11 +136,15 @@ def register_kernels(op, reference, kernels: dict) -> None:
         reference: the op's reference implementation (same signature).
         kernels: backend name ("cpu", "triton") -> implementation with the op's signature.
             The CPU kernel serves "cpu" and, under TRITON_INTERPRET=1, "triton"; the CUDA
-            kernel serves "triton"; anything else falls through to the reference.
+            kernel serves "triton"; "reference" runs the reference. Any other name raises a
+            ValueError naming the valid ones (`_checks.backend`; the fake implementations call it too).
     """
     at = [a.name for a in op._opoverload._schema.arguments].index("backend")
+    name = op._opoverload._schema.name.split("::")[-1]
+    valid = tuple(b for b in _checks.RESOLVED if b == "reference" or b in kernels)
 
     def route(*args):
+        _checks.backend(name, args[at], valid)  # an unknown name must not run the reference silently
         return kernels.get(args[at], reference)(*args)
 
     op.register_kernel("cpu")(route)

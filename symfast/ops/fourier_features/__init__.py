@@ -81,6 +81,7 @@ _dispatch.register_kernels(fourier_features_op, _reference, {"cpu": _cpu})
 
 @fourier_features_op.register_fake
 def _(x, frequencies, phases, backend):
+    _checks.backend("fourier_features", backend)
     validate(x, frequencies, phases)
     return x.new_empty(*x.shape[:-1], 2 * frequencies.shape[0])
 

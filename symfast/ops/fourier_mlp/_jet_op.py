@@ -20,7 +20,7 @@ import numbers
 
 import torch
 
-from symfast.ops import _dispatch
+from symfast.ops import _checks, _dispatch
 from symfast.ops.fourier_mlp import cpu, reference
 from symfast.ops.fourier_mlp._op import backward_outputs, reference_instead, check_finite_params, validate
 
@@ -76,6 +76,7 @@ _dispatch.register_kernels(fourier_mlp_jet_op, _jet_reference, {"cpu": _jet_cpu}
 
 @fourier_mlp_jet_op.register_fake
 def _(x, frequencies, phases, weights, biases, activation, backend):
+    _checks.backend("fourier_mlp_jet", backend)
     B, N = validate_jet(x, frequencies, phases, weights, biases, activation)
     return [x.new_empty(B, N), x.new_empty(B, N, x.shape[-1])]
 
@@ -110,6 +111,7 @@ _dispatch.register_kernels(fourier_mlp_jet_backward_op, _jet_bwd_reference, {"cp
 
 @fourier_mlp_jet_backward_op.register_fake
 def _(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    _checks.backend("fourier_mlp_jet_backward", backend)
     validate_jet(x, frequencies, phases, weights, biases, activation, cf=cf, cg=cg)
     dx = torch.empty_like(x) if need_dx else x.new_empty(0)
     return [dx, *[torch.empty_like(w) for w in weights], *[torch.empty_like(b) for b in biases]]
@@ -194,6 +196,7 @@ _dispatch.not_differentiable(fourier_mlp_eikonal_step_op)
 
 @fourier_mlp_eikonal_step_op.register_fake
 def _(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
+    _checks.backend("fourier_mlp_eikonal_step", backend)
     B, _ = validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
                         eikonal=eikonal, normal=normal)
     return [x.new_empty(B, 3), *[torch.empty_like(w) for w in weights], *[torch.empty_like(b) for b in biases]]

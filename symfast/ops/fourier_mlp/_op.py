@@ -169,6 +169,7 @@ _dispatch.register_kernels(fourier_mlp_op, _fwd_reference, {"cpu": _fwd_cpu, "tr
 
 @fourier_mlp_op.register_fake
 def _(x, frequencies, phases, weights, biases, activation, backend):
+    _checks.backend("fourier_mlp", backend)
     B, N = validate(x, frequencies, phases, weights, biases, activation)
     return x.new_empty(output_shape(B, N, weights))
 
@@ -221,6 +222,7 @@ _dispatch.register_kernels(fourier_mlp_backward_op, _bwd_reference, {"cpu": _bwd
 
 @fourier_mlp_backward_op.register_fake
 def _(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    _checks.backend("fourier_mlp_backward", backend)
     validate(x, frequencies, phases, weights, biases, activation, grad=grad)
     dx = torch.empty_like(x) if need_dx else x.new_empty(0)
     return [dx, *[torch.empty_like(w) for w in weights], *[torch.empty_like(b) for b in biases]]
@@ -349,6 +351,7 @@ _dispatch.register_kernels(fourier_mlp_train_step_op, _step_reference, {"cpu": _
 
 @fourier_mlp_train_step_op.register_fake
 def _(x, targets, frequencies, phases, weights, biases, activation, backend):
+    _checks.backend("fourier_mlp_train_step", backend)
     validate(x, frequencies, phases, weights, biases, activation, targets=targets)
     loss = x.new_empty(weights[0].shape[0])
     return [loss, *[torch.empty_like(w) for w in weights], *[torch.empty_like(b) for b in biases]]

@@ -43,6 +43,7 @@ _dispatch.register_kernels(gram_op, _gram_reference, {"cpu": _gram_cpu})
 
 @gram_op.register_fake
 def _(weights, backend):
+    _checks.backend("gram", backend)
     validate(weights)
     return weights.new_empty(weights.shape[0], weights.shape[1], weights.shape[1])
 

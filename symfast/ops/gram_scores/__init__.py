@@ -105,6 +105,7 @@ _dispatch.register_kernels(gram_scores_op, _scores_reference, {"cpu": _scores_cp
 
 @gram_scores_op.register_fake
 def _(phi, lifts, normalize, backend):
+    _checks.backend("gram_scores", backend)
     validate(phi, lifts)
     return phi.new_empty(phi.shape[0], lifts.shape[0])
 
@@ -165,6 +166,7 @@ _dispatch.register_kernels(gram_scores_blockperm_op, _bp_reference, {"cpu": _bp_
 
 @gram_scores_blockperm_op.register_fake
 def _(phi, perm, blocks, dim, normalize, backend):
+    _checks.backend("gram_scores_blockperm", backend)
     validate(phi, perm=perm, blocks=blocks, dim=dim)
     return phi.new_empty(phi.shape[0], perm.shape[0])
 

@@ -32,7 +32,7 @@ def gram_scores(phi: torch.Tensor, lifts: torch.Tensor, normalize: bool = True) 
         p = phi[m0:m0 + Mc]
         for e0 in range(0, E, Ec):
             t = torch.einsum("eij,sjk,ekl->seil", rt[e0:e0 + Ec], p, lifts[e0:e0 + Ec]) - p[:, None]
-            out[m0:m0 + Mc, e0:e0 + Ec] = t.flatten(2).norm(dim=2)
-    if normalize:
-        out = out / phi.flatten(1).norm(dim=1)[:, None]
+            out[m0:m0 + Mc, e0:e0 + Ec] = t.flatten(2).double().norm(dim=2)  # float64 sums: no float32 overflow
+    if normalize:  # in float64, as the C++ kernel: a float32 phi near 1e30 has a finite score, not inf / inf
+        out = (out.double() / phi.flatten(1).double().norm(dim=1)[:, None]).to(phi.dtype)
     return out

@@ -206,18 +206,21 @@ for _op, _ref, _cpu in ((assign_op, _assign_reference, _assign_cpu),
 
 @assign_op.register_fake
 def _(cost, backend):
+    _checks.backend("assign", backend)
     validate_assign(cost)
     return cost.new_empty(cost.shape[:2], dtype=torch.int64)
 
 
 @match_gram_op.register_fake
 def _(gram, a2, b2, mode, backend):
+    _checks.backend("match_gram", backend)
     validate_match_gram(gram, a2, b2, mode)
     return [a2.new_empty(a2.shape, dtype=torch.int64), a2.new_empty(a2.shape, dtype=torch.float64)]
 
 
 @match_signed_lifts_op.register_fake
 def _(W, src, sign, mode, backend):
+    _checks.backend("match_signed_lifts", backend)
     validate_signed_lifts(W, src, sign, mode)
     M, H, _ = W.shape
     G = src.shape[0]

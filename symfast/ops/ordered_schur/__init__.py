@@ -178,6 +178,20 @@ def _square_batch(op: str, name: str, t, n=None) -> int:
     return t.shape[1]
 
 
+MAX_ENTRY = 1e150  # largest |entry| x n of W (or T) taken: beyond it products in the 2x2 blocks' eigenvalues and
+# the residual norms overflow float64 (NaN sort keys, Inf errors); scale the matrix first (eigenvalues scale with it)
+
+
+def _magnitude(op: str, name: str, t) -> None:
+    """ValueError when an entry of `t` [M, n, n] exceeds MAX_ENTRY / n (values skipped on meta)."""
+    if _checks.has_values(t) and t.numel():
+        n, big = t.shape[-1], float(t.abs().max())
+        if big * n > MAX_ENTRY:
+            raise ValueError(f"{op}: {name} has an entry of magnitude {big:.3g}; at n = {n} entries up to "
+                             f"{MAX_ENTRY / n:.3g} are taken (beyond, eigenvalue and residual arithmetic "
+                             f"overflows float64): divide {name} by a scale first")
+
+
 def validate_ordered_schur(W, sector_alpha, tie_tol) -> None:
     """W: [M, n, n] float64 CPU, finite; finite sector_alpha and tie_tol >= 0 (values skipped on meta)."""
     op = "ordered_schur"
@@ -187,6 +201,7 @@ def validate_ordered_schur(W, sector_alpha, tie_tol) -> None:
     if tie_tol < 0:
         raise ValueError(f"{op}: tie_tol must be >= 0, got {tie_tol}")
     _checks.finite(op, (("W", W),))
+    _magnitude(op, "W", W)
 
 
 def validate_ordschur(U, T, clusters) -> None:
@@ -201,6 +216,7 @@ def validate_ordschur(U, T, clusters) -> None:
                          f"(T's), got U {list(U.shape)}, clusters {list(clusters.shape)}")
     _checks.same_device(op, (("U", U), ("T", T), ("clusters", clusters)))
     _checks.finite(op, (("U", U), ("T", T), ("clusters", clusters)))
+    _magnitude(op, "T", T)
     if _checks.has_values(T):
         Ta, lab = T.numpy(), clusters.numpy()
         _check_schur_form(Ta)
@@ -242,6 +258,7 @@ _dispatch.not_differentiable(ordered_schur_op)
 
 @ordered_schur_op.register_fake
 def _(W, sector_alpha, tie_tol, backend):
+    _checks.backend("ordered_schur", backend)
     validate_ordered_schur(W, sector_alpha, tie_tol)
     M, n, _ = W.shape  # the kernels return contiguous tensors whatever W's strides
     return [W.new_empty(M, n, n), W.new_empty(M, n, n), W.new_empty(M, n, 2), W.new_empty(M, 4),
@@ -277,6 +294,7 @@ _dispatch.not_differentiable(ordschur_op)
 
 @ordschur_op.register_fake
 def _(U, T, clusters, backend):
+    _checks.backend("ordschur", backend)
     validate_ordschur(U, T, clusters)
     M, n, _ = T.shape  # the kernels return contiguous tensors whatever T's strides
     return [T.new_empty(M, n, n), T.new_empty(M, n, n), T.new_empty(M, n, 2), T.new_empty(M, 4)]

@@ -33,6 +33,9 @@ def _check_finite(tensors) -> None:
             raise ValueError(f"{name} contains NaN or Inf")
 
 
+MAX_SIZE = 2 ** 31 - 1 - 32  # A, H, B, T and O: the C++ kernel's 32-bit sizes (its padded width included)
+
+
 def validate(W, U, V, x, h0) -> None:
     """Static checks of one rollout (fake tensors too): W [A, H, H], U [H, I], V [O, H], x [B, T, I],
     h0 [B, H], one float dtype, one device (never a mix of meta and real tensors)."""
@@ -54,6 +57,9 @@ def validate(W, U, V, x, h0) -> None:
     named = tuple(zip(_NAMES, (W, U, V, x, h0)))
     _checks.same_dtype(op, named, "x")
     _checks.same_device(op, named)
+    for name, n in (("A", W.shape[0]), ("H", H), ("B", B), ("T", x.shape[1]), ("O", V.shape[0])):
+        if n > MAX_SIZE:  # the kernel's loops index with 32-bit ints (a bigger size would be truncated)
+            raise ValueError(f"{op}: {name} = {n} exceeds {MAX_SIZE}, the largest size the kernels take")
 
 
 def _reference(W, U, V, x, h0, return_hidden, backend):
@@ -88,6 +94,7 @@ _dispatch.register_kernels(rnn_rollout_op, _reference, {"cpu": _cpu, "triton": _
 
 @rnn_rollout_op.register_fake
 def _(W, U, V, x, h0, return_hidden, backend):
+    _checks.backend("rnn_rollout", backend)
     validate(W, U, V, x, h0)
     A, H = W.shape[0], W.shape[1]
     B, T = x.shape[0], x.shape[1]

@@ -104,10 +104,23 @@ def _empty(x):
     return x.new_empty(0)
 
 
+def _no_gradient_past_overflow(out: list) -> list:
+    """NaN gradients for every model whose loss is Inf or NaN (overflow of finite inputs), in every
+    backend: such a loss has no gradient, and the kernels and the reference would otherwise disagree
+    (0 or +-Inf against NaN)."""
+    bad = ~torch.isfinite(out[0])
+    if bool(bad.any()):
+        for g in out[1:]:
+            if g.numel():
+                g[bad] = float("nan")
+    return out
+
+
 def _step_reference(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend):
     validate(W, U, V, x, targets, mask, h0, widths)
     loss, dW, dU, dV, dx, dh0 = reference.rnn_train_step(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0)
-    return [loss, dW, dU, dV, _empty(x) if dx is None else dx, _empty(x) if dh0 is None else dh0]
+    return _no_gradient_past_overflow([loss, dW, dU, dV, _empty(x) if dx is None else dx,
+                                       _empty(x) if dh0 is None else dh0])
 
 
 def _step_cpu(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend):
@@ -115,7 +128,8 @@ def _step_cpu(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend)
     _cpu_inputs(W, U, V, x, targets, mask, h0, widths)
     _params_finite(W, U, V, mask, h0)
     loss, dW, dU, dV, dx, dh0 = cpu.rnn_train(W, U, V, x, targets, mask, h0, widths, True, need_dx, need_dh0)
-    return [loss, dW, dU, dV, _empty(x) if dx is None else dx, _empty(x) if dh0 is None else dh0]
+    return _no_gradient_past_overflow([loss, dW, dU, dV, _empty(x) if dx is None else dx,
+                                       _empty(x) if dh0 is None else dh0])
 
 
 @torch.library.custom_op(f"{_LIB}::rnn_train_step", mutates_args=())
@@ -129,7 +143,8 @@ def _step_triton(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backe
     validate(W, U, V, x, targets, mask, h0, widths)
     _finite(W, U, V, x, targets, mask, h0)
     loss, dW, dU, dV, dx, dh0 = _triton().rnn_train(W, U, V, x, targets, mask, h0, widths, True, need_dx, need_dh0)
-    return [loss, dW, dU, dV, _empty(x) if dx is None else dx, _empty(x) if dh0 is None else dh0]
+    return _no_gradient_past_overflow([loss, dW, dU, dV, _empty(x) if dx is None else dx,
+                                       _empty(x) if dh0 is None else dh0])
 
 
 _dispatch.register_kernels(rnn_train_step_op, _step_reference, {"cpu": _step_cpu, "triton": _step_triton})
@@ -137,6 +152,7 @@ _dispatch.register_kernels(rnn_train_step_op, _step_reference, {"cpu": _step_cpu
 
 @rnn_train_step_op.register_fake
 def _(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend):
+    _checks.backend("rnn_train_step", backend)
     B, H, S, _, _, _ = validate(W, U, V, x, targets, mask, h0, widths, values=False)
     cf = torch.contiguous_format
     return [x.new_empty(B), torch.empty_like(W, memory_format=cf), torch.empty_like(U, memory_format=cf),
@@ -180,6 +196,7 @@ _dispatch.register_kernels(rnn_train_loss_op, _loss_reference, {"cpu": _loss_cpu
 
 @rnn_train_loss_op.register_fake
 def _(W, U, V, x, targets, mask, h0, widths, backend):
+    _checks.backend("rnn_train_loss", backend)
     B = validate(W, U, V, x, targets, mask, h0, widths, values=False)[0]
     return x.new_empty(B)
 

@@ -62,7 +62,7 @@ def ensemble_forward(model, P: dict, x: torch.Tensor) -> torch.Tensor:
 
 
 def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list | None = None,
-                 progress: Progress = False, desc: str = "", opts: list | None = None, start: int = 0,
+                 progress: Progress = False, desc: str = "", opts: list | None = None, start=0,
                  on_epoch=None) -> list:
     """Train `models` (same class and config, one per seed) together; each as
     `fit(models[k], task, seeds[k], cfg, opt=opts[k], start=start)`.
@@ -76,9 +76,14 @@ def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list
         progress, desc: False, True (a tqdm bar) or a callable given progress lines; the bar's label.
         opts: optional per-model torch.optim.Adam over each model's parameters; their state (a resumed
             run's) is stacked into the ensemble's Adam, and each gets its slice back after every epoch.
-        start: the first epoch (a resumed run: every model done `start` epochs).
+        start: the first epoch of every model (a resumed run: every model done `start` epochs), or one
+            per model. A model ahead of the others rides along, frozen (weights and Adam moments put
+            back after every step), until the others reach its epoch: each model's arithmetic depends
+            on the ensemble's size and its place in it (the batched products are blocked by shape), so
+            a resumed run keeps every model in the ensemble of the uninterrupted run to end bit-identical
+            to it.
         on_epoch: optional callable(ep), called after epoch ep once models and opts hold its result
-            (checkpoints).
+            (checkpoints; the models that trained in ep are those with start <= ep).
 
     Returns:
         the models, trained in place.
@@ -89,6 +94,9 @@ def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list
     conf = models[0].config()
     if any(type(m) is not type(models[0]) or m.config() != conf for m in models):
         raise ValueError("an ensemble needs models of one class and config")
+    starts = [int(v) for v in start] if isinstance(start, (list, tuple)) else [int(start)] * len(models)
+    if len(starts) != len(models) or not all(0 <= v <= cfg.epochs for v in starts):
+        raise ValueError(f"need one start epoch in 0..{cfg.epochs} per model, got {start!r} for {len(models)} models")
     names = [n for n, _ in models[0].named_parameters()]
     P = {n: torch.stack([dict(m.named_parameters())[n].detach() for m in models]).clone().requires_grad_()
          for n in names}
@@ -96,17 +104,16 @@ def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list
     opt = torch.optim.Adam(params, lr=cfg.lr)
     if opts is not None and len(opts) != len(models):
         raise ValueError(f"need one optimiser per model, got {len(opts)} for {len(models)} models")
-    states = [o.state_dict()["state"] for o in opts] if opts is not None else []
-    if states and all(states):  # resumed: stack every model's Adam state (the same step count: one epoch)
-        for i, p in enumerate(params):
-            opt.state[p] = {"step": states[0][i]["step"].clone(),
-                            **{key: torch.stack([st[i][key] for st in states]) for key in ("exp_avg", "exp_avg_sq")}}
+    first = min(starts)
+    _stack_adam_state(opt, params, [o.state_dict()["state"] for o in opts] if opts is not None else [], starts)
     resumed = losses is not None and len(losses) == len(models) and all(isinstance(v, list) for v in losses)
     per = losses if resumed else [[] for _ in models]
     rep = reporter(progress, "symfast.schur")
-    bar = rep.bar(cfg.epochs * cfg.batches_per_epoch, desc=desc, initial=start * cfg.batches_per_epoch)
-    for ep in range(start, cfg.epochs):
+    bar = rep.bar(cfg.epochs * cfg.batches_per_epoch, desc=desc, initial=first * cfg.batches_per_epoch)
+    for ep in range(first, cfg.epochs):
         tk = task_at(task, cfg, ep)
+        ahead = [k for k in range(len(models)) if starts[k] > ep]  # frozen this epoch
+        kept = _freeze(opt, params, ahead)
         for b in range(cfg.batches_per_epoch):
             x, y, msk = (torch.stack(v) for v in zip(*(tk.sample(cfg.batch, seed=batch_seed(s, ep, b)) for s in seeds)))
             dims = tuple(range(1, y.ndim))
@@ -118,13 +125,15 @@ def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list
             for group in opt.param_groups:
                 group["lr"] = lr_at(cfg, ep * cfg.batches_per_epoch + b)
             opt.step()
+            _restore(opt, params, kept)
             for k, v in enumerate(loss.tolist()):
-                per[k].append(v)
+                if starts[k] <= ep:
+                    per[k].append(v)
             if rep:
                 bar.set_postfix(loss=f"{max(p[-1] for p in per):.4f}", refresh=False)
             bar.update(1)
         if on_epoch is not None or ep == cfg.epochs - 1:
-            _write_back(models, opts, P, opt)
+            _write_back(models, opts, P, opt, [k for k in range(len(models)) if starts[k] <= ep])
         if on_epoch is not None:
             on_epoch(ep)
     bar.close()
@@ -133,10 +142,47 @@ def fit_ensemble(models: list, task: Task, seeds, cfg: TrainConfig, losses: list
     return models
 
 
+def _stack_adam_state(opt, params, states: list, starts: list) -> None:
+    """Stack the models' own Adam states into the ensemble's `opt` (nothing when no model has one: Adam
+    builds its zero state at the first step). The step count is that of the models that train first,
+    which all share it; a model ahead keeps its own moments, and its step count is the ensemble's by
+    the time it trains. A model without state gets the zero moments Adam would give it."""
+    if not states or not any(states):
+        return
+    first = min(starts)
+    lead = next(st for st, s0 in zip(states, starts) if s0 == first)
+    for i, p in enumerate(params):
+        step = lead[i]["step"].clone() if lead else torch.zeros((), dtype=torch.float32)
+        opt.state[p] = {"step": step, **{key: torch.stack([st[i][key] if st else torch.zeros_like(p[0])
+                                                          for st in states]).detach()
+                                         for key in ("exp_avg", "exp_avg_sq")}}
+
+
 @torch.no_grad()
-def _write_back(models, opts, P, opt) -> None:
-    """Copy each model's slice of the stacked parameters (and of the Adam state, into opts) to the model."""
-    for k, m in enumerate(models):
+def _freeze(opt, params, ahead: list) -> list:
+    """Copies of the rows `ahead` of every stacked parameter and of its Adam moments, to put back after a
+    step (`_restore`)."""
+    if not ahead:
+        return []
+    idx = torch.tensor(ahead)
+    return [(p, idx, p[idx].clone(), {key: opt.state[p][key][idx].clone() for key in ("exp_avg", "exp_avg_sq")
+                                      if key in opt.state.get(p, {})}) for p in params]
+
+
+@torch.no_grad()
+def _restore(opt, params, kept: list) -> None:
+    """Put back the frozen rows saved by `_freeze` (their models did not train this step)."""
+    for p, idx, rows, moments in kept:
+        p[idx] = rows
+        for key, v in moments.items():
+            opt.state[p][key][idx] = v
+
+
+@torch.no_grad()
+def _write_back(models, opts, P, opt, ks: list) -> None:
+    """Copy models ks' slices of the stacked parameters (and of the Adam state, into opts) to the models."""
+    for k in ks:
+        m = models[k]
         for n, p in m.named_parameters():
             p.copy_(P[n][k])
         if opts is not None:

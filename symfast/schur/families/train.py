@@ -97,23 +97,22 @@ def train_family(task: Task, family: str, construction: str, seeds, n_hidden: in
         starts = [resume_family(checkpoints[k], models[k], opts[k], task, cfg, seeds[k], losses[k]) if checkpoints
                   else 0 for k in range(len(models))]
         desc = f"{task.name} {family} {construction} H={n_hidden}"
-        for start in sorted(set(starts) - {cfg.epochs}):  # models resumed at the same epoch train together
-            group = [k for k in range(len(models)) if starts[k] == start]
 
-            def saver(ks):
-                def save(ep):
-                    for k in ks:
+        def saver(ks):
+            def save(ep):
+                for k in ks:
+                    if starts[k] <= ep:
                         save_family_checkpoint(checkpoints[k], models[k], task, cfg, seeds[k], ep + 1, opts[k],
                                                losses[k])
-                return save if checkpoints else None
-            if cfg.engine == "fused" and family in ENSEMBLE_FAMILIES:
-                gs = [seeds[k] for k in group]
-                fit_ensemble([models[k] for k in group], task, gs, cfg, losses=[losses[k] for k in group],
-                             progress=progress, desc=f"{desc} seeds={gs}", opts=[opts[k] for k in group],
-                             start=start, on_epoch=saver(group))
-            else:
-                for k in group:
-                    fit(models[k], task, seeds[k], cfg, opt=opts[k], losses=losses[k], start=start,
+            return save if checkpoints else None
+        if cfg.engine == "fused" and family in ENSEMBLE_FAMILIES:
+            if min(starts) < cfg.epochs:  # all models in one ensemble, those ahead frozen until the others reach them
+                fit_ensemble(models, task, seeds, cfg, losses=losses, progress=progress, desc=f"{desc} seeds={seeds}",
+                             opts=opts, start=starts, on_epoch=saver(range(len(models))))
+        else:
+            for k in range(len(models)):
+                if starts[k] < cfg.epochs:
+                    fit(models[k], task, seeds[k], cfg, opt=opts[k], losses=losses[k], start=starts[k],
                         on_epoch=saver([k]), progress=progress, desc=f"{desc} seed={seeds[k]}")
         return models
     finally:
