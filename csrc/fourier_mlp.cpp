@@ -7,7 +7,7 @@
 //     Backward:  cotangent [B, N] -> dW, db (and dx [B, N, D] when requested)
 //   and the second-order modes (fourier_mlp_jet_impl.h), on f and its input gradient g = grad_x f:
 //     Jet:          y [B, N], gy [B, N, D]
-//     JetBackward:  cotangents [B, N] of y and aux_g [B, N, D] of gy -> dW, db (and dx)
+//     JetBackward:  cotangents [B, N] of y and aux_g [B, N, D] of gy -> dW, db (and dx; y and gy if given)
 //     JetTrainStep: targets [B, N] (+ target normals aux_g [B, N, D], optional) -> loss terms [B, 3]
 //                   (MSE, eikonal (|g| - 1)^2, normal |g - n|^2, each a mean over points), dW, db
 // Reference: symfast/ops/fourier_mlp/reference.py. The kernel body (fourier_mlp_impl.h) is
@@ -205,7 +205,8 @@ py::none fourier_mlp_run(carray<T> x, carray<T> freq, carray<T> phase, std::vect
     pb.aux_g = opt_ptr<T>(aux_g, step ? "the target normals" : "the incoming gradient of the input gradient",
                           {pb.B, pb.N, pb.D}, sBND);
   }
-  if (!gy.is_none() && mode != FourierMlpMode::Jet) throw std::invalid_argument("gy is only written by mode jet");
+  if (!gy.is_none() && mode != FourierMlpMode::Jet && mode != FourierMlpMode::JetBackward)
+    throw std::invalid_argument("gy is only written by modes jet and jet_backward");
   if (!(std::isfinite(eikonal) && std::isfinite(normal) && eikonal >= 0 && normal >= 0))
     throw std::invalid_argument("eikonal and normal weights must be finite and >= 0");
   if (mode == FourierMlpMode::JetTrainStep && normal > 0 && !pb.aux_g)

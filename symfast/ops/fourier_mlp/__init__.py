@@ -32,8 +32,10 @@ import torch
 from symfast import _ext
 from symfast.ops import _dispatch
 from symfast.ops.fourier_mlp import cpu, reference
-from symfast.ops.fourier_mlp._jet_op import fourier_mlp_eikonal_step_op, fourier_mlp_jet_op, validate_jet
-from symfast.ops.fourier_mlp._op import check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op, validate
+from symfast.ops.fourier_mlp._jet_op import (eikonal_outputs, fourier_mlp_eikonal_step_op, fourier_mlp_jet_op,
+                                             overflowed, validate_jet)
+from symfast.ops.fourier_mlp._op import (check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op,
+                                         nan_past_overflow, step_outputs, validate)
 
 __all__ = ["fourier_mlp", "fourier_mlp_train_step", "fourier_mlp_jet", "fourier_mlp_eikonal_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH",
            "LOW_PRECISION"]
@@ -168,13 +170,24 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
             if backend == "reference" and not (torch.compiler.is_compiling()
                                                or _dispatch.under_functorch(*weights, *biases)):
                 check_finite_params(weights, biases, frequencies, phases)  # as in the op's kernels
-            return reference.fourier_mlp_train_step(x, targets, frequencies, phases, list(weights),
-                                                    list(biases), activation)
+            loss, dw, db = reference.fourier_mlp_train_step(x, targets, frequencies, phases, list(weights),
+                                                            list(biases), activation)
+            if not _traced(x, targets, *weights, *biases):  # the ops' overflow rule, on the reference too
+                loss, *g = step_outputs(loss, dw, db, x.shape[-2])
+                dw, db = g[:len(weights)], g[len(weights):]
+            return loss, dw, db
         L = len(weights)
         out = fourier_mlp_train_step_op(x.detach(), targets.detach(), frequencies, phases,
                                         [w.detach() for w in weights], [b.detach() for b in biases], activation,
                                         backend)
     return out[0], list(out[1:1 + L]), list(out[1 + L:])
+
+
+def _traced(*tensors) -> bool:
+    """Under torch.compile, a torch.func transform or on the meta device: no data-dependent masking
+    (the ops apply it)."""
+    return (torch.compiler.is_compiling() or _dispatch.under_functorch(*tensors)
+            or any(t.device.type == "meta" for t in tensors))
 
 
 def _prepare(x, frequencies, phases, weights, biases, activation, extra, backend):
@@ -207,6 +220,8 @@ def fourier_mlp_jet(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Te
         if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
                 or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
             f, g = reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+            if not _traced(x, *weights, *biases) and not torch.is_grad_enabled():
+                f, g = nan_past_overflow(overflowed(f, g), [f, g])  # (not in place of a differentiable result)
         else:
             f, g = fourier_mlp_jet_op(x, frequencies, phases, weights, biases, activation, backend)
     return (f, g) if out_dtype is None else (f.to(out_dtype), g.to(out_dtype))
@@ -242,6 +257,9 @@ def fourier_mlp_eikonal_step(x: torch.Tensor, targets: torch.Tensor, frequencies
         if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
             terms, dw, db = reference.eikonal_train_step(x, targets, frequencies, phases, weights, biases,
                                                          activation, eikonal, normals, normal)
+            if not _traced(x, targets, *weights, *biases):  # the ops' overflow rule, on the reference too
+                terms, *g = eikonal_outputs(terms, dw, db, x.shape[-2])
+                dw, db = g[:len(weights)], g[len(weights):]
         else:
             L = len(weights)
             out = fourier_mlp_eikonal_step_op(x.detach(), targets.detach(),

@@ -22,7 +22,8 @@ import torch
 
 from symfast.ops import _checks, _dispatch
 from symfast.ops.fourier_mlp import cpu, reference
-from symfast.ops.fourier_mlp._op import backward_outputs, reference_instead, check_finite_params, validate
+from symfast.ops.fourier_mlp._op import (backward_outputs, check_finite_params, nan_past_overflow,
+                                         reference_instead, validate)
 
 
 def validate_jet(x, frequencies, phases, weights, biases, activation, targets=None, cf=None, cg=None,
@@ -48,12 +49,18 @@ def validate_jet(x, frequencies, phases, weights, biases, activation, targets=No
     return B, N
 
 
+def overflowed(f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """[B] bool: the models whose outputs f [B, N] or input gradients g [B, N, D] are not all finite."""
+    return ~(torch.isfinite(f).flatten(1).all(1) & torch.isfinite(g).flatten(1).all(1))
+
+
 # ---- fourier_mlp_jet ----
 
 def _jet_reference(x, frequencies, phases, weights, biases, activation, backend):
     validate_jet(x, frequencies, phases, weights, biases, activation)
     check_finite_params(weights, biases, frequencies, phases)
-    return list(reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation))
+    f, g = reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+    return nan_past_overflow(overflowed(f, g), [f, g])
 
 
 def _jet_cpu(x, frequencies, phases, weights, biases, activation, backend):
@@ -61,7 +68,8 @@ def _jet_cpu(x, frequencies, phases, weights, biases, activation, backend):
     check_finite_params(weights, biases, frequencies, phases)
     if reference_instead(x, weights, "cpu"):
         return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
-    return list(cpu.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation))
+    f, g = cpu.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+    return nan_past_overflow(overflowed(f, g), [f, g])
 
 
 @torch.library.custom_op(f"symfast::fourier_mlp_jet", mutates_args=())
@@ -86,8 +94,10 @@ def _(x, frequencies, phases, weights, biases, activation, backend):
 def _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
     validate_jet(x, frequencies, phases, weights, biases, activation, cf=cf, cg=cg)
     check_finite_params(weights, biases, frequencies, phases)
-    return backward_outputs(x, *reference.fourier_mlp_jet_vjp(cf, cg, x, frequencies, phases, weights, biases,
-                                                          activation, need_dx))
+    f, g = reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+    out = backward_outputs(x, *reference.fourier_mlp_jet_vjp(cf, cg, x, frequencies, phases, weights, biases,
+                                                             activation, need_dx))
+    return nan_past_overflow(overflowed(f, g), out)
 
 
 def _jet_bwd_cpu(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
@@ -95,8 +105,9 @@ def _jet_bwd_cpu(cf, cg, x, frequencies, phases, weights, biases, activation, ba
     check_finite_params(weights, biases, frequencies, phases)
     if reference_instead(x, weights, "cpu"):
         return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
-    return backward_outputs(x, *cpu.fourier_mlp_jet_bwd(cf.contiguous(), cg.contiguous(), x, frequencies, phases,
-                                                    weights, biases, activation, need_dx))
+    dx, dw, db, f, g = cpu.fourier_mlp_jet_bwd(cf.contiguous(), cg.contiguous(), x, frequencies, phases, weights,
+                                               biases, activation, need_dx)
+    return nan_past_overflow(overflowed(f, g), backward_outputs(x, dx, dw, db))
 
 
 @torch.library.custom_op(f"symfast::fourier_mlp_jet_backward", mutates_args=())
@@ -158,6 +169,14 @@ fourier_mlp_jet_backward_op.register_autograd(_no_fourth_order)
 
 # ---- fourier_mlp_eikonal_step ----
 
+def eikonal_outputs(terms, dw, db, n_points: int) -> list:
+    """[terms, *dW, *db] with the overflow rule applied (a model with a non-finite loss term: all NaN;
+    with no points the terms are NaN by definition and the gradients stay zero)."""
+    bad = ~torch.isfinite(terms).all(1) if n_points else torch.zeros(len(terms), dtype=torch.bool,
+                                                                      device=terms.device)
+    return nan_past_overflow(bad, [terms, *dw, *db])
+
+
 def _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
     validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
                  eikonal=eikonal, normal=normal)
@@ -166,7 +185,7 @@ def _eik_reference(x, targets, normals, frequencies, phases, weights, biases, ac
     f, g = reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
     cf, cg = reference.eikonal_cotangents(f, g, targets, normals, eikonal, normal)
     _, dw, db = reference.fourier_mlp_jet_vjp(cf, cg, x, frequencies, phases, weights, biases, activation, False)
-    return [reference.eikonal_terms(f, g, targets, normals), *dw, *db]
+    return eikonal_outputs(reference.eikonal_terms(f, g, targets, normals), dw, db, x.shape[-2])
 
 
 def _eik_cpu(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
@@ -178,7 +197,7 @@ def _eik_cpu(x, targets, normals, frequencies, phases, weights, biases, activati
                               normal, backend)
     terms, dw, db = cpu.eikonal_train_step(x, targets, frequencies, phases, weights, biases, activation, eikonal,
                                            normals, normal)
-    return [terms, *dw, *db]
+    return eikonal_outputs(terms, dw, db, x.shape[-2])
 
 
 @torch.library.custom_op(f"symfast::fourier_mlp_eikonal_step", mutates_args=())

@@ -131,6 +131,35 @@ def _triton():
     return tri
 
 
+def nan_past_overflow(bad: torch.Tensor, tensors) -> list:
+    """`tensors` with model b's entries set to NaN wherever bad[b] (bad: [B] bool; each tensor's first
+    dimension is the model, except a dx of points shared by all models, [N, D], which is all NaN
+    when any model is bad). A model whose values overflowed (a loss, an output or an input gradient
+    that is Inf or NaN from finite inputs) has no meaningful gradient, and the kernels and the
+    reference would otherwise differ in where they give NaN, +-Inf or 0: the same rule on every
+    backend makes them agree (the NaN fuzz, tests/test_nan_fuzz.py)."""
+    tensors = list(tensors)
+    if not bool(bad.any()):
+        return tensors
+    out = []
+    for t in tensors:
+        if t.numel():
+            t = t.clone()
+            if t.shape[:1] == bad.shape:
+                t[bad] = float("nan")
+            else:
+                t.fill_(float("nan"))
+        out.append(t)
+    return out
+
+
+def step_outputs(loss, dw, db, n_points: int) -> list:
+    """[loss, *dW, *db] with the overflow rule applied (a model whose loss is not finite: all NaN). With
+    no points the loss is NaN by definition (a mean of nothing) and the gradients stay zero."""
+    bad = ~torch.isfinite(loss) if n_points else torch.zeros_like(loss, dtype=torch.bool)
+    return nan_past_overflow(bad, [loss, *dw, *db])
+
+
 # Each op's kernels, one signature per op: the default implementation (any device) is the
 # reference; `_dispatch.register_kernels` routes "cpu" / "triton" to the CPU and CUDA kernels.
 
@@ -316,7 +345,7 @@ def _step_reference(x, targets, frequencies, phases, weights, biases, activation
     y = reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
     _, dw, db = reference.fourier_mlp_vjp(2 * (y - targets) / y[0].numel(), x, frequencies, phases, weights,
                                           biases, activation, need_dx=False)
-    return [reference.mse_loss(y, targets), *dw, *db]
+    return step_outputs(reference.mse_loss(y, targets), dw, db, x.shape[-2])
 
 
 def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, backend):
@@ -325,7 +354,7 @@ def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, back
     if reference_instead(x, weights, "cpu"):
         return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
     loss, dw, db = cpu.fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
-    return [loss, *dw, *db]
+    return step_outputs(loss, dw, db, x.shape[-2])
 
 
 def _step_triton(x, targets, frequencies, phases, weights, biases, activation, backend):
@@ -336,7 +365,7 @@ def _step_triton(x, targets, frequencies, phases, weights, biases, activation, b
     _check_finite(x, "x")
     _check_finite(targets, "targets")
     loss, dw, db = _triton().fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
-    return [loss, *dw, *db]
+    return step_outputs(loss, dw, db, x.shape[-2])
 
 
 @torch.library.custom_op(f"{_LIB}::fourier_mlp_train_step", mutates_args=())

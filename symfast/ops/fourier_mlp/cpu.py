@@ -94,12 +94,15 @@ def fourier_mlp_jet(x, freq, phase, weights, biases, activation, isa="auto"):
 
 
 def fourier_mlp_jet_bwd(cf, cg, x, freq, phase, weights, biases, activation, need_dx, isa="auto"):
-    """Cotangents cf [B, N] of f and cg [B, N, D] of g -> (dx [B, N, D] per model or None, dW, db)."""
+    """Cotangents cf [B, N] of f and cg [B, N, D] of g -> (dx [B, N, D] per model or None, dW, db, and the
+    recomputed f [B, N] and g [B, N, D], for the overflow rule)."""
     B, N, D = weights[0].shape[0], x.shape[-2], x.shape[-1]
     dw, db = _grads_like(weights, biases)
     dx = torch.empty(B, N, D, dtype=x.dtype) if need_dx else None
-    _run("jet_backward", x, freq, phase, weights, biases, activation, aux=cf, aux_g=cg, dx=dx, dw=dw, db=db, isa=isa)
-    return dx, dw, db
+    y, gy = torch.empty(B, N, dtype=x.dtype), torch.empty(B, N, D, dtype=x.dtype)
+    _run("jet_backward", x, freq, phase, weights, biases, activation, aux=cf, aux_g=cg, dx=dx, dw=dw, db=db, isa=isa,
+         y=y, gy=gy)
+    return dx, dw, db, y, gy
 
 
 def eikonal_train_step(x, targets, freq, phase, weights, biases, activation, eikonal, normals=None, normal=0.0,
