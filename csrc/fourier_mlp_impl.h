@@ -401,13 +401,43 @@ struct Engine {
   }
 };
 
+// Where each (model, chunk of points) unit's gradients go: straight into the outputs when a model is
+// one chunk (C == 1), else into per-unit partials that `reduce_partials` sums in chunk order
+// (deterministic for any thread count). Shared by the plain and the jet training steps.
+template <typename T>
+struct GradPartials {
+  const Problem<T>& pb;
+  long C;
+  std::vector<std::vector<T>> w, b;  // [units * fan_in * fan_out], [units * fan_out] per layer (C > 1)
+  GradPartials(const Problem<T>& p, long units, long chunks, bool grads) : pb(p), C(chunks) {
+    if (!grads || C == 1) return;
+    for (size_t l = 0; l < pb.w.size(); ++l) {
+      w.emplace_back((size_t)units * pb.fan_in[l] * pb.fan_out[l]);
+      b.emplace_back((size_t)units * pb.fan_out[l]);
+    }
+  }
+  // Writes the engine's accumulated gradients of unit (model mb, chunk c).
+  template <class Eng>
+  void write(const Eng& eng, long mb, long c) {
+    if (C == 1) return eng.write_grads(pb.dw.data(), pb.db.data(), mb);
+    std::vector<T*> dw(w.size()), db(b.size());
+    for (size_t l = 0; l < w.size(); ++l) {
+      dw[l] = w[l].data() + c * pb.fan_in[l] * pb.fan_out[l];
+      db[l] = b[l].data() + c * pb.fan_out[l];
+    }
+    eng.write_grads(dw.data(), db.data(), mb * C);  // slot u = mb * C + c
+  }
+};
+
 // Sums per-(model, chunk) partials in chunk order (deterministic) into the outputs: the loss terms
 // (nterms per unit, sums of squares; divided by N) and, when a model spans several chunks (C > 1),
 // the weight and bias gradients. Shared by the plain and the jet training steps.
 template <typename T>
-void reduce_partials(const Problem<T>& pb, const std::vector<double>& ploss, int nterms,
-                     const std::vector<std::vector<T>>& pw, const std::vector<std::vector<T>>& pbias, long C,
+void reduce_partials(const Problem<T>& pb, const std::vector<double>& ploss, int nterms, const GradPartials<T>& parts,
                      int nthreads) {
+  const long C = parts.C;
+  const auto& pw = parts.w;
+  const auto& pbias = parts.b;
   const long B = pb.B, N = pb.N;
   const int L = (int)pb.w.size();
 #pragma omp parallel for schedule(static) num_threads(nthreads)
@@ -445,22 +475,13 @@ int run(const Problem<T>& pb, int nthreads) {
   const long chunk = grads ? pb.chunk : 4 * TILE;
   const long C = (N + chunk - 1) / chunk;
   const long units = B * C;
-  const int L = (int)pb.w.size();
-  // Partial gradients per (model, chunk) when a model spans several chunks.
-  std::vector<std::vector<T>> pw, pbias;
+  GradPartials<T> parts(pb, units, C, grads);
   std::vector<double> ploss(grads ? units : 0, 0.0);
-  if (grads && C > 1) {
-    for (int l = 0; l < L; ++l) {
-      pw.emplace_back((size_t)units * pb.fan_in[l] * pb.fan_out[l]);
-      pbias.emplace_back((size_t)units * pb.fan_out[l]);
-    }
-  }
   int flags = 0;
 #pragma omp parallel num_threads(nthreads) reduction(| : flags)
   {
     Engine<T, D> eng(pb);
     std::vector<T> yt(TILE), gt(TILE);
-    std::vector<T*> dwp(L), dbp(L);
 #pragma omp for schedule(dynamic, 1)
     for (long u = 0; u < units; ++u) {
       const long b = u / C, c = u % C;
@@ -503,19 +524,11 @@ int run(const Problem<T>& pb, int nthreads) {
       }
       if (!grads) continue;
       ploss[u] = loss;
-      if (C == 1) {
-        eng.write_grads(pb.dw.data(), pb.db.data(), b);
-      } else {
-        for (int l = 0; l < L; ++l) {
-          dwp[l] = pw[l].data() + c * pb.fan_in[l] * pb.fan_out[l];
-          dbp[l] = pbias[l].data() + c * pb.fan_out[l];
-        }
-        eng.write_grads(dwp.data(), dbp.data(), b * C);  // slot u = b*C + c
-      }
+      parts.write(eng, b, c);
     }
   }
   if (!grads) return flags;
-  reduce_partials(pb, ploss, 1, pw, pbias, C, nthreads);
+  reduce_partials(pb, ploss, 1, parts, nthreads);
   return flags;
 }
 

@@ -265,22 +265,14 @@ int run_jet(const Problem<T>& pb, int nthreads) {
   const long chunk = grads ? pb.chunk : 4 * TILE;
   const long C = (N + chunk - 1) / chunk;
   const long units = B * C;
-  const int L = (int)pb.w.size();
   constexpr int NTERMS = 3;
-  std::vector<std::vector<T>> pw, pbias;
+  GradPartials<T> parts(pb, units, C, grads);
   std::vector<double> ploss(step ? units * NTERMS : 0, 0.0);
-  if (grads && C > 1) {
-    for (int l = 0; l < L; ++l) {
-      pw.emplace_back((size_t)units * pb.fan_in[l] * pb.fan_out[l]);
-      pbias.emplace_back((size_t)units * pb.fan_out[l]);
-    }
-  }
   int flags = 0;
 #pragma omp parallel num_threads(nthreads) reduction(| : flags)
   {
     JetEngine<T, D> eng(pb);
     std::vector<T> ft(TILE), gt(TILE * D), cf(TILE), cg(TILE * D);
-    std::vector<T*> dwp(L), dbp(L);
 #pragma omp for schedule(dynamic, 1)
     for (long u = 0; u < units; ++u) {
       const long b = u / C, c = u % C;
@@ -339,18 +331,10 @@ int run_jet(const Problem<T>& pb, int nthreads) {
       if (!grads) continue;
       if (step)
         for (int k = 0; k < NTERMS; ++k) ploss[u * NTERMS + k] = terms[k];
-      if (C == 1) {
-        eng.write_grads(pb.dw.data(), pb.db.data(), b);
-      } else {
-        for (int l = 0; l < L; ++l) {
-          dwp[l] = pw[l].data() + c * pb.fan_in[l] * pb.fan_out[l];
-          dbp[l] = pbias[l].data() + c * pb.fan_out[l];
-        }
-        eng.write_grads(dwp.data(), dbp.data(), b * C);
-      }
+      parts.write(eng, b, c);
     }
   }
   if (!grads) return flags;
-  reduce_partials(pb, ploss, step ? NTERMS : 0, pw, pbias, C, nthreads);
+  reduce_partials(pb, ploss, step ? NTERMS : 0, parts, nthreads);
   return flags;
 }

@@ -275,7 +275,20 @@ def run_kernels(seed: int = 0, rounds: int = 4) -> tuple[int, list[str]]:
             return
         failures.append(f"{what}: returned")
 
-    for make in (fourier_mlp, fourier_mlp_backward, fourier_mlp_train_step):
+    # each fourier_mlp mode's launcher, called with a broken call's arguments a and pe (the encoding and layers)
+    launchers = {
+        fourier_mlp: ("fourier_mlp_fwd", lambda a, pe: mlp_cpu.fourier_mlp_fwd(a["x"], *pe)),
+        fourier_mlp_backward: ("fourier_mlp_bwd", lambda a, pe: mlp_cpu.fourier_mlp_bwd(a["grad"], a["x"], *pe,
+                                                                                       a["need_dx"])),
+        fourier_mlp_train_step: ("fourier_mlp_train_step",
+                                 lambda a, pe: mlp_cpu.fourier_mlp_train_step(a["x"], a["targets"], *pe)),
+        fourier_mlp_jet: ("fourier_mlp_jet", lambda a, pe: mlp_cpu.fourier_mlp_jet(a["x"], *pe)),
+        fourier_mlp_jet_backward: ("fourier_mlp_jet_bwd", lambda a, pe: mlp_cpu.fourier_mlp_jet_bwd(
+            a["cf"], a["cg"], a["x"], *pe, a["need_dx"])),
+        fourier_mlp_eikonal_step: ("eikonal_train_step", lambda a, pe: mlp_cpu.eikonal_train_step(
+            a["x"], a["targets"], *pe, a["eikonal"], a["normals"], a["normal"])),
+    }
+    for make, (name, launch) in launchers.items():
         for _ in range(rounds):
             args, constraints = make(r)
             for what, bad in broken_calls(r, args, constraints, "cpu"):
@@ -283,30 +296,7 @@ def run_kernels(seed: int = 0, rounds: int = 4) -> tuple[int, list[str]]:
                     continue
                 a = dict(bad)
                 pe = (a["frequencies"], a["phases"], a["weights"], a["biases"], a["activation"])
-                if make is fourier_mlp:
-                    expect_error(f"fourier_mlp_fwd {what}", lambda: mlp_cpu.fourier_mlp_fwd(a["x"], *pe))
-                elif make is fourier_mlp_train_step:
-                    expect_error(f"fourier_mlp_train_step {what}",
-                                 lambda: mlp_cpu.fourier_mlp_train_step(a["x"], a["targets"], *pe))
-                else:
-                    expect_error(f"fourier_mlp_bwd {what}",
-                                 lambda: mlp_cpu.fourier_mlp_bwd(a["grad"], a["x"], *pe, a["need_dx"]))
-    for make in (fourier_mlp_jet, fourier_mlp_jet_backward, fourier_mlp_eikonal_step):
-        for _ in range(rounds):
-            args, constraints = make(r)
-            for what, bad in broken_calls(r, args, constraints, "cpu"):
-                if not any(k in what for k in SHAPE_BREAKS) or "meta" in what:
-                    continue
-                a = dict(bad)
-                pe = (a["frequencies"], a["phases"], a["weights"], a["biases"], a["activation"])
-                if make is fourier_mlp_jet:
-                    expect_error(f"fourier_mlp_jet {what}", lambda: mlp_cpu.fourier_mlp_jet(a["x"], *pe))
-                elif make is fourier_mlp_jet_backward:
-                    expect_error(f"fourier_mlp_jet_bwd {what}", lambda: mlp_cpu.fourier_mlp_jet_bwd(
-                        a["cf"], a["cg"], a["x"], *pe, a["need_dx"]))
-                else:
-                    expect_error(f"eikonal_train_step {what}", lambda: mlp_cpu.eikonal_train_step(
-                        a["x"], a["targets"], *pe, a["eikonal"], a["normals"], a["normal"]))
+                expect_error(f"{name} {what}", lambda: launch(a, pe))
     big = 2 ** 31 + 5  # sizes past 32 bits, in arrays with no elements (a cast to int would truncate them)
     for dtype, launch in ((np.float32, C.rnn_rollout_f32), (np.float64, C.rnn_rollout_f64)):
         z = lambda *shape: np.zeros(shape, dtype)  # noqa: E731
