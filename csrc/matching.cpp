@@ -19,6 +19,11 @@ namespace symfast {
 // Hidden-action family of a matching problem, exported to Python as _C.MatchMode.
 enum MatchMode { PERM = 0, SIGN = 1, SCALE = 2 };
 
+// The observable's products, one instance per instruction set: matching_isa::{avx512, avx2, generic}.
+#define SYMFAST_KERNEL_NS matching_isa
+#define SYMFAST_KERNEL_BODY "matching_impl.h"
+#include "isa_instances.h"
+
 namespace {
 
 // ---- the three families as compile-time policies (pytorch_scatter's reducer.h pattern) ----
@@ -346,23 +351,6 @@ py::tuple match_gram(carray<T> gram, carray<double> a2, carray<double> b2, int m
   return py::make_tuple(index, scale);
 }
 
-// gram[i, j] = sum_t a[i, t] wt[t, j] for a: [H, k], wt: [k, H] (rows contiguous over j).
-// Compiled for AVX2 and a portable baseline, picked at run time.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-void gram_rows(const double* a, const double* wt, double* gram, int64_t H, int64_t k) {
-  for (int64_t i = 0; i < H; ++i) {
-    double* gi = gram + i * H;
-    for (int64_t j = 0; j < H; ++j) gi[j] = 0.0;
-    for (int64_t t = 0; t < k; ++t) {
-      const double x = a[i * k + t];
-      const double* wrow = wt + t * H;
-      for (int64_t j = 0; j < H; ++j) gi[j] += x * wrow[j];
-    }
-  }
-}
-
 // The whole matching observable for signed-permutation lifts, in cache, per (model, lift):
 //   W: [M, H, k] (first layers, rows = neurons), src/sign: [G, k] with (W R_g)[:, t] = sign[g, t] W[:, src[g, t]]
 //   -> (index [M, G, H] int64, scale [M, G, H] float64, rel2 [M, G] float64), where
@@ -371,7 +359,7 @@ void gram_rows(const double* a, const double* wt, double* gram, int64_t H, int64
 // Returns the index m * G + g of an infeasible problem (NaN/inf), or -1.
 template <typename T, MatchMode MODE>
 int64_t match_signed_lifts_kernel(int64_t M, int64_t H, int64_t k, int64_t G, const T* wp, const int64_t* srcp,
-                                  const double* sgp, int64_t* ip, double* sp, double* rp, int num_threads) {
+                                  const double* sgp, int64_t* ip, double* sp, double* rp, int num_threads, Isa isa) {
   using F = Family<MODE>;
   int64_t bad = -1;
 #pragma omp parallel num_threads(clamp_threads(num_threads))
@@ -405,7 +393,7 @@ int64_t match_signed_lifts_kernel(int64_t M, int64_t H, int64_t k, int64_t G, co
           }
           a2[i] = acc;
         }
-        gram_rows(a.data(), wt.data(), gram.data(), H, k);
+        SYMFAST_ISA_CALL(isa, matching_isa, gram_rows(a.data(), wt.data(), gram.data(), H, k));
         for (int64_t i = 0; i < H; ++i) {
           const double* gi = gram.data() + i * H;
           double* c = cost.data() + i * H;
@@ -442,7 +430,8 @@ int64_t match_signed_lifts_kernel(int64_t M, int64_t H, int64_t k, int64_t G, co
 }
 
 template <typename T>
-py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> sign, int mode, int num_threads) {
+py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> sign, int mode, int num_threads,
+                             const std::string& isa_request) {
   check_ndim(W, 3, "W");
   check_ndim(src, 2, "src");
   check_ndim(sign, 2, "sign");
@@ -450,6 +439,7 @@ py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> si
   if (src.shape(1) != k || sign.shape(0) != G || sign.shape(1) != k)
     throw std::invalid_argument("src and sign must be [G, k] with k = W.shape[2]");
   check_mode(mode);
+  const Isa isa = resolve_isa(isa_request);
   const int64_t* srcp = src.data();
   for (int64_t i = 0; i < G * k; ++i)
     if (srcp[i] < 0 || srcp[i] >= k) throw std::invalid_argument("src index out of range");
@@ -465,7 +455,7 @@ py::tuple match_signed_lifts(carray<T> W, carray<int64_t> src, carray<double> si
   {
     py::gil_scoped_release release;
     bad = SYMFAST_DISPATCH_MATCH_MODE(
-        mode, [&] { return match_signed_lifts_kernel<T, MODE>(M, H, k, G, wp, srcp, sgp, ip, sp, rp, num_threads); });
+        mode, [&] { return match_signed_lifts_kernel<T, MODE>(M, H, k, G, wp, srcp, sgp, ip, sp, rp, num_threads, isa); });
   }
   if (bad >= 0) throw std::invalid_argument("problem " + std::to_string(bad) + " is infeasible (NaN/inf)");
   return py::make_tuple(index, scale, rel2);
@@ -483,7 +473,7 @@ void bind_matching(py::module_& m) {
               "Matching observable for signed-permutation lifts of {dtype} W [M, H, k] (costs in float64): "
               "-> (index [M, G, H] int64, scale [M, G, H] f64, rel2 [M, G] f64)",
               py::arg("W").noconvert(), py::arg("src").noconvert(), py::arg("sign").noconvert(), py::arg("mode"),
-              py::arg("num_threads") = 1);
+              py::arg("num_threads") = 1, py::arg("isa") = "auto");
   def_f32_f64(m, "match_gram", &match_gram<float>, &match_gram<double>,
               "Batched neuron matching from {dtype} Gram matrices (costs in float64): "
               "-> (index [P, n] int64, scale [P, n] float64)",

@@ -37,10 +37,15 @@ def match_gram_fwd(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode:
     return [torch.from_numpy(idx), torch.from_numpy(sc)]
 
 
-def match_signed_lifts_fwd(W: torch.Tensor, src: torch.Tensor, sign: torch.Tensor, mode: int) -> list[torch.Tensor]:
+def match_signed_lifts_fwd(W: torch.Tensor, src: torch.Tensor, sign: torch.Tensor, mode: int,
+                           isa: str = "auto") -> list[torch.Tensor]:
     """W: [M, H, k] float32/float64, src: [G, k] int64, sign: [G, k] float64
-    -> [index [M, G, H] int64, scale [M, G, H] f64, rel2 [M, G] f64]."""
+    -> [index [M, G, H] int64, scale [M, G, H] f64, rel2 [M, G] f64].
+
+    isa: "auto" (the widest this CPU runs) or "generic", "avx2", "avx512" to force an instance; every
+    instance gives the same bits (no fused multiply-adds), so an assignment never depends on the CPU.
+    """
     fn = getattr(_ext.require_cpp(), "match_signed_lifts_" + ("f32" if W.dtype == torch.float32 else "f64"))
     idx, sc, rel = fn(W.contiguous().numpy(), src.contiguous().numpy(), sign.contiguous().numpy(), mode,
-                      _ext.num_threads())
+                      _ext.num_threads(), isa)
     return [torch.from_numpy(idx), torch.from_numpy(sc), torch.from_numpy(rel)]
