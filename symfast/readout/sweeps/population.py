@@ -20,7 +20,6 @@ the decision is made over exactly these (`readout`'s `observed`), so the others 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
 import os
@@ -34,8 +33,9 @@ from symfast._io import atomic_write_bytes, read_bounded
 from symfast._progress import Progress
 from symfast.groups import Group, dihedral, union
 from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
-from symfast.readout.sweeps.run import check_ray_address, execute, parse_shard, write_table
-from symfast.readout.sweeps.spec import MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, check_observable, make_encoding
+from symfast.readout.sweeps.run import check_run, execute, write_table
+from symfast.readout.sweeps.spec import (MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, check_observable, digest,
+                                         make_encoding)
 from symfast.readout.sweeps.store import ROW_BYTES, SLACK, SPEC_BYTES, BatchError, SweepStore
 from symfast.readout.training import check_backend, fit_sdf
 from symfast.shapes import population as pop
@@ -154,7 +154,7 @@ class PopulationSpec:
         return asdict(self)
 
     def fingerprint(self) -> str:
-        return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        return digest(self.to_dict(), 16)
 
     @property
     def num_cells(self) -> int:
@@ -168,9 +168,8 @@ class PopulationSpec:
         for enc in self.encodings:
             for start in range(0, self.size, per):
                 members = tuple(range(start, min(self.size, start + per)))
-                key = json.dumps([self.fingerprint(), enc, members[0], members[-1]], sort_keys=True)
-                out.append(PopulationBatch(hashlib.sha1(key.encode()).hexdigest()[:12], len(out), enc, members,
-                                           seeds))
+                bid = digest([self.fingerprint(), enc, members[0], members[-1]], 12)
+                out.append(PopulationBatch(bid, len(out), enc, members, seeds))
         return out
 
 
@@ -283,12 +282,7 @@ def run_population(spec: PopulationSpec, out: str, shard: str | None = None, exe
     """Run (or resume) this shard's batches of a population sweep; finalize when every batch is done.
 
     progress: False, True (a tqdm bar over the models) or a callable given progress lines."""
-    i, n = parse_shard(shard)
-    if executor not in ("local", "ray"):
-        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
-    spec.check_backend(backend, device)
-    if executor == "ray":
-        check_ray_address(address)
+    i, n = check_run(spec, shard, executor, address, device, backend)
     store = PopulationStore(out, spec)
 
     def describe(b, payload):

@@ -21,7 +21,7 @@ from symfast.readout.sweeps.spec import Batch, SweepSpec, make_encoding
 from symfast.readout.sweeps.store import SweepStore
 from symfast.readout.training import fit_sdf
 
-__all__ = ["run_sweep", "train_batch", "finalize", "parse_shard", "execute", "run_on_ray", "check_ray_address",
+__all__ = ["run_sweep", "check_run", "train_batch", "finalize", "parse_shard", "execute", "run_on_ray", "check_ray_address",
            "write_table"]
 
 log = logging.getLogger("symfast.sweep")
@@ -38,6 +38,20 @@ def parse_shard(text: str | None) -> tuple[int, int]:
         raise ValueError(f"--shard must look like i/n (e.g. 0/4), got {text!r}") from None
     if not (n >= 1 and 0 <= i < n):
         raise ValueError(f"--shard i/n needs 0 <= i < n, got {text!r}")
+    return i, n
+
+
+def check_run(spec, shard: str | None, executor: str, address: str | None, device: str,
+              backend: str) -> tuple[int, int]:
+    """Everything a sweep (or population) run checks before anything trains -> the shard (i, n):
+    the shard, the executor, the backend on the device (a width the kernel cannot run fails here)
+    and, for Ray, the cluster's address."""
+    i, n = parse_shard(shard)
+    if executor not in ("local", "ray"):
+        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+    spec.check_backend(backend, device)
+    if executor == "ray":
+        check_ray_address(address)
     return i, n
 
 
@@ -91,12 +105,7 @@ def run_sweep(spec: SweepSpec, out: str, shard: str | None = None, executor: str
     if quiet is not None:
         warnings.warn("run_sweep(quiet=...) is deprecated; use progress=False/True", DeprecationWarning, stacklevel=2)
         progress = not quiet
-    i, n = parse_shard(shard)
-    if executor not in ("local", "ray"):
-        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
-    spec.check_backend(backend, device)  # before anything trains: a width the kernel cannot run fails here
-    if executor == "ray":
-        check_ray_address(address)
+    i, n = check_run(spec, shard, executor, address, device, backend)
     store = SweepStore(out, spec)
 
     def describe(b, payload):

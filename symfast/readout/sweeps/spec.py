@@ -21,7 +21,7 @@ from symfast.nn.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFou
 from symfast.readout.observables import OBSERVABLES
 from symfast.readout.training import MAX_SEED, check_backend
 
-__all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding", "check_observable"]
+__all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding", "check_observable", "digest"]
 
 _ENCODINGS = {"dyadic": DyadicAxisPE, "triaxis": TriAxisPE, "multiaxis": MultiAxisPE, "rff": RandomFourierPE}
 
@@ -77,6 +77,12 @@ def _norm_encoding(e) -> dict:
         raise ValueError(f"sweep spec: an encoding must be a name or a table with a name, got {e!r}")
     return dict(e)
 
+
+
+def digest(obj, length: int) -> str:
+    """The content id of a spec or a batch: the first `length` hex digits of the SHA-1 of its sorted
+    JSON (stores name their files and check their specs with it, so it must never change)."""
+    return hashlib.sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:length]
 
 @dataclass(frozen=True)
 class Batch:
@@ -201,7 +207,7 @@ class SweepSpec:
 
     def fingerprint(self) -> str:
         """Hash of everything that determines the cells and their results (not max_batch's effect on speed)."""
-        return hashlib.sha1(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()[:16]
+        return digest(self.to_dict(), 16)
 
     @property
     def num_cells(self) -> int:
@@ -216,8 +222,7 @@ class SweepSpec:
                                                              self.steps, self.lr, self.points):
             for k in range(0, len(seeds), per):
                 chunk = tuple(seeds[k:k + per])
-                key = json.dumps([enc, hid, act, st, lr, pts, self.shapes, chunk], sort_keys=True)
-                bid = hashlib.sha1(key.encode()).hexdigest()[:12]
+                bid = digest([enc, hid, act, st, lr, pts, self.shapes, chunk], 12)
                 batches.append(Batch(bid, len(batches), enc, tuple(hid), act, int(st), float(lr), int(pts),
                                      tuple(self.shapes), chunk))
         return batches
