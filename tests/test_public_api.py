@@ -204,7 +204,7 @@ PLOT_MODULES = {"symfast.readout.plots": {"heatmap", "sweep_curves", "sweep_summ
                 "symfast.schur.plots": {"ablation_figure", "schur_form", "spectra_and_masses", "stabilisers", "predictors", "loss_curves",
                                         "copy_family"},
                 "symfast.layerwise.plots": set()}
-NOT_FIGURES = {"pvalue_norm", "pvalue_colorbar", "noop_line", "orbit_groups", "counts_text", "unit_label", "lit_pixels"}
+NOT_FIGURES = {"pvalue_norm", "panel_pvalues", "pvalue_colorbar", "noop_line", "orbit_groups", "counts_text", "unit_label", "lit_pixels"}
 
 
 @pytest.mark.parametrize("module", sorted(PLOT_MODULES))

@@ -163,7 +163,7 @@ def _canonical_axis(n: np.ndarray) -> tuple[np.ndarray, bool]:
     raise ValueError("zero axis")
 
 
-def _fmt_axis(n: np.ndarray) -> str:
+def format_axis(n: np.ndarray) -> str:
     """`[1,1,1]` for rational directions with small integers, else the unit vector to 4 digits."""
     nz = np.abs(n[np.abs(n) > 1e-9])
     for k in range(1, 7):
@@ -246,13 +246,13 @@ class O3Element:
             if self.is_identity:
                 return "e"
             axis, angle = _rotation_axis_angle(self.matrix)
-            return f"r{_fmt_deg(math.degrees(angle))}{_fmt_axis(axis)}"
+            return f"r{_fmt_deg(math.degrees(angle))}{format_axis(axis)}"
         if kind == "inversion":
             return "i"
         axis, alpha = _rotation_axis_angle(-self.matrix)
         if kind == "reflection":
-            return f"m{_fmt_axis(axis)}"
-        return f"s{_fmt_deg(math.degrees(alpha + math.pi) % 360)}{_fmt_axis(axis)}"
+            return f"m{format_axis(axis)}"
+        return f"s{_fmt_deg(math.degrees(alpha + math.pi) % 360)}{format_axis(axis)}"
 
     def __mul__(self, other: "O3Element") -> "O3Element":
         if not isinstance(other, O3Element):
@@ -283,7 +283,7 @@ class O3Element:
         return f"<O3Element {self.name}>"
 
 
-def _axis(axis) -> np.ndarray:
+def unit_axis(axis) -> np.ndarray:
     n = np.asarray(axis, dtype=np.float64)
     if n.shape != (3,) or not np.isfinite(n).all():
         raise ValueError(f"axis must be 3 finite numbers, got {np.asarray(axis).tolist()}")
@@ -293,7 +293,7 @@ def _axis(axis) -> np.ndarray:
     return n / norm
 
 
-def _rotation_matrix(n: np.ndarray, angle: float) -> np.ndarray:
+def axis_rotation_matrix(n: np.ndarray, angle: float) -> np.ndarray:
     # Rodrigues; cos/sin snapped so quarter and half turns about coordinate axes are exact
     c, s = math.cos(angle), math.sin(angle)
     c, s = (float(_snap(np.array(v))) for v in (c, s))
@@ -301,7 +301,7 @@ def _rotation_matrix(n: np.ndarray, angle: float) -> np.ndarray:
     return np.eye(3) * c + s * k + (1 - c) * np.outer(n, n)
 
 
-def _reflection_matrix(n: np.ndarray) -> np.ndarray:
+def axis_reflection_matrix(n: np.ndarray) -> np.ndarray:
     return np.eye(3) - 2 * np.outer(n, n)
 
 
@@ -326,13 +326,13 @@ def o3_from_name(name: str) -> O3Element:
     if m is None or len(axis) != 3 or (m["kind"] == "m") != (m["deg"] == ""):
         raise ValueError(f"cannot parse O(3) element {name!r}; expected e.g. 'e', 'i', 'r120[1,1,1]', "
                          "'m[0,0,1]' or 's90[0,0,1]'")
-    n = _axis(axis)
+    n = unit_axis(axis)
     if m["kind"] == "m":
-        return O3Element(_reflection_matrix(n))
+        return O3Element(axis_reflection_matrix(n))
     if not math.isfinite(deg):
         raise ValueError(f"angle must be finite, got {deg}")
-    rot = _rotation_matrix(n, math.radians(deg))
-    return O3Element(rot if m["kind"] == "r" else _reflection_matrix(n) @ rot)
+    rot = axis_rotation_matrix(n, math.radians(deg))
+    return O3Element(rot if m["kind"] == "r" else axis_reflection_matrix(n) @ rot)
 
 
 # ---- either ----

@@ -16,7 +16,7 @@ from typing import Iterable
 
 import numpy as np
 
-from symfast.groups.elements import (PHI, O3Element, _axis, _fmt_axis, _reflection_matrix, _rotation_matrix,
+from symfast.groups.elements import (PHI, O3Element, unit_axis, format_axis, axis_reflection_matrix, axis_rotation_matrix,
                                      o3_from_name)
 from symfast.groups.group import Group
 from symfast.groups.group import closure as generate
@@ -38,13 +38,13 @@ def rotation(axis, angle: float) -> O3Element:
     """
     if not math.isfinite(angle):
         raise ValueError(f"angle must be finite, got {angle}")
-    return O3Element(_rotation_matrix(_axis(axis), float(angle)))
+    return O3Element(axis_rotation_matrix(unit_axis(axis), float(angle)))
 
 
 def reflection(normal) -> O3Element:
     """Reflection across the plane through the origin with normal `normal` (3 numbers)."""
-    n = _axis(normal)
-    return O3Element(_reflection_matrix(n))
+    n = unit_axis(normal)
+    return O3Element(axis_reflection_matrix(n))
 
 
 def rotoreflection(axis, angle: float) -> O3Element:
@@ -134,15 +134,15 @@ def dihedral(n: int) -> Group:
 def cyclic(n: int, axis=(0, 0, 1)) -> Group:
     """C_n: rotations by 2 pi k / n, k = 0..n-1, about `axis`."""
     n = _positive_int(n)
-    a = _axis(axis)
+    a = unit_axis(axis)
     return Group([rotation(a, 2 * math.pi * k / n) for k in range(n)], name=f"C{n}")
 
 
 def rotation_sweep(axis=(0, 0, 1), num: int = 360) -> Group:
     """`num` rotations about `axis`, evenly spaced over [0, 2 pi): the candidates of a sweep."""
     num = _positive_int(num, "num")
-    a = _axis(axis)
-    return Group([rotation(a, 2 * math.pi * k / num) for k in range(num)], name=f"sweep{num}{_fmt_axis(a)}")
+    a = unit_axis(axis)
+    return Group([rotation(a, 2 * math.pi * k / num) for k in range(num)], name=f"sweep{num}{format_axis(a)}")
 
 
 def orthogonal_group() -> Group:

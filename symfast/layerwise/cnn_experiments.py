@@ -68,7 +68,7 @@ class CNNResult:
     def row(self) -> dict:
         return {"label": self.label, "errors": self.actions.errors.tolist(), "random": self.actions.baseline.tolist(),
                 "data_errors": self.data_errors.tolist(), "accuracy": self.accuracy,
-                "equivariance": self.equivariance, "counts": self.actions._count_list(), "projection": self.projection}
+                "equivariance": self.equivariance, "counts": self.actions.count_list(), "projection": self.projection}
 
 
 def analyse_cnn(net, test: ImageData, label: str = "", threshold: float = DEFAULT_THRESHOLD, seed: int = 0) -> CNNResult:
@@ -109,7 +109,7 @@ def format_cnn_results(res: dict) -> str:
             lines.append(f"{name} ({r.label}): accuracy {r.accuracy:.4f}, end-to-end equivariance error "
                          f"{r.equivariance:.4f}")
             lines.append(f"  {'layer':>5} {'weight':>8} {'random':>8} {'data':>8}  symmetric/antisymmetric/paired/unmatched")
-            counts = r.actions._count_list()
+            counts = r.actions.count_list()
             for l, (e, b, d) in enumerate(zip(r.actions.errors, r.actions.baseline, r.data_errors)):
                 c = fmt(counts[l]) if l < len(counts) else "head"
                 lines.append(f"  {l + 1:>5} {e:8.4f} {b:8.4f} {d:8.4f}  {c}")

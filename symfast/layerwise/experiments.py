@@ -134,8 +134,8 @@ class ExperimentResult:
     projection: dict = field(default_factory=dict)
 
     def row(self) -> dict:
-        c = self.actions._count_list()[0]
-        cd = self.actions._count_list(level="data")[0]
+        c = self.actions.count_list()[0]
+        cd = self.actions.count_list(level="data")[0]
         return {"layer1_counts_data": cd, "label": self.label, "errors": self.actions.errors.tolist(),
                 "random": self.actions.baseline.tolist(), "data_errors": self.data_errors.tolist(),
                 "near_linear": self.near_linear.tolist(), self.metric_name: self.metric,
@@ -224,7 +224,7 @@ def format_results(res: dict) -> str:
         fmt = lambda c: f"{c['fixed']}/{c['antisymmetric']}/{c['cycled']}/{c['unmatched']}"  # noqa: E731
         for l in range(len(e)):
             if l < len(rs[0].actions.actions):
-                c = fmt(rs[0].actions._count_list()[l]) + " | " + fmt(rs[0].actions._count_list(level="data")[l])
+                c = fmt(rs[0].actions.count_list()[l]) + " | " + fmt(rs[0].actions.count_list(level="data")[l])
             else:
                 c = "output"
             nls = "" if np.isnan(nl[l]) else f"{nl[l]:.2f}"
@@ -232,7 +232,7 @@ def format_results(res: dict) -> str:
         if len(rs) > 1:
             sd = np.std([r.actions.errors for r in rs], 0)
             lines.append(f"  seed spread (std of weight errors over {len(rs)} seeds): {np.round(sd, 4).tolist()}")
-            per_seed = [r.actions._count_list(level="data")[0] for r in rs]
+            per_seed = [r.actions.count_list(level="data")[0] for r in rs]
             lines.append("  layer-1 symmetric/antisymmetric/paired per seed (data level): "
                          + ", ".join(f"{c['fixed']}/{c['antisymmetric']}/{c['cycled']}" for c in per_seed))
         p = rs[0].projection

@@ -164,7 +164,7 @@ class GroupActions:
         from symfast.layerwise.tables import compat_frame
 
         parts = [v.counts(threshold) for v in self.elements.values()]
-        old = {k: v._count_list(threshold) for k, v in self.elements.items()}
+        old = {k: v.count_list(threshold) for k, v in self.elements.items()}
         rows = pd.concat([pd.DataFrame(p) for p in parts], ignore_index=True).to_dict("records")
         return compat_frame(rows, list(parts[0].columns), old_items=old, old_what="counts()",
                             hint="counts() is a DataFrame with one row per element and hidden layer; "

@@ -150,7 +150,7 @@ def filter_level(acts: LatentActions, W1) -> LatentActions:
 
 
 def _classes(acts: LatentActions) -> dict:
-    c = acts._count_list()[0]
+    c = acts.count_list()[0]
     return {"s+": c["fixed"], "s-": c["antisymmetric"], "paired": c["cycled"], "unmatched": c["unmatched"]}
 
 

@@ -60,7 +60,7 @@ def orbit_groups(result: LatentActions, threshold: float | None = None, level: s
 def counts_text(result: LatentActions, threshold: float | None = None, level: str = "weight") -> str:
     """"sym/anti/paired/unmatched a/b/c/d" of layer 1, from `LatentActions.counts` (the function the suite's
     table uses), so a figure's title and the table cannot disagree."""
-    c = result._count_list(threshold, level=_resolve_level(result, level))[0]
+    c = result.count_list(threshold, level=_resolve_level(result, level))[0]
     return f"sym/anti/paired/unmatched {c['fixed']}/{c['antisymmetric']}/{c['cycled']}/{c['unmatched']}"
 
 

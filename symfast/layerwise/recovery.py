@@ -97,7 +97,9 @@ class LatentActions:
         """HomomorphismReport for this element alone: if rho_in^k = I and rho_out^k = I, so must rho_l^k."""
         return homomorphism_check({self.name: self})
 
-    def _count_list(self, threshold: float | None = None, level: str = "weight") -> list:
+    def count_list(self, threshold: float | None = None, level: str = "weight") -> list:
+        """Per hidden layer, a dict of neuron counts (fixed, antisymmetric, cycled, unmatched) at
+        `threshold` (default: the recovery's), from the weight or the data residuals (`level`)."""
         t = self.threshold if threshold is None else threshold
         if level == "data":
             if self.data_residuals is None:
@@ -116,7 +118,7 @@ class LatentActions:
         index of earlier versions (`counts()[0]`: layer 1's dict) still works, with a
         DeprecationWarning; write `counts().iloc[0]`.
         """
-        old = self._count_list(threshold, level)
+        old = self.count_list(threshold, level)
         rows = [{"element": self.name, "layer": l + 1, **c} for l, c in enumerate(old)]
         return compat_frame(rows, COUNT_COLUMNS, old_text=None, old_items=old, old_what="counts()",
                             hint="counts() is a DataFrame with one row per hidden layer; "
@@ -130,7 +132,7 @@ class LatentActions:
         missing for the output layer). `report()` (or `str(result)`) is the same as text.
 
         Calling it as in earlier versions (`table()`) returns that text, with a DeprecationWarning."""
-        cnt = self._count_list() + [{}]
+        cnt = self.count_list() + [{}]
         rows = []
         for l, (e, r, be) in enumerate(zip(self.errors, self.baseline, self.bias_errors)):
             de = float("nan") if self.data_errors is None else float(self.data_errors[l])
@@ -150,7 +152,7 @@ class LatentActions:
             head += f" {'data':>8}"
         head += "  fixed/anti/cycled/unmatched"
         rows = [f"[{self.name}]", head]
-        cnt = self._count_list() + [None]
+        cnt = self.count_list() + [None]
         for l, (e, r, be) in enumerate(zip(self.errors, self.baseline, self.bias_errors)):
             s = f"{l + 1:>5} {e:8.4f} {r:8.4f} {be:8.4f}"
             if self.data_errors is not None:

@@ -69,7 +69,7 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
                 rows.append({"model": model, "activation": act, "variant": variant,
                              "weight_error": float(r.actions.errors[0]), "random": float(r.actions.baseline[0]),
                              "data_error": data_err, "end_to_end": float(r.equivariance),
-                             "counts": r.actions._count_list()[0], "accuracy": acc})
+                             "counts": r.actions.count_list()[0], "accuracy": acc})
     return rows
 
 
@@ -105,8 +105,8 @@ def autoencoder_regimes(data: ImageData, scales=(1.0, 4.0), weight_decays=(0.0, 
                         "autoencoder", te, project=False)
             rows.append({"scale": float(s), "weight_decay": float(wd), "near_linear": r.near_linear.tolist(),
                          "weight_error": float(r.actions.errors[0]), "random": float(r.actions.baseline[0]),
-                         "data_error": float(r.data_errors[0]), "counts": r.actions._count_list()[0],
-                         "counts_data": r.actions._count_list(level="data")[0],
+                         "data_error": float(r.data_errors[0]), "counts": r.actions.count_list()[0],
+                         "counts_data": r.actions.count_list(level="data")[0],
                          "relative_mse": float(r.metric / max((te.x ** 2).sum(1).mean(), 1e-300))})
     return rows
 

@@ -29,7 +29,7 @@ from symfast.nn.ensemble import Ensemble
 from symfast.nn.encodings import DyadicAxisPE, MultiAxisPE, RandomFourierPE, TriAxisPE
 from symfast.groups import Group, as_element, dihedral, union
 from symfast.readout.readout import readout
-from symfast.readout.training import _as_seeds, fit_sdf
+from symfast.readout.training import as_seeds, fit_sdf
 
 __all__ = ["grid_shapes", "grid_encodings", "candidates_for", "score_table", "run", "rates", "first_seeds",
            "replay_trainer", "score_pool", "train_snapshots", "model_separation"]
@@ -196,7 +196,7 @@ def train_snapshots(shapes, pe, seeds: int, steps, points: int = 2048, directory
     checkpoint and each snapshot (`<pe>_<steps>.pt`) are kept there and reused by a rerun.
     """
     steps = sorted(int(s) for s in steps)
-    want = dict(shapes=[getattr(s, "name", s) for s in shapes], seeds=_as_seeds(seeds), points=int(points))
+    want = dict(shapes=[getattr(s, "name", s) for s in shapes], seeds=as_seeds(seeds), points=int(points))
     with contextlib.ExitStack() as stack:
         if directory is None:
             directory = stack.enter_context(tempfile.TemporaryDirectory())

@@ -44,7 +44,7 @@ def _new_axes(n: int, axes, figsize, **kw):
     return fig, list(ax[:, 0]), True
 
 
-def _panel_p(t: pd.DataFrame) -> np.ndarray:
+def panel_pvalues(t: pd.DataFrame) -> np.ndarray:
     """Holm-adjusted p-value per row: within the exactly liftable family (the G_obs decision), and,
     for elements without an exact lift, the same test under their best orthogonal lift."""
     lift = t["liftable"].astype(bool).to_numpy()
@@ -100,7 +100,7 @@ def plot_heatmap(table: pd.DataFrame, path=None, axes=None):
         t = table[(table["pe"] == pe) & (table["observable"] == obs)]
         shapes, elems = list(dict.fromkeys(t["shape"])), list(dict.fromkeys(t["element"]))
         grid = np.full((len(shapes), len(elems)), np.nan)
-        logp = np.log10(np.clip(_panel_p(t), P_FLOOR, 1.0))
+        logp = np.log10(np.clip(panel_pvalues(t), P_FLOOR, 1.0))
         for (_, r), lp in zip(t.iterrows(), logp):
             y, x = shapes.index(r["shape"]), elems.index(r["element"])
             grid[y, x] = lp

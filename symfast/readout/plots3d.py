@@ -23,7 +23,7 @@ import torch
 
 from symfast._deprecation import renamed
 from symfast.plotting import FONT, SMALL, finish
-from symfast.readout.plots import P_FLOOR, _panel_p, pvalue_colorbar, pvalue_norm
+from symfast.readout.plots import P_FLOOR, panel_pvalues, pvalue_colorbar, pvalue_norm
 
 __all__ = ["plot_level_sets", "plot_sdf_slices", "plot_score_heatmap", "HAVE_SKIMAGE"]
 
@@ -221,7 +221,7 @@ def plot_score_heatmap(table: pd.DataFrame, path=None, fig=None):
         grid = np.full((len(shapes), len(elems)), np.nan)
         x = t["element"].map({e: i for i, e in enumerate(elems)}).to_numpy()
         y = t["shape"].map({s: i for i, s in enumerate(shapes)}).to_numpy()
-        grid[y, x] = np.log10(np.clip(_panel_p(t), P_FLOOR, 1.0))
+        grid[y, x] = np.log10(np.clip(panel_pvalues(t), P_FLOOR, 1.0))
         im = ax.imshow(np.ma.masked_invalid(grid), cmap="RdBu", norm=norm, aspect="auto", interpolation="nearest")
         ax.set_facecolor("0.85")
         obs_m = t["observed"].astype(bool).to_numpy()

@@ -151,8 +151,8 @@ def readout(ensembles, candidates=None, observable="gram", aggregate: str = "ens
         swept = list(_sweep_group(sweep, dim, sweep_axis)) if sweep else []
         elements.update((g.name, g) for g in cands)
         for kind in kinds:
-            lifts = _lifts(ens.pe, list(cands), kind)
-            sweep_lifts = _lifts(ens.pe, swept, kind) if sweep else None
+            lifts = element_lifts(ens.pe, list(cands), kind)
+            sweep_lifts = element_lifts(ens.pe, swept, kind) if sweep else None
             phi_all = observable_fn(ens, kind)
             for shape_name in dict.fromkeys(ens.shapes):
                 phi = phi_all[ens.indices(shape_name)]
@@ -236,7 +236,7 @@ def observable_fn(ens: Ensemble, kind: str) -> torch.Tensor:
     return observable(ens.weights, ens.biases, kind)
 
 
-def _lifts(pe, elements, kind):
+def element_lifts(pe, elements, kind):
     """(element, rho [d', d'] float64 tensor, exact?, residual) for each element, from the
     encoding's bounded lift cache (`FourierPE.best_lift`)."""
     out = []

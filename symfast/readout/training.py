@@ -71,7 +71,7 @@ def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
-def _as_seeds(seeds) -> list[int]:
+def as_seeds(seeds) -> list[int]:
     if _is_int(seeds):
         if not 1 <= seeds <= 10**6:
             raise ValueError(f"seeds must be a positive count (at most 10^6) or a list of seeds, got {seeds}")
@@ -173,7 +173,7 @@ def fit_sdf(shapes, pe: FourierPE, seeds=32, hidden=(64, 64), activation: str = 
         carrying its Shape object.
     """
     shape_objs = _as_shapes(shapes)
-    seed_list = _as_seeds(seeds)
+    seed_list = as_seeds(seeds)
     if not isinstance(pe, FourierPE):
         raise ValueError(f"pe must be a symfast FourierPE, got {type(pe).__name__}")
     hidden = _as_hidden(hidden)

@@ -159,7 +159,7 @@ def _rebuild(name, sdf, group, params, dim) -> Shape:
     return out
 
 
-def _pos(**kw):
+def check_positive(**kw):
     for k, val in kw.items():
         if not (val > 0 and math.isfinite(val)):
             raise ValueError(f"{k} must be positive and finite, got {val}")

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from symfast.groups import Group, dihedral, orthogonal_group, reflection, rotation
-from symfast.shapes.base import Shape, _pos, recipe
+from symfast.shapes.base import Shape, check_positive, recipe
 
 __all__ = ["circle", "square", "rectangle", "ellipse", "regular_polygon", "triangle", "pentagon", "hexagon", "star",
            "polygon", "FACTORIES"]
@@ -93,7 +93,7 @@ def _rotated_dihedral(n: int, rot: float) -> Group:
 @recipe("circle")
 def circle(radius: float = 0.5) -> Shape:
     """Disk of `radius`; group O(2)."""
-    _pos(radius=radius)
+    check_positive(radius=radius)
     return Shape("circle", lambda x: x.norm(dim=-1) - radius, orthogonal_group(),
                  {"kind": "circle", "radius": float(radius)})
 
@@ -101,7 +101,7 @@ def circle(radius: float = 0.5) -> Shape:
 @recipe("square")
 def square(half_width: float = 0.5) -> Shape:
     """Axis-aligned square [-h, h]^2; group D4."""
-    _pos(half_width=half_width)
+    check_positive(half_width=half_width)
     return Shape("square", lambda x: _box_sdf(x, half_width, half_width), dihedral(4),
                  {"kind": "square", "half_width": float(half_width)})
 
@@ -109,7 +109,7 @@ def square(half_width: float = 0.5) -> Shape:
 @recipe("rectangle")
 def rectangle(half_width: float = 0.6, half_height: float = 0.35) -> Shape:
     """Axis-aligned rectangle; group D2 = {e, r180, m0, m90}."""
-    _pos(half_width=half_width, half_height=half_height)
+    check_positive(half_width=half_width, half_height=half_height)
     if abs(half_width - half_height) < 1e-12:
         raise ValueError("rectangle with equal sides is a square; use square()")
     return Shape("rectangle", lambda x: _box_sdf(x, half_width, half_height), dihedral(2),
@@ -123,7 +123,7 @@ def ellipse(a: float = 0.6, b: float = 0.35, iterations: int = 6) -> Shape:
     Distance by the fixed-point iteration for the closest boundary point (converges to
     ~1e-12 in a few steps away from the centre), signed by the implicit equation.
     """
-    _pos(a=a, b=b)
+    check_positive(a=a, b=b)
     if abs(a - b) < 1e-12:
         raise ValueError("ellipse with a == b is a circle; use circle()")
 
@@ -176,7 +176,7 @@ def regular_polygon(n: int, radius: float = 0.6, rotation: float = 0.0, name: st
     x-axis, so mirror lines sit at multiples of pi / n); group D_n."""
     if int(n) != n or n < 3:
         raise ValueError(f"n must be an integer >= 3, got {n}")
-    _pos(radius=radius)
+    check_positive(radius=radius)
     t = rotation + 2 * math.pi * np.arange(n) / n
     v = radius * np.stack([np.cos(t), np.sin(t)], 1)
     return polygon(v, name or f"{n}-gon", _rotated_dihedral(int(n), rotation))
@@ -198,7 +198,7 @@ def star(n: int = 5, outer: float = 0.65, inner: float = 0.3, rotation: float = 
     """n-pointed star (2n vertices alternating between radii outer and inner); group D_n."""
     if int(n) != n or n < 2:
         raise ValueError(f"n must be an integer >= 2, got {n}")
-    _pos(outer=outer, inner=inner)
+    check_positive(outer=outer, inner=inner)
     if inner >= outer:
         raise ValueError(f"inner radius must be below outer, got {inner} >= {outer}")
     t = rotation + math.pi * np.arange(2 * n) / n

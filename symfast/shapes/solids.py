@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from symfast.groups import Group, o3
-from symfast.shapes.base import Shape, _pos, recipe
+from symfast.shapes.base import Shape, check_positive, recipe
 from symfast.shapes.meshes import triangle_distance
 
 __all__ = ["sphere", "box", "cube", "tetrahedron", "octahedron", "icosahedron", "dodecahedron", "polyhedron",
@@ -77,7 +77,7 @@ def polyhedron(vertices, name: str = "polyhedron", group: Group | None = None) -
 
 
 def _regular(name: str, vertices: np.ndarray, radius: float, group: str) -> Shape:
-    _pos(radius=radius)
+    check_positive(radius=radius)
     v = vertices * (radius / np.linalg.norm(vertices[0]))
     s = polyhedron(v, name, _group(group))
     s.params = {"kind": name, "radius": float(radius)}
@@ -134,7 +134,7 @@ def box(a: float = 0.6, b: float = 0.4, c: float = 0.25) -> Shape:
     Declared group: the signed permutations that preserve the half widths: D_2h (8, the sign
     flips) when a, b, c differ, D_4h (16) about the odd axis when two are equal, O_h (48) for a cube.
     """
-    _pos(a=a, b=b, c=c)
+    check_positive(a=a, b=b, c=c)
     h = (float(a), float(b), float(c))
 
     def sdf(x):
@@ -153,7 +153,7 @@ def cube(a: float = 0.5) -> Shape:
 
 def sphere(r: float = 0.5) -> Shape:
     """Ball of radius r; declared group O(3) (every candidate passes)."""
-    _pos(r=r)
+    check_positive(r=r)
     return Shape("sphere", lambda x: x.norm(dim=-1) - r, o3.orthogonal_group(), {"kind": "sphere", "r": float(r)},
                  dim=3)
 
@@ -165,7 +165,7 @@ def cylinder(r: float = 0.4, h: float = 0.5) -> Shape:
     z axis onto itself (g e_z = +-e_z): all of D_nh (`sf.o3.dihedral(n)`) and C_n about z, the 16
     elements of O_h that form D_4h about z, the 8 of I_h that form D_2h.
     """
-    _pos(r=r, h=h)
+    check_positive(r=r, h=h)
 
     def sdf(x):
         d = torch.stack((x[..., :2].norm(dim=-1) - r, x[..., 2].abs() - h), -1)
@@ -180,7 +180,7 @@ def torus(R: float = 0.5, r: float = 0.2) -> Shape:
 
     Declared group `Dinfh`, like `cylinder` (the same finite candidates pass).
     """
-    _pos(R=R, r=r)
+    check_positive(R=R, r=r)
     if r >= R:
         raise ValueError(f"tube radius r must be below R (a ring torus), got r={r} >= R={R}")
 

@@ -261,12 +261,12 @@ def test_gram_scores_take_the_144_candidate_lifts():
     lifts in one call), matching the reference by name."""
     from symfast import _ext
     from symfast.ops.gram_scores import gram_scores, reference
-    from symfast.readout.readout import _lifts
+    from symfast.readout.readout import element_lifts
     from symfast.testing import assert_close
 
     if not _ext.cpp_available():
         pytest.skip("C++ extension not built")
-    rho = torch.stack([r for _, r, _, _ in _lifts(PES["ico6"], list(CANDIDATES), "gram")])
+    rho = torch.stack([r for _, r, _, _ in element_lifts(PES["ico6"], list(CANDIDATES), "gram")])
     a = torch.randn(3, 48, 48, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     phi = a @ a.transpose(1, 2)
     assert_close("scores", reference.gram_scores(phi, rho), gram_scores(phi, rho, backend="cpu"))

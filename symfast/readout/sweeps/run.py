@@ -16,7 +16,7 @@ from symfast._io import atomic_write_bytes
 from symfast._progress import Progress, reporter
 from symfast.nn.ensemble import Ensemble
 from symfast.readout.observables import observable, scores
-from symfast.readout.readout import _lifts, default_candidates, readout
+from symfast.readout.readout import element_lifts, default_candidates, readout
 from symfast.readout.sweeps.spec import Batch, SweepSpec, make_encoding
 from symfast.readout.sweeps.store import SweepStore
 from symfast.readout.training import fit_sdf
@@ -72,7 +72,7 @@ def train_batch(batch: Batch, observables: list, device: str = "cpu", backend: s
                           seed=seed, final_loss=float(ens.losses[-1, i]), train_seconds=seconds / len(ens)))
     score_rows = []
     for obs in observables:
-        lifts = _lifts(pe, list(default_candidates()), obs)
+        lifts = element_lifts(pe, list(default_candidates()), obs)
         s = scores(observable(ens.weights, ens.biases, obs), torch.stack([r for _, r, _, _ in lifts]))
         for i in range(len(ens)):
             for e, (g, _, exact, _) in enumerate(lifts):
