@@ -566,22 +566,32 @@ def test_result_objects_print_short_summaries_and_have_a_notebook_view():
     assert "<table" in one._repr_html_()
 
 
-def test_an_exported_program_loads_in_a_fresh_process_after_import_symfast(tmp_path):
+def _symfast_backends(graph) -> list:
+    """The backend argument of every symfast op node of an exported graph."""
+    return [n.args[-1] for n in graph.nodes if n.op == "call_function" and str(n.target).startswith("symfast.")]
+
+
+@pytest.mark.parametrize("module", ["FourierMLP", "FourierMLPEnsemble"])
+def test_an_exported_program_loads_in_a_fresh_process_after_import_symfast(tmp_path, module):
     """torch.export of a fused module, saved, and loaded in a new process: refused until symfast is
-    imported, then (a plain `import symfast`, no op module imported by hand) the same outputs; the
-    program keeps the backend resolved at export ('cpu')."""
+    imported, then (a plain `import symfast`, no op module imported by hand) the same outputs. The
+    program holds backend "auto" (saved and loaded), resolved when it runs: with the C++ kernel
+    reported missing in that process it runs the reference instead (the one-time warning), as a
+    program exported on one machine runs on another."""
     import subprocess
     import sys
 
-    m = sf.nn.FourierMLPEnsemble(sf.DyadicAxisPE(3), hidden=(8,), num_models=2)
-    x = torch.rand(2, 16, 2, generator=torch.Generator().manual_seed(0))
+    cls = getattr(sf.nn, module)
+    m = cls(sf.DyadicAxisPE(3), hidden=(8,), **({"num_models": 2} if module == "FourierMLPEnsemble" else {}))
+    x = torch.rand(*((2,) if module == "FourierMLPEnsemble" else ()), 16, 2, generator=torch.Generator().manual_seed(0))
     ep = torch.export.export(m, (x,))
-    assert any(n.target == torch.ops.symfast.fourier_mlp.default and "cpu" in n.args for n in ep.graph.nodes)
+    assert _symfast_backends(ep.graph) == ["auto"]
     path = tmp_path / "field.pt2"
     torch.export.save(ep, str(path))
     torch.save(x, tmp_path / "x.pt")
     torch.save(m(x).detach(), tmp_path / "y.pt")
     script = f"""
+import warnings
 import torch
 try:
     torch.export.load({str(path)!r})
@@ -591,12 +601,29 @@ except Exception:
 import sys, symfast
 print("lazy" if "symfast.ops.fourier_mlp" not in sys.modules else "eager")
 ep = torch.export.load({str(path)!r})
-y = ep.module()(torch.load({str(tmp_path / 'x.pt')!r}))
-print("same" if torch.equal(y, torch.load({str(tmp_path / 'y.pt')!r})) else "differ")
+print(*[n.args[-1] for n in ep.graph.nodes if n.op == "call_function" and str(n.target).startswith("symfast.")])
+x, y = torch.load({str(tmp_path / 'x.pt')!r}), torch.load({str(tmp_path / 'y.pt')!r})
+print("same" if torch.equal(ep.module()(x), y) else "differ")
+symfast._ext.cpp_available = lambda: False  # as on a machine without the C++ kernel
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    y2 = ep.module()(x)
+print("reference" if any("symfast._C is not built" in str(w.message) for w in seen) else "no-fallback",
+      "close" if torch.allclose(y2, y, rtol=1e-5, atol=1e-6) else "far")
 """
     out = subprocess.run([sys.executable, "-P", "-c", script], capture_output=True, text=True,
-                         timeout=300).stdout.split()  # -P: the symfast under test, not a source tree in the cwd
-    assert out == ["refused-unregistered", "lazy", "same"], out
+                         timeout=300)  # -P: the symfast under test, not a source tree in the cwd
+    assert out.stdout.split() == ["refused-unregistered", "lazy", "auto", "same", "reference", "close"], \
+        out.stdout + out.stderr[-3000:]
+
+
+def test_an_exported_program_keeps_a_pinned_backend():
+    """A module built with backend="cpu" exports the op with "cpu": the caller's choice is kept."""
+    if not sf.cpp_available():
+        pytest.skip("symfast._C not built")
+    m = sf.nn.FourierMLP(sf.DyadicAxisPE(3), hidden=(8,), backend="cpu")
+    ep = torch.export.export(m, (torch.rand(16, 2),))
+    assert _symfast_backends(ep.graph) == ["cpu"]
 
 
 def test_torch_ops_symfast_after_a_plain_import_costs_nothing_until_used():

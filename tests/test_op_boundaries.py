@@ -11,9 +11,9 @@ and then broken one argument at a time, hundreds of ways:
     values    NaN/Inf in a tensor the op must refuse, an index out of range;
     layers    fourier_mlp's lists shortened, a hidden width changed (layer chaining).
 Every broken call must raise ValueError or RuntimeError with a message, on every backend
-("cpu" and "reference"); returning a result or dying is a failure. The valid call must succeed,
-and the same call with every tensor on the meta device must return meta tensors (the fake path,
-no kernel).
+("cpu", "reference" and "auto", which the op resolves itself before its kernel's checks);
+returning a result or dying is a failure. The valid call must succeed, and the same call with
+every tensor on the meta device must return meta tensors (the fake path, no kernel).
 
 Each op family runs in its own subprocess (this file run as a script), so a crash (SIGSEGV,
 SIGABRT, bus error) is reported as that family's failed test, not a dead pytest run. The
@@ -250,7 +250,7 @@ FAMILIES = {
     "ordered_schur": [ordered_schur, ordschur],
     "rnn": [rnn_rollout, rnn_train_step, rnn_train_loss],
 }
-BACKENDS = ("cpu", "reference")
+BACKENDS = ("cpu", "reference", "auto")  # "auto": the op resolves it in its kernel
 SHAPE_BREAKS = ("dim", "fewer", "only", "width", "fan-out")  # the C++ kernels' own checks cover these
 
 
@@ -442,7 +442,7 @@ def _tensors(out):
     return out if isinstance(out, (list, tuple)) else [out]
 
 
-BAD_BACKENDS = ("bogus", "auto", "", "CPU", "cpp", "scipy", "reference ")
+BAD_BACKENDS = ("bogus", "", "CPU", "cpp", "scipy", "reference ", "Auto")
 def _backend_failures(op, args) -> list[str]:
     """Each unknown backend name, on real and on meta tensors, must raise a ValueError naming the valid ones."""
     failures = []
@@ -478,7 +478,7 @@ def run_family(family: str, seed: int = 0, rounds: int = 4) -> int:
             print("FAIL", f)
         print(f"{family}: {cases} broken calls, {len(failures)} failures")
         return len(failures)
-    backends = BACKENDS if _ext.cpp_available() else ("reference",)
+    backends = BACKENDS if _ext.cpp_available() else ("reference", "auto")
     r = random.Random(f"{family}-{seed}")
     torch.manual_seed(seed)
     failures, cases = [], 0

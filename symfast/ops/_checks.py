@@ -15,16 +15,16 @@ from __future__ import annotations
 import torch
 
 FLOATS = (torch.float32, torch.float64)
-RESOLVED = ("cpu", "triton", "reference")  # the backend names an op takes (the public functions resolve "auto")
+RESOLVED = ("cpu", "triton", "reference")  # what "auto" resolves to
+TAKEN = ("auto", *RESOLVED)  # the backend names an op takes ("auto": resolved in its kernel, `_dispatch`)
 
 
-def backend(op: str, name, valid=RESOLVED) -> None:
-    """`name` is one of the resolved backend names `valid` (default: any op's); ValueError naming them
-    otherwise (an unknown name would otherwise fall through to the reference without a word). Every
-    op's kernels (with the op's own names) and its fake implementation call this."""
+def backend(op: str, name, valid=TAKEN) -> None:
+    """`name` is one of the backend names `valid` (default: any op's); ValueError naming them otherwise
+    (an unknown name would otherwise fall through to the reference without a word). Every op's kernels
+    (with the op's own names) and its fake implementation call this."""
     if not isinstance(name, str) or name not in valid:
-        raise ValueError(f"{op}: backend must be one of {list(valid)} (the public functions also take "
-                         f"'auto'), got {name!r}")
+        raise ValueError(f"{op}: backend must be one of {list(valid)}, got {name!r}")
 
 
 def shape(t: torch.Tensor) -> list[int]:

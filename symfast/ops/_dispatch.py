@@ -17,7 +17,11 @@ transforms exactly (cost: the reference's speed, see each op's docstring).
 
 Per-device kernels are registered on each `torch.ops.symfast.<op>` with
 `register_kernels`: the op's default implementation is the reference, and its CPU/CUDA
-kernels route the resolved backend name to the C++ or Triton launcher.
+kernels route the backend name to the C++ or Triton launcher. The ops take "auto" too and
+resolve it inside the kernel with the op's own rule (the one its public function uses), on the
+tensors of the call; the public functions pass "auto" through when the caller did not pin a
+backend (`for_op`), so a graph traced or exported with torch.export holds "auto", not the name
+resolved on the machine that traced it.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ import torch
 from symfast import _ext
 from symfast.ops import _checks
 
-__all__ = ["BACKENDS", "resolve", "under_functorch", "refuse_grad", "not_differentiable", "register_kernels"]
+__all__ = ["BACKENDS", "resolve", "for_op", "under_functorch", "refuse_grad", "not_differentiable", "register_kernels"]
 
 BACKENDS = ("auto", "cpu", "triton", "reference")
 _ALIASES = {"cpp": "cpu", "scipy": "reference"}
@@ -128,28 +132,44 @@ def refuse_grad(op: str, **tensors) -> None:
                            f"pass .detach() explicitly")
 
 
-def register_kernels(op, reference, kernels: dict) -> None:
+def register_kernels(op, reference, kernels: dict, auto) -> None:
     """Register per-device kernels on a custom op whose default implementation is the reference.
 
     Args:
-        op: a `torch.library.custom_op` with an argument named `backend`, the resolved backend name.
+        op: a `torch.library.custom_op` with an argument named `backend`.
         reference: the op's reference implementation (same signature).
         kernels: backend name ("cpu", "triton") -> implementation with the op's signature.
             The CPU kernel serves "cpu" and, under TRITON_INTERPRET=1, "triton"; the CUDA
             kernel serves "triton"; "reference" runs the reference. Any other name raises a
             ValueError naming the valid ones (`_checks.backend`; the fake implementations call it too).
+        auto: the op's rule for "auto", the one its public function resolves with: called with the
+            op's arguments by name (`auto(**args)`), returns "cpu", "triton" or "reference". It runs
+            here, inside the kernel, on the tensors of the call, so a traced or exported graph keeps
+            backend="auto" and picks the kernel of whatever device it later runs on.
     """
-    at = [a.name for a in op._opoverload._schema.arguments].index("backend")
+    names = [a.name for a in op._opoverload._schema.arguments]
+    at = names.index("backend")
     name = op._opoverload._schema.name.split("::")[-1]
     valid = tuple(b for b in _checks.RESOLVED if b == "reference" or b in kernels)
 
     def route(*args):
-        _checks.backend(name, args[at], valid)  # an unknown name must not run the reference silently
+        _checks.backend(name, args[at], ("auto", *valid))  # an unknown name must not run the reference silently
+        if args[at] == "auto":
+            resolved = auto(**dict(zip(names, args)))
+            _checks.backend(name, resolved, valid)  # a rule naming a kernel this op lacks is a bug, not a fallback
+            args = (*args[:at], resolved, *args[at + 1:])
         return kernels.get(args[at], reference)(*args)
 
     op.register_kernel("cpu")(route)
     if "triton" in kernels:
         op.register_kernel("cuda")(route)
+
+
+def for_op(requested: str, resolved: str) -> str:
+    """The backend name a public function hands its op: "auto" when the caller did not pin one (the
+    op resolves it per call, so traced and exported graphs stay device-independent), else the
+    resolved name (`resolve` has already refused one that cannot run)."""
+    return "auto" if requested == "auto" else resolved
 
 
 def not_differentiable(op) -> None:

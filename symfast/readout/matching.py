@@ -21,6 +21,7 @@ import pandas as pd
 import torch
 
 from symfast.nn.fields import init_weights
+from symfast.ops import _dispatch
 from symfast.ops.gram import gram
 from symfast.ops.gram_scores import gram_scores
 from symfast.ops.matching import (MODES, lift_residuals, match_signed_lifts_op, mode_code, resolve_backend,
@@ -156,7 +157,7 @@ def matching_scores(weights_first_layer, lifts, layout: str = "auto", biases=Non
     orthogonal = bool((R @ R.transpose(1, 2) - eye).abs().max() < 1e-12)
     R = R.to(W.dtype)
     sp = signed_permutation(R)
-    be = resolve_backend(backend)
+    be = _dispatch.for_op(backend, resolve_backend(backend))  # refuses a backend that cannot run
     if sp is not None and Wm.dtype in (torch.float32, torch.float64):  # the whole observable in one call
         idx, sc, rel = match_signed_lifts_op(Wm.cpu().contiguous(), sp[0], sp[1].double(), mode_code(mode), be)
         per_model = np.sqrt(rel.numpy())

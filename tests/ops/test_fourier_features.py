@@ -27,7 +27,7 @@ def _inputs(n, dtype, m=6, seed=0, grad=False, dim=2):
 @needs_cpp
 @pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("backend", ["cpu", "reference", "auto"])
 def test_opcheck(dtype, backend, dim):
     fast = dtype != torch.float64 or dim != 2  # the full check once per backend
     for n, grad in ((1, False), (7, True)):

@@ -276,16 +276,17 @@ def test_torch_compile_and_custom_op(dim):
 
 
 @needs_cpp
+@pytest.mark.parametrize("backend", ["cpu", "auto"])
 @pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
 @pytest.mark.parametrize("shared", [False, True], ids=["per_model_x", "shared_x"])
-def test_opcheck_backward_and_train_step_ops(shared, dim):
+def test_opcheck_backward_and_train_step_ops(shared, dim, backend):
     x, f, p, ws, bs = make_problem(2, 30, [16], torch.float64, shared=shared, dim=dim)
     t = torch.randn(2, 30, dtype=torch.float64)
     opcheck(torch.ops.symfast.fourier_mlp.default, (x.requires_grad_(True), f, p,
-                                                    [w.requires_grad_(True) for w in ws], bs, "tanh", "cpu"))
+                                                    [w.requires_grad_(True) for w in ws], bs, "tanh", backend))
     x, ws = x.detach(), [w.detach() for w in ws]
-    opcheck(torch.ops.symfast.fourier_mlp_backward.default, (t, x, f, p, ws, bs, "tanh", "cpu", True), fast=True)
-    opcheck(torch.ops.symfast.fourier_mlp_train_step.default, (x, t, f, p, ws, bs, "tanh", "cpu"), fast=shared)
+    opcheck(torch.ops.symfast.fourier_mlp_backward.default, (t, x, f, p, ws, bs, "tanh", backend, True), fast=True)
+    opcheck(torch.ops.symfast.fourier_mlp_train_step.default, (x, t, f, p, ws, bs, "tanh", backend), fast=shared)
 
 
 @pytest.mark.parametrize("act", list(reference.ACTIVATIONS))

@@ -189,14 +189,15 @@ def test_differentiating_first_order_weight_gradients_again_matches_reference():
 
 
 @needs_cpp
-def test_opcheck_second_order_ops():
+@pytest.mark.parametrize("backend", ["cpu", "auto"])
+def test_opcheck_second_order_ops(backend):
     x, f, p, ws, bs = make_problem(2, 9, [6, 5], F64, K=2, seed=3, pe="rff")
     B, N = 2, 9
-    opcheck(torch.ops.symfast.fourier_mlp_jet.default, (x, f, p, ws, bs, "tanh", "cpu"))
+    opcheck(torch.ops.symfast.fourier_mlp_jet.default, (x, f, p, ws, bs, "tanh", backend))
     cf, cg = torch.randn(B, N, dtype=F64), torch.randn(B, N, 2, dtype=F64)
-    opcheck(torch.ops.symfast.fourier_mlp_jet_backward.default, (cf, cg, x, f, p, ws, bs, "tanh", "cpu", True))
+    opcheck(torch.ops.symfast.fourier_mlp_jet_backward.default, (cf, cg, x, f, p, ws, bs, "tanh", backend, True))
     t, n = torch.randn(B, N, dtype=F64), torch.randn(B, N, 2, dtype=F64)
-    opcheck(torch.ops.symfast.fourier_mlp_eikonal_step.default, (x, t, n, f, p, ws, bs, "relu", 0.1, 0.2, "cpu"))
+    opcheck(torch.ops.symfast.fourier_mlp_eikonal_step.default, (x, t, n, f, p, ws, bs, "relu", 0.1, 0.2, backend))
 
 
 @needs_cpp

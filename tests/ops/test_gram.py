@@ -153,7 +153,7 @@ def test_gram_overflow_of_finite_weights_is_inf_like_reference(dtype, big):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)
-@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("backend", ["cpu", "reference", "auto"])
 def test_opcheck(dtype, backend):
     fast = dtype != torch.float64  # the full check once per backend
     for M, grad in ((1, False), (3, True)):

@@ -194,9 +194,10 @@ def test_opcheck(dtype, normalize):
     bp = BlockPermLift.from_dense(_exact_lifts(sf.DyadicAxisPE(K=1)))
     # the full check (incl. tracing with dynamic shapes, ~5 s a call) once per backend in float64
     fast = dtype != torch.float64
-    for backend in ("cpu", "reference"):
-        opcheck(gram_scores_op, (phi, rho, normalize, backend), fast=fast)
-        opcheck(gram_scores_blockperm_op, (phi, bp.perm, bp.blocks, bp.dim, normalize, backend), fast=fast)
+    for backend in ("cpu", "reference", "auto"):
+        opcheck(gram_scores_op, (phi, rho, normalize, backend), fast=fast or backend == "auto")
+        opcheck(gram_scores_blockperm_op, (phi, bp.perm, bp.blocks, bp.dim, normalize, backend),
+                fast=fast or backend == "auto")
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DT_IDS)

@@ -21,7 +21,7 @@ def _signed_lifts():
 
 
 @needs_cpp
-@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("backend", ["cpu", "reference", "auto"])
 def test_opcheck(backend):
     g = torch.Generator().manual_seed(0)
     cost = torch.rand(3, 5, 5, generator=g, dtype=torch.float64)

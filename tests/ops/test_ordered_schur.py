@@ -143,7 +143,7 @@ def test_bad_input(bad, match):
         sf.ordered_schur(bad)
 
 
-@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("backend", ["cpu", "reference", "auto"])
 def test_opcheck(backend):
     rng = np.random.default_rng(0)
     W = torch.from_numpy(rng.standard_normal((3, 5, 5)))

@@ -60,7 +60,7 @@ def test_rollout_deterministic_across_threads():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
-@pytest.mark.parametrize("backend", ["cpu", "reference"])
+@pytest.mark.parametrize("backend", ["cpu", "reference", "auto"])
 def test_opcheck(dtype, backend):
     W, U, V, x, h0 = _data(2, 3, 4, 5, 2, 1, dtype)
     for ret, grad in ((False, False), (True, True)):

@@ -196,6 +196,9 @@ def test_opcheck_loss_and_step():
     leaves = [t.clone().requires_grad_() for t in (W, U, V, x, h0)]
     opcheck(rnn_train_loss_op, (leaves[0], leaves[1], leaves[2], leaves[3], y, m, leaves[4], widths, "cpu"))
     opcheck(rnn_train_loss_op, (W, U, V, x, y, m[..., 0], None, None, "reference"), fast=True)
+    opcheck(rnn_train_step_op, (W, U, V, x, y, m, h0, widths, True, True, "auto"), fast=True)
+    opcheck(rnn_train_loss_op, (leaves[0], leaves[1], leaves[2], leaves[3], y, m, leaves[4], widths, "auto"),
+            fast=True)
 
 
 def test_torch_compile_training_step():

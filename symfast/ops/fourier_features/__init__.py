@@ -58,6 +58,17 @@ def validate(x, frequencies, phases) -> None:
     _checks.same_device(op, named)
 
 
+def resolve_backend(backend: str, x) -> str:
+    """The backend that runs on x ("auto": C++ for float32/float64 CPU tensors, else the reference;
+    an explicit "cpu" on other dtypes raises): the one rule for `fourier_features` and the op's "auto"."""
+    be = _dispatch.resolve("fourier_features", backend, x.device)
+    if be == "cpu" and x.dtype not in (torch.float32, torch.float64):
+        if backend != "auto":
+            raise ValueError(f"backend='cpu' needs float32/float64 input, got {x.dtype}")
+        be = "reference"
+    return be
+
+
 def _reference(x, frequencies, phases, backend):
     validate(x, frequencies, phases)
     return reference.fourier_features(x, frequencies, phases)
@@ -76,7 +87,7 @@ def fourier_features_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torc
     return _reference(x, frequencies, phases, backend)
 
 
-_dispatch.register_kernels(fourier_features_op, _reference, {"cpu": _cpu})
+_dispatch.register_kernels(fourier_features_op, _reference, {"cpu": _cpu}, lambda x, **_: resolve_backend("auto", x))
 
 
 @fourier_features_op.register_fake
@@ -140,11 +151,7 @@ def fourier_features(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.T
         return fourier_features(x.float(), frequencies, phases, backend).to(x.dtype)
     w = frequencies.to(device=x.device, dtype=x.dtype)
     b = phases.to(device=x.device, dtype=x.dtype)
-    be = _dispatch.resolve("fourier_features", backend, x.device)
-    if be == "cpu" and x.dtype not in (torch.float32, torch.float64):
-        if backend == "cpu":
-            raise ValueError(f"backend='cpu' needs float32/float64 input, got {x.dtype}")
-        be = "reference"
+    be = resolve_backend(backend, x)
     if be == "reference" or _dispatch.under_functorch(x, w, b):
         return reference.fourier_features(x, w, b)
-    return fourier_features_op(x, w, b, be)
+    return fourier_features_op(x, w, b, _dispatch.for_op(backend, be))

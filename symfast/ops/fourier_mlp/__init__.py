@@ -14,7 +14,8 @@ Where things live:
   second order  _jet_op.py (ops), csrc/fourier_mlp_jet_impl.h (C++ engine)
   tests         tests/ops/test_fourier_mlp.py, tests/ops/test_fourier_mlp_jet.py, tests/ops/test_transforms.py
   benchmark     benchmarks/benchmarks/bench_fourier_mlp.py
-Backends resolve in `symfast.ops._dispatch` ("auto": C++ on CPU, Triton on CUDA).
+Backends resolve in `symfast.ops._dispatch` ("auto": C++ on CPU, Triton on CUDA), by the one rule
+`resolve_backend` (_op.py), which the ops also apply to "auto" inside their kernels.
 Gradients reach every weight, bias and x (custom op + autograd, usable in torch.compile).
 Second order (input-gradient losses: eikonal, normals) is fused on the CPU: `fourier_mlp_jet`
 gives f and grad_x f in one pass with a fused double backward, and torch.autograd.grad(f, x,
@@ -29,13 +30,12 @@ import contextlib
 
 import torch
 
-from symfast import _ext
 from symfast.ops import _dispatch
 from symfast.ops.fourier_mlp import cpu, reference
 from symfast.ops.fourier_mlp._jet_op import (eikonal_outputs, fourier_mlp_eikonal_step_op, fourier_mlp_jet_op,
                                              overflowed, validate_jet)
 from symfast.ops.fourier_mlp._op import (check_finite_params, fourier_mlp_op, fourier_mlp_train_step_op,
-                                         nan_past_overflow, step_outputs, validate)
+                                         nan_past_overflow, resolve_backend, step_outputs, validate)
 
 __all__ = ["fourier_mlp", "fourier_mlp_train_step", "fourier_mlp_jet", "fourier_mlp_eikonal_step", "mse_loss", "ACTIVATIONS", "BACKENDS", "MAX_WIDTH",
            "LOW_PRECISION"]
@@ -44,8 +44,6 @@ ACTIVATIONS = tuple(reference.ACTIVATIONS)  # the names of the one activation ta
 BACKENDS = _dispatch.BACKENDS
 MAX_WIDTH = cpu.MAX_WIDTH  # widest hidden layer of the C++ kernel (the reference has no limit)
 LOW_PRECISION = (torch.bfloat16, torch.float16)  # computed in float32, see `_full_precision`
-# measured on 2 CPU cores, 64x64 hidden, 2048 points, B = 1..64 models
-REFERENCE_COST = "3-8x the fused train_step's time; 1-2x a forward + backward through autograd"
 mse_loss = reference.mse_loss
 
 
@@ -89,21 +87,6 @@ def _validate(x, frequencies, phases, weights, biases, activation, targets=None)
     return B, N
 
 
-def resolve_backend(backend: str, device, dtype: torch.dtype, weights) -> str:
-    """The backend that runs a field with these weights (shapes only: meta tensors will do) on
-    `device` in `dtype`: the one rule for `fourier_mlp`, `fourier_mlp_train_step` and `fit_sdf`.
-    "auto" falls back to the reference with a one-time RuntimeWarning when a kernel cannot take
-    the model (widths above MAX_WIDTH on the C++ kernel, K > 1 outputs); an explicit kernel
-    raises ValueError naming backend='reference'."""
-    device = torch.device(device)
-    problem = None
-    if _ext.HAS_TRITON and (device.type == "cuda" or backend == "triton"):
-        from symfast.ops.fourier_mlp import triton as tri
-        problem = tri.unsupported(dtype, weights)
-    return _dispatch.resolve("fourier_mlp", backend, device, triton=True, triton_problem=problem,
-                             cpu_problem=cpu.unsupported(weights), reference_cost=REFERENCE_COST)
-
-
 def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, weights, biases,
                 activation: str = "relu", backend: str = "auto") -> torch.Tensor:
     """Forward pass of B Fourier-PE + MLP models, differentiable (fused backward).
@@ -130,7 +113,7 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
     _validate(x, frequencies, phases, weights, biases, activation)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
-    backend = resolve_backend(backend, x.device, x.dtype, weights)
+    requested, backend = backend, resolve_backend(backend, x.device, x.dtype, weights)
     with no_autocast:
         if (backend == "reference" or frequencies.requires_grad or phases.requires_grad
                 or _dispatch.under_functorch(x, frequencies, phases, *weights, *biases)):
@@ -139,7 +122,8 @@ def fourier_mlp(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor
                 check_finite_params(weights, biases, frequencies, phases)  # as in the op's kernels
             y = reference.fourier_mlp(x, frequencies, phases, list(weights), list(biases), activation)
         else:
-            y = fourier_mlp_op(x, frequencies, phases, list(weights), list(biases), activation, backend)
+            y = fourier_mlp_op(x, frequencies, phases, list(weights), list(biases), activation,
+                               _dispatch.for_op(requested, backend))
     return y if out_dtype is None else y.to(out_dtype)
 
 
@@ -164,7 +148,7 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
     _validate(x, frequencies, phases, weights, biases, activation, targets)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
-    backend = resolve_backend(backend, x.device, x.dtype, weights)
+    requested, backend = backend, resolve_backend(backend, x.device, x.dtype, weights)
     with no_autocast:
         if backend == "reference" or _dispatch.under_functorch(x, targets, *weights, *biases):
             if backend == "reference" and not (torch.compiler.is_compiling()
@@ -179,7 +163,7 @@ def fourier_mlp_train_step(x: torch.Tensor, targets: torch.Tensor, frequencies: 
         L = len(weights)
         out = fourier_mlp_train_step_op(x.detach(), targets.detach(), frequencies, phases,
                                         [w.detach() for w in weights], [b.detach() for b in biases], activation,
-                                        backend)
+                                        _dispatch.for_op(requested, backend))
     return out[0], list(out[1:1 + L]), list(out[1 + L:])
 
 
@@ -191,13 +175,15 @@ def _traced(*tensors) -> bool:
 
 
 def _prepare(x, frequencies, phases, weights, biases, activation, extra, backend):
-    """The public functions' common front: dtype convention, validation, encoding cast, backend."""
+    """The public functions' common front: dtype convention, validation, encoding cast, backend (the
+    resolved name, and the name to hand the op: `_dispatch.for_op`)."""
     x, weights, biases, *extra, out_dtype, no_autocast = _full_precision(x, weights, biases, *extra)
     _validate(x, frequencies, phases, weights, biases, activation)
     frequencies = frequencies.to(device=x.device, dtype=x.dtype).contiguous()
     phases = phases.to(device=x.device, dtype=x.dtype).contiguous()
-    backend = resolve_backend(backend, x.device, x.dtype, weights)
-    return x, frequencies, phases, list(weights), list(biases), extra, out_dtype, no_autocast, backend
+    resolved = resolve_backend(backend, x.device, x.dtype, weights)
+    return (x, frequencies, phases, list(weights), list(biases), extra, out_dtype, no_autocast, resolved,
+            _dispatch.for_op(backend, resolved))
 
 
 def fourier_mlp_jet(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor, weights, biases,
@@ -213,7 +199,7 @@ def fourier_mlp_jet(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Te
         points x [N, D], g[b] is model b's gradient. Equal to `torch.autograd.grad(f.sum(), x,
         create_graph=True)` of `fourier_mlp` with per-model points, which also reaches this op.
     """
-    x, frequencies, phases, weights, biases, _, out_dtype, no_autocast, backend = _prepare(
+    x, frequencies, phases, weights, biases, _, out_dtype, no_autocast, backend, op_backend = _prepare(
         x, frequencies, phases, weights, biases, activation, (), backend)
     validate_jet(x, frequencies, phases, weights, biases, activation)
     with no_autocast:
@@ -223,7 +209,7 @@ def fourier_mlp_jet(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Te
             if not _traced(x, *weights, *biases) and not torch.is_grad_enabled():
                 f, g = nan_past_overflow(overflowed(f, g), [f, g])  # (not in place of a differentiable result)
         else:
-            f, g = fourier_mlp_jet_op(x, frequencies, phases, weights, biases, activation, backend)
+            f, g = fourier_mlp_jet_op(x, frequencies, phases, weights, biases, activation, op_backend)
     return (f, g) if out_dtype is None else (f.to(out_dtype), g.to(out_dtype))
 
 
@@ -248,7 +234,7 @@ def fourier_mlp_eikonal_step(x: torch.Tensor, targets: torch.Tensor, frequencies
         `p.grad = g` before an optimizer step.
     """
     extra = (targets,) if normals is None else (targets, normals)
-    x, frequencies, phases, weights, biases, extra, _, no_autocast, backend = _prepare(
+    x, frequencies, phases, weights, biases, extra, _, no_autocast, backend, op_backend = _prepare(
         x, frequencies, phases, weights, biases, activation, extra, backend)
     targets, normals = extra[0], (extra[1] if len(extra) > 1 else None)
     validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
@@ -265,7 +251,7 @@ def fourier_mlp_eikonal_step(x: torch.Tensor, targets: torch.Tensor, frequencies
             out = fourier_mlp_eikonal_step_op(x.detach(), targets.detach(),
                                               None if normals is None else normals.detach(), frequencies,
                                               phases, [w.detach() for w in weights], [b.detach() for b in biases],
-                                              activation, float(eikonal), float(normal), backend)
+                                              activation, float(eikonal), float(normal), op_backend)
             terms, dw, db = out[0], list(out[1:1 + L]), list(out[1 + L:])
     loss = terms[:, 0] + eikonal * terms[:, 1] + normal * terms[:, 2]
     return loss, terms, dw, db

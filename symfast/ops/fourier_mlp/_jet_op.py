@@ -8,8 +8,9 @@ and losses on it (eikonal, normals), fused on the CPU.
   symfast::fourier_mlp_eikonal_step(x, targets, normals, ..., eikonal, normal, backend) -> [terms, *dW, *db]
       per-model loss terms [B, 3] (MSE, eikonal, normal) and the gradients of
       sum_b (mse + eikonal * eik + normal * nrm), in one pass without an autograd graph
-"cpu" runs the C++ kernel's jet modes (csrc/fourier_mlp_jet_impl.h); every other backend, and
-calls with no points, run the reference (reference.fourier_mlp_jet, fourier_mlp_jet_vjp; there
+"auto" resolves in the kernel by the family's rule (`_op.resolve_backend`); "cpu" runs the C++
+kernel's jet modes (csrc/fourier_mlp_jet_impl.h); every other backend, and calls with no points,
+run the reference (reference.fourier_mlp_jet, fourier_mlp_jet_vjp; there
 is no Triton jet kernel). The jet op's autograd runs the fused jet backward; differentiating
 that once more (third order) goes through the reference's autograd.
 """
@@ -22,7 +23,7 @@ import torch
 
 from symfast.ops import _checks, _dispatch
 from symfast.ops.fourier_mlp import cpu, reference
-from symfast.ops.fourier_mlp._op import (backward_outputs, check_finite_params, nan_past_overflow,
+from symfast.ops.fourier_mlp._op import (auto, backward_outputs, check_finite_params, nan_past_overflow,
                                          reference_instead, validate)
 
 
@@ -79,7 +80,7 @@ def fourier_mlp_jet_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch
     return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
 
 
-_dispatch.register_kernels(fourier_mlp_jet_op, _jet_reference, {"cpu": _jet_cpu})
+_dispatch.register_kernels(fourier_mlp_jet_op, _jet_reference, {"cpu": _jet_cpu}, auto)
 
 
 @fourier_mlp_jet_op.register_fake
@@ -117,7 +118,7 @@ def fourier_mlp_jet_backward_op(cf: torch.Tensor, cg: torch.Tensor, x: torch.Ten
     return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
 
 
-_dispatch.register_kernels(fourier_mlp_jet_backward_op, _jet_bwd_reference, {"cpu": _jet_bwd_cpu})
+_dispatch.register_kernels(fourier_mlp_jet_backward_op, _jet_bwd_reference, {"cpu": _jet_bwd_cpu}, auto)
 
 
 @fourier_mlp_jet_backward_op.register_fake
@@ -209,7 +210,7 @@ def fourier_mlp_eikonal_step_op(x: torch.Tensor, targets: torch.Tensor, normals:
                           backend)
 
 
-_dispatch.register_kernels(fourier_mlp_eikonal_step_op, _eik_reference, {"cpu": _eik_cpu})
+_dispatch.register_kernels(fourier_mlp_eikonal_step_op, _eik_reference, {"cpu": _eik_cpu}, auto)
 _dispatch.not_differentiable(fourier_mlp_eikonal_step_op)
 
 

@@ -1,6 +1,7 @@
 """torch.library registration of the fused PE+MLP ops (works under torch.compile).
 
-Three custom ops, all taking an already-resolved backend name (see `symfast.ops._dispatch`):
+Three custom ops, all taking a backend name: "auto" (resolved in the kernel by `resolve_backend`,
+the rule of the public functions too), "cpu", "triton" or "reference" (see `symfast.ops._dispatch`):
   symfast::fourier_mlp(x, frequencies, phases, weights, biases, activation, backend) -> y [B, N]
       ([B, N, K] when the output layer has K > 1 outputs)
   symfast::fourier_mlp_backward(grad, ..., need_dx) -> [dx, *dW, *db]   (dx empty if not needed)
@@ -22,11 +23,37 @@ from __future__ import annotations
 
 import torch
 
+from symfast import _ext
 from symfast.ops import _checks, _dispatch
 from symfast.ops.fourier_features import input_dim
 from symfast.ops.fourier_mlp import cpu, reference
 
 _LIB = "symfast"
+# measured on 2 CPU cores, 64x64 hidden, 2048 points, B = 1..64 models
+REFERENCE_COST = "3-8x the fused train_step's time; 1-2x a forward + backward through autograd"
+
+
+def resolve_backend(backend: str, device, dtype: torch.dtype, weights) -> str:
+    """The backend that runs a field with these weights (shapes only: meta tensors will do) on
+    `device` in `dtype`: the one rule for `fourier_mlp`, `fourier_mlp_train_step`, `fit_sdf` and
+    every op of the family given backend="auto" (`auto`).
+    "auto" falls back to the reference with a one-time RuntimeWarning when a kernel cannot take
+    the model (widths above MAX_WIDTH on the C++ kernel, K > 1 outputs); an explicit kernel
+    raises ValueError naming backend='reference'."""
+    device = torch.device(device)
+    problem = None
+    if _ext.HAS_TRITON and (device.type == "cuda" or backend == "triton"):
+        problem = _triton().unsupported(dtype, weights)
+    return _dispatch.resolve("fourier_mlp", backend, device, triton=True, triton_problem=problem,
+                             cpu_problem=cpu.unsupported(weights), reference_cost=REFERENCE_COST)
+
+
+def auto(x, frequencies, phases, weights, biases, activation, **_) -> str:
+    """What backend="auto" runs for an op of the family called with these arguments (`register_kernels`).
+    The model is validated first: the rule reads its layer shapes, and a broken call must get the
+    kernels' ValueError, not whatever reading them would raise."""
+    validate(x, frequencies, phases, weights, biases, activation)
+    return resolve_backend("auto", x.device, x.dtype, weights)
 
 
 def validate(x, frequencies, phases, weights, biases, activation, targets=None, grad=None, pe_cast=False):
@@ -193,7 +220,7 @@ def fourier_mlp_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Ten
     return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
 
 
-_dispatch.register_kernels(fourier_mlp_op, _fwd_reference, {"cpu": _fwd_cpu, "triton": _fwd_triton})
+_dispatch.register_kernels(fourier_mlp_op, _fwd_reference, {"cpu": _fwd_cpu, "triton": _fwd_triton}, auto)
 
 
 @fourier_mlp_op.register_fake
@@ -246,7 +273,8 @@ def fourier_mlp_backward_op(grad: torch.Tensor, x: torch.Tensor, frequencies: to
     return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
 
 
-_dispatch.register_kernels(fourier_mlp_backward_op, _bwd_reference, {"cpu": _bwd_cpu, "triton": _bwd_triton})
+_dispatch.register_kernels(fourier_mlp_backward_op, _bwd_reference, {"cpu": _bwd_cpu, "triton": _bwd_triton},
+                           auto)
 
 
 @fourier_mlp_backward_op.register_fake
@@ -313,7 +341,8 @@ def _differentiable_backward(ctx, grad, x, frequencies, phases, weights, biases,
     is the fused double backward), and dW, db from the fused backward op (differentiated, if ever,
     through the reference); elsewhere all from the reference's autograd."""
     L = len(weights)
-    if ctx.backend == "cpu" and weights[-1].shape[2] == 1:
+    backend = resolve_backend("auto", x.device, x.dtype, weights) if ctx.backend == "auto" else ctx.backend
+    if backend == "cpu" and weights[-1].shape[2] == 1:
         dx = None
         if need_dx:
             g = torch.ops.symfast.fourier_mlp_jet(x, frequencies, phases, weights, biases, ctx.activation,
@@ -375,7 +404,8 @@ def fourier_mlp_train_step_op(x: torch.Tensor, targets: torch.Tensor, frequencie
     return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
 
 
-_dispatch.register_kernels(fourier_mlp_train_step_op, _step_reference, {"cpu": _step_cpu, "triton": _step_triton})
+_dispatch.register_kernels(fourier_mlp_train_step_op, _step_reference, {"cpu": _step_cpu, "triton": _step_triton},
+                           auto)
 
 
 @fourier_mlp_train_step_op.register_fake

@@ -20,7 +20,7 @@ import torch
 
 from symfast.ops import _dispatch
 from symfast.ops.gram import reference
-from symfast.ops.gram._op import gram_op
+from symfast.ops.gram._op import gram_op, resolve_backend
 
 __all__ = ["gram", "gram_op"]
 
@@ -43,11 +43,12 @@ def gram(weights: torch.Tensor, backend: str = "auto") -> torch.Tensor:
     """
     if not isinstance(weights, torch.Tensor):
         raise ValueError(f"weights must be a torch.Tensor [M, d, H], got {type(weights).__name__}")
-    be = _dispatch.resolve("gram", backend, weights.device)
+    be = resolve_backend(backend, weights)
     if weights.ndim != 3:
         raise ValueError(f"weights must be [M, d, H], got {list(weights.shape)}")
     if weights.dtype not in (torch.float32, torch.float64):
         raise ValueError(f"weights must be float32 or float64, got {weights.dtype}")
     if _dispatch.under_functorch(weights):
         return reference.gram(weights)
-    return gram_op(weights, be)  # NaN/Inf raise in every kernel (the C++ one checks as it reads)
+    # NaN/Inf raise in every kernel (the C++ one checks as it reads)
+    return gram_op(weights, _dispatch.for_op(backend, be))

@@ -1,7 +1,8 @@
 """torch.library registration of the gram op (works under torch.compile).
 
   symfast::gram(weights [M, d, H], backend) -> [M, d, d]
-The default implementation is the reference; "cpu" runs the C++ kernel
+The default implementation is the reference; "cpu" runs the C++ kernel; "auto" resolves in the
+kernel by `resolve_backend`
 (`_dispatch.register_kernels`, the rule shared by every op). Both raise on NaN/Inf weights.
 Autograd: dW = (g + g^T) W from the saved weights.
 """
@@ -18,6 +19,12 @@ def validate(weights) -> None:
     _checks.tensor("gram", "weights", weights)
     if weights.ndim != 3:
         raise ValueError(f"gram: weights must be [M, d, H], got {list(weights.shape)}")
+
+
+def resolve_backend(backend: str, weights) -> str:
+    """The backend that runs: "auto" is the C++ kernel for CPU weights when symfast._C is built, else
+    the reference (no Triton kernel). The one rule for `gram` and the op's own "auto"."""
+    return _dispatch.resolve("gram", backend, weights.device)
 
 
 def _gram_reference(weights, backend):
@@ -38,7 +45,8 @@ def gram_op(weights: torch.Tensor, backend: str) -> torch.Tensor:
     return _gram_reference(weights, backend)
 
 
-_dispatch.register_kernels(gram_op, _gram_reference, {"cpu": _gram_cpu})
+_dispatch.register_kernels(gram_op, _gram_reference, {"cpu": _gram_cpu},
+                           lambda weights, **_: resolve_backend("auto", weights))
 
 
 @gram_op.register_fake

@@ -74,6 +74,16 @@ def validate(phi, lifts=None, perm=None, blocks=None, dim=None) -> None:
     _checks.same_device(op, (("phi", phi), ("perm", perm), ("blocks", blocks)), allow_cpu=("perm", "blocks"))
 
 
+def resolve_backend(backend: str, phi) -> str:
+    """The backend that runs on phi's device ("auto": C++ on CPU, Triton on CUDA): the one rule for
+    `gram_scores` and both ops' own "auto"."""
+    return _dispatch.resolve("gram_scores", backend, phi.device, triton=True)
+
+
+def _auto(phi, **_) -> str:
+    return resolve_backend("auto", phi)
+
+
 def _scores_reference(phi, lifts, normalize, backend):
     validate(phi, lifts)
     _check_values(phi, lifts, normalize)
@@ -100,7 +110,7 @@ def gram_scores_op(phi: torch.Tensor, lifts: torch.Tensor, normalize: bool, back
     return _scores_reference(phi, lifts, normalize, backend)
 
 
-_dispatch.register_kernels(gram_scores_op, _scores_reference, {"cpu": _scores_cpu, "triton": _scores_triton})
+_dispatch.register_kernels(gram_scores_op, _scores_reference, {"cpu": _scores_cpu, "triton": _scores_triton}, _auto)
 
 
 @gram_scores_op.register_fake
@@ -161,7 +171,7 @@ def gram_scores_blockperm_op(phi: torch.Tensor, perm: torch.Tensor, blocks: torc
     return _bp_reference(phi, perm, blocks, dim, normalize, backend)
 
 
-_dispatch.register_kernels(gram_scores_blockperm_op, _bp_reference, {"cpu": _bp_cpu, "triton": _bp_triton})
+_dispatch.register_kernels(gram_scores_blockperm_op, _bp_reference, {"cpu": _bp_cpu, "triton": _bp_triton}, _auto)
 
 
 @gram_scores_blockperm_op.register_fake
@@ -281,7 +291,7 @@ def gram_scores(phi: torch.Tensor, lifts, normalize: bool = True, backend: str =
         [M, E] in phi's dtype, on phi's device.
     """
     _check_phi(phi)
-    be = _dispatch.resolve("gram_scores", backend, phi.device, triton=True)
+    be = _dispatch.for_op(backend, resolve_backend(backend, phi))
     lifts = _as_lifts(lifts, phi)
     if _dispatch.under_functorch(phi, lifts if isinstance(lifts, torch.Tensor) else None):
         rho = lifts.to_dense() if isinstance(lifts, BlockPermLift) else lifts

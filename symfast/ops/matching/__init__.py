@@ -89,7 +89,7 @@ def assign(cost, backend: str = "auto") -> np.ndarray:
     cost = np.ascontiguousarray(cost, dtype=np.float64)
     if cost.ndim != 3 or cost.shape[1] != cost.shape[2]:
         raise ValueError(f"cost must be [P, n, n], got {list(cost.shape)}")
-    return assign_op(torch.from_numpy(cost), be).numpy()  # the op refuses NaN / Inf costs
+    return assign_op(torch.from_numpy(cost), _dispatch.for_op(backend, be)).numpy()  # the op refuses NaN / Inf costs
 
 
 def match_rows(A: torch.Tensor, B: torch.Tensor, mode: str, backend: str = "auto"):

@@ -1,6 +1,7 @@
 """torch.library registration of the matching ops (works under torch.compile).
 
-Three custom ops, all taking an already-resolved backend name (see `symfast.ops._dispatch`);
+Three custom ops, all taking a backend name ("auto" resolved in the kernel by `resolve_backend`, the
+public functions' rule; see `symfast.ops._dispatch`);
 none is differentiable (inputs that require grad raise):
   symfast::assign(cost [P, n, n] f64, backend) -> [P, n] int64
   symfast::match_gram(gram [P, n, n], a2 [P, n], b2 [P, n], mode, backend) -> [index, scale f64]
@@ -21,7 +22,8 @@ from symfast.ops.matching import cpu, lifts, reference
 
 
 def resolve_backend(backend: str) -> str:
-    """The backend that runs: "auto" is "cpu" when symfast._C is built, else "reference" (no Triton kernel)."""
+    """The backend that runs: "auto" is "cpu" when symfast._C is built, else "reference" (no Triton kernel).
+    The one rule for the public functions and the ops' own "auto"."""
     return _dispatch.resolve("matching", backend, "cpu")
 
 
@@ -117,7 +119,8 @@ def match_gram(gram: torch.Tensor, a2: torch.Tensor, b2: torch.Tensor, mode: str
     if gc.dtype not in (torch.float32, torch.float64):
         gc = gc.double()
     index, scale = match_gram_op(gc.contiguous(), a2.detach().double().cpu().contiguous(),
-                                 b2.detach().double().cpu().contiguous(), code, resolve_backend(backend))
+                                 b2.detach().double().cpu().contiguous(), code,
+                                 _dispatch.for_op(backend, resolve_backend(backend)))
     index = index.to(gram.device)
     scale = scale.to(gram.device, gram.dtype)
     g = torch.gather(gram, 2, index[..., None])[..., 0]
@@ -200,7 +203,7 @@ def match_signed_lifts_op(W: torch.Tensor, src: torch.Tensor, sign: torch.Tensor
 for _op, _ref, _cpu in ((assign_op, _assign_reference, _assign_cpu),
                         (match_gram_op, _match_gram_reference, _match_gram_cpu),
                         (match_signed_lifts_op, _signed_lifts_reference, _signed_lifts_cpu)):
-    _dispatch.register_kernels(_op, _ref, {"cpu": _cpu})
+    _dispatch.register_kernels(_op, _ref, {"cpu": _cpu}, lambda **_: resolve_backend("auto"))
     _dispatch.not_differentiable(_op)
 
 

@@ -226,6 +226,12 @@ def validate_ordschur(U, T, clusters) -> None:
             raise ValueError("clusters must give both rows of a 2x2 block (a conjugate pair) the same label")
 
 
+def resolve_backend(backend: str, op: str) -> str:
+    """The backend that runs op ("ordered_schur" or "ordschur"; CPU tensors only, LAPACK): "auto" is the
+    C++ kernel when symfast._C is built, else the reference. The public functions' and the ops' rule."""
+    return _dispatch.resolve(op, backend, "cpu")
+
+
 def _ordered_schur_reference(W, sector_alpha, tie_tol, backend):
     validate_ordered_schur(W, sector_alpha, tie_tol)
     A = W.numpy()
@@ -252,7 +258,8 @@ def ordered_schur_op(W: torch.Tensor, sector_alpha: float, tie_tol: float, backe
     return _ordered_schur_reference(W, sector_alpha, tie_tol, backend)
 
 
-_dispatch.register_kernels(ordered_schur_op, _ordered_schur_reference, {"cpu": _ordered_schur_cpu})
+_dispatch.register_kernels(ordered_schur_op, _ordered_schur_reference, {"cpu": _ordered_schur_cpu},
+                           lambda **_: resolve_backend("auto", "ordered_schur"))
 _dispatch.not_differentiable(ordered_schur_op)
 
 
@@ -288,7 +295,8 @@ def ordschur_op(U: torch.Tensor, T: torch.Tensor, clusters: torch.Tensor, backen
     return _ordschur_reference(U, T, clusters, backend)
 
 
-_dispatch.register_kernels(ordschur_op, _ordschur_reference, {"cpu": _ordschur_cpu})
+_dispatch.register_kernels(ordschur_op, _ordschur_reference, {"cpu": _ordschur_cpu},
+                           lambda **_: resolve_backend("auto", "ordschur"))
 _dispatch.not_differentiable(ordschur_op)
 
 
@@ -358,10 +366,10 @@ def ordered_schur(W, sector_alpha: float = 0.9, tie_tol: float = 1e-9, backend: 
     tie_tol = _check_scalar("tie_tol", tie_tol)
     if tie_tol < 0:
         raise ValueError(f"tie_tol must be >= 0, got {tie_tol}")
-    be = _dispatch.resolve("ordered_schur", backend, "cpu")
+    be = resolve_backend(backend, "ordered_schur")
     A, lead, is_torch = _as_batch(W, "W")
     s = _pow2_scale(A)
-    Q, T, e2, info, nR = ordered_schur_op(A * s[:, None, None], sector_alpha, tie_tol, be)
+    Q, T, e2, info, nR = ordered_schur_op(A * s[:, None, None], sector_alpha, tie_tol, _dispatch.for_op(backend, be))
     if be == "cpu" and bool((info[:, FAILED_SWAPS] < 0).any()):
         m = int(torch.nonzero(info[:, FAILED_SWAPS] < 0)[0])
         raise RuntimeError(f"ordered_schur: LAPACK dgees failed (INFO={int(info[m, SECTOR_FAILURES])}) for matrix {m}")
@@ -392,7 +400,7 @@ def ordschur(U, T, clusters, backend: str = "auto") -> OrderedSchur:
         OrderedSchur of the reordered pair (n_R = n; eigenvalues re-read off T).
     """
     _dispatch.refuse_grad("ordschur", U=U, T=T)
-    be = _dispatch.resolve("ordschur", backend, "cpu")
+    be = _dispatch.for_op(backend, resolve_backend(backend, "ordschur"))
     Ua, lead, is_torch = _as_batch(U, "U")
     Ta, lead_t, _ = _as_batch(T, "T")
     if Ua.shape != Ta.shape or lead != lead_t:

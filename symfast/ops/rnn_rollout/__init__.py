@@ -62,6 +62,23 @@ def validate(W, U, V, x, h0) -> None:
             raise ValueError(f"{op}: {name} = {n} exceeds {MAX_SIZE}, the largest size the kernels take")
 
 
+def resolve_backend(backend: str, x, return_hidden: bool) -> str:
+    """The backend that runs on x's device and dtype ("auto": C++ on CPU, Triton on CUDA for float32
+    without hidden states, else the reference): the one rule for `rnn_rollout` and the op's "auto"."""
+    dt = x.dtype
+    problem = None
+    if dt != torch.float32:
+        problem = f"dtype {dt} (float32 only)"
+    elif return_hidden:
+        problem = "return_hidden=True"
+    be = _dispatch.resolve("rnn_rollout", backend, x.device, triton=True, triton_problem=problem)
+    if be == "cpu" and dt not in (torch.float32, torch.float64):
+        if backend != "auto":
+            raise ValueError(f"backend='cpu' needs float32/float64 tensors, got {dt}")
+        be = "reference"
+    return be
+
+
 def _reference(W, U, V, x, h0, return_hidden, backend):
     validate(W, U, V, x, h0)
     out = reference.rnn_rollout(W, U, V, x, h0, return_hidden=True)
@@ -89,7 +106,8 @@ def rnn_rollout_op(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.T
     return _reference(W, U, V, x, h0, return_hidden, backend)
 
 
-_dispatch.register_kernels(rnn_rollout_op, _reference, {"cpu": _cpu, "triton": _triton})
+_dispatch.register_kernels(rnn_rollout_op, _reference, {"cpu": _cpu, "triton": _triton},
+                           lambda x, return_hidden, **_: resolve_backend("auto", x, return_hidden))
 
 
 @rnn_rollout_op.register_fake
@@ -168,16 +186,7 @@ def rnn_rollout(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.Tens
     dt = x.dtype
     W, U, V = W.to(dt), U.to(dt), V.to(dt)
     h0 = x.new_zeros(x.shape[0], H) if h0 is None else h0.to(dt)
-    problem = None
-    if dt != torch.float32:
-        problem = f"dtype {dt} (float32 only)"
-    elif return_hidden:
-        problem = "return_hidden=True"
-    be = _dispatch.resolve("rnn_rollout", backend, x.device, triton=True, triton_problem=problem)
-    if be == "cpu" and dt not in (torch.float32, torch.float64):
-        if backend == "cpu":
-            raise ValueError(f"backend='cpu' needs float32/float64 tensors, got {dt}")
-        be = "reference"
+    be = _dispatch.for_op(backend, resolve_backend(backend, x, return_hidden))
     if _dispatch.under_functorch(W, U, V, x, h0):
         out = reference.rnn_rollout(W, U, V, x, h0, return_hidden)
     else:

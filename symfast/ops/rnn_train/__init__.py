@@ -31,10 +31,9 @@ from typing import NamedTuple
 
 import torch
 
-from symfast import _ext
 from symfast.ops import _dispatch
 from symfast.ops.rnn_train import reference
-from symfast.ops.rnn_train._op import rnn_train_loss_op, rnn_train_step_op, validate
+from symfast.ops.rnn_train._op import resolve_backend, rnn_train_loss_op, rnn_train_step_op, validate
 
 __all__ = ["rnn_train_step", "rnn_train_loss", "RnnTrainStep"]
 
@@ -61,13 +60,9 @@ def _prepare(W, U, V, x, targets, mask, h0, widths, backend):
     validate(W, U, V, x, targets, mask, h0, widths)
     if widths is not None:
         widths = widths.to(x.device)
-    problem = None
-    if _ext.HAS_TRITON and (x.device.type == "cuda" or backend == "triton"):
-        from symfast.ops.rnn_train import triton as tri
-        problem = tri.unsupported(x.dtype, W.shape[1])
-    be = _dispatch.resolve("rnn_train", backend, x.device, triton=True, triton_problem=problem)
+    be = resolve_backend(backend, x, W)
     contig = [None if t is None else t.contiguous() for t in (W, U, V, x, targets, mask, h0, widths)]
-    return contig, be
+    return contig, be, _dispatch.for_op(backend, be)
 
 
 def rnn_train_step(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.Tensor, targets: torch.Tensor,
@@ -97,12 +92,12 @@ def rnn_train_step(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.T
         thread count). Entries beyond a model's width are exactly zero. NaN or Inf in any input
         raises ValueError on the C++ kernel.
     """
-    (W, U, V, x, targets, mask, h0, widths), be = _prepare(W, U, V, x, targets, mask, h0, widths, backend)
+    (W, U, V, x, targets, mask, h0, widths), be, op_be = _prepare(W, U, V, x, targets, mask, h0, widths, backend)
     args = [t.detach() if t is not None else None for t in (W, U, V, x, targets, mask, h0)]
     if be == "reference" or _dispatch.under_functorch(*[t for t in (W, U, V, x, targets, mask, h0) if t is not None]):
         out = reference.rnn_train_step(*args, widths, need_dx, need_dh0)
         return RnnTrainStep(*out)
-    loss, dW, dU, dV, dx, dh0 = rnn_train_step_op(*args, widths, bool(need_dx), bool(need_dh0), be)
+    loss, dW, dU, dV, dx, dh0 = rnn_train_step_op(*args, widths, bool(need_dx), bool(need_dh0), op_be)
     return RnnTrainStep(loss, dW, dU, dV, dx if need_dx else None, dh0 if need_dh0 else None)
 
 
@@ -119,10 +114,10 @@ def rnn_train_loss(W: torch.Tensor, U: torch.Tensor, V: torch.Tensor, x: torch.T
     Returns:
         loss: [B].
     """
-    (W, U, V, x, targets, mask, h0, widths), be = _prepare(W, U, V, x, targets, mask, h0, widths, backend)
+    (W, U, V, x, targets, mask, h0, widths), be, op_be = _prepare(W, U, V, x, targets, mask, h0, widths, backend)
     for name, t in (("targets", targets), ("mask", mask)):
         if t is not None and t.requires_grad and torch.is_grad_enabled():
             raise ValueError(f"rnn_train_loss is not differentiable in {name}; pass {name}.detach()")
     if be == "reference" or _dispatch.under_functorch(*[t for t in (W, U, V, x, targets, mask, h0) if t is not None]):
         return reference.rnn_train_loss(W, U, V, x, targets, mask, h0, widths)
-    return rnn_train_loss_op(W, U, V, x, targets, mask, h0, widths, be)
+    return rnn_train_loss_op(W, U, V, x, targets, mask, h0, widths, op_be)

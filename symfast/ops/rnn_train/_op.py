@@ -1,6 +1,7 @@
 """torch.library registration of the fused RNN ensemble training ops.
 
-Two custom ops, both taking an already-resolved backend name (see `symfast.ops._dispatch`):
+Two custom ops, both taking a backend name ("auto" resolved in the kernel by `resolve_backend`, the
+public functions' rule; see `symfast.ops._dispatch`):
   symfast::rnn_train_step(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backend)
       -> [loss [B], dW, dU, dV, dx [B, S, T, I] or [0], dh0 [B, S, H] or [0]]   (not differentiable)
   symfast::rnn_train_loss(W, U, V, x, targets, mask, h0, widths, backend) -> loss [B]
@@ -18,10 +19,24 @@ from typing import Optional
 
 import torch
 
+from symfast import _ext
 from symfast.ops import _checks, _dispatch
 from symfast.ops.rnn_train import cpu, reference
 
 _LIB = "symfast"
+
+
+def resolve_backend(backend: str, x, W) -> str:
+    """The backend that trains these models (x [B, S, T, I], W [B, H, H]; "auto": C++ on CPU, Triton on
+    CUDA where it takes x's dtype and H): the one rule for the public functions and the ops' "auto"."""
+    problem = None
+    if _ext.HAS_TRITON and (x.device.type == "cuda" or backend == "triton"):
+        problem = _triton().unsupported(x.dtype, W.shape[-1])
+    return _dispatch.resolve("rnn_train", backend, x.device, triton=True, triton_problem=problem)
+
+
+def _auto(x, W, **_) -> str:
+    return resolve_backend("auto", x, W)
 
 
 def _shape(t):
@@ -147,7 +162,7 @@ def _step_triton(W, U, V, x, targets, mask, h0, widths, need_dx, need_dh0, backe
                                        _empty(x) if dh0 is None else dh0])
 
 
-_dispatch.register_kernels(rnn_train_step_op, _step_reference, {"cpu": _step_cpu, "triton": _step_triton})
+_dispatch.register_kernels(rnn_train_step_op, _step_reference, {"cpu": _step_cpu, "triton": _step_triton}, _auto)
 
 
 @rnn_train_step_op.register_fake
@@ -191,7 +206,7 @@ def _loss_triton(W, U, V, x, targets, mask, h0, widths, backend):
     return _triton().rnn_train(W, U, V, x, targets, mask, h0, widths, False)
 
 
-_dispatch.register_kernels(rnn_train_loss_op, _loss_reference, {"cpu": _loss_cpu, "triton": _loss_triton})
+_dispatch.register_kernels(rnn_train_loss_op, _loss_reference, {"cpu": _loss_cpu, "triton": _loss_triton}, _auto)
 
 
 @rnn_train_loss_op.register_fake
