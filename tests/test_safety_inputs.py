@@ -198,6 +198,11 @@ def test_mesh_with_a_zero_area_face_in_a_solid_part_is_refused():
     (["readout", "--sweep", "1000000000"], ["--sweep", "0..36000"]),
     (["readout", "--hidden", "8,,8"], ["--hidden", "no empty items"]),
     (["readout", "--hidden", "8,"], ["--hidden", "no empty items"]),
+    (["layerwise", "--steps", "1000000000000"], ["--steps", "1..1000000"]),
+    (["layerwise", "--seeds", "1000000000"], ["--seeds", "1..1000"]),
+    (["layerwise", "--batch", "1000000000000"], ["--batch", "1..1048576"]),
+    (["layerwise", "--patches", "--patch-count", "1000000000000"], ["--patch-count", "1..1000000"]),
+    (["layerwise", "--exactness", "--polish-history", "1000000000"], ["--polish-history", "1..10000"]),
 ])
 def test_absurd_command_line_sizes_are_one_line_with_the_bound(tmp_path, capsys, argv, words):
     import time

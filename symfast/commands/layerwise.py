@@ -19,6 +19,7 @@ import time
 from symfast._io import atomic_write, atomic_write_bytes
 from symfast._progress import reporter
 from symfast.commands import UsageError, input_errors
+from symfast.commands.limits import layerwise_sizes
 
 NAME = "layerwise"
 HELP = ("train MLPs with a horizontal-flip equivariance loss (and a control without) and recover the "
@@ -364,9 +365,7 @@ def _run_attention(args) -> int:
 
 def run(args) -> int:
 
-    for name in ("steps", "batch", "seeds"):
-        if getattr(args, name) < 1:
-            raise UsageError(f"--{name} must be positive, got {getattr(args, name)}")
+    layerwise_sizes(args)
     if args.limit is not None and args.limit < 10:
         raise UsageError(f"--limit must be at least 10, got {args.limit}")
     if args.equivariance_weight < 0 or args.weight_decay < 0 or args.lr <= 0 or args.threshold <= 0:

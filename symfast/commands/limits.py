@@ -10,8 +10,9 @@ from __future__ import annotations
 from symfast.commands import UsageError
 
 __all__ = ["SCHUR_MAX_HIDDEN", "SCHUR_MAX_BATCH", "SCHUR_MAX_EVAL", "COPY_MAX_LENGTH", "COPY_MAX_SYMBOLS",
-           "COPY_MAX_DELAY", "ALPHA_GRID_MOST", "READOUT_MAX_SWEEP", "int_in", "int_list", "schur_sizes",
-           "alpha_grid_size"]
+           "COPY_MAX_DELAY", "ALPHA_GRID_MOST", "READOUT_MAX_SWEEP", "LAYERWISE_MAX_STEPS", "LAYERWISE_MAX_SEEDS",
+           "LAYERWISE_MAX_BATCH", "PATCH_MAX_COUNT", "POLISH_MAX_ITERS", "POLISH_MAX_HISTORY", "int_in", "int_list",
+           "schur_sizes", "layerwise_sizes", "alpha_grid_size"]
 
 SCHUR_MAX_HIDDEN = 4096  # an H x H recurrent matrix per model; its real Schur form is O(H^3)
 SCHUR_MAX_BATCH = 65_536  # sequences per training batch
@@ -21,6 +22,12 @@ COPY_MAX_SYMBOLS = 1024  # copy task: alphabet size (one-hot inputs)
 COPY_MAX_DELAY = 65_536  # copy task: blank steps before the replay
 ALPHA_GRID_MOST = 200  # values in --alpha-grid
 READOUT_MAX_SWEEP = 36_000  # rotations in the readout's sweep (0.01 degree apart)
+LAYERWISE_MAX_STEPS = 1_000_000  # training steps per net (the studies use 500-1500)
+LAYERWISE_MAX_SEEDS = 1000  # nets per setting, trained one after another
+LAYERWISE_MAX_BATCH = 1_048_576  # images per batch (clamped to the data set's size)
+PATCH_MAX_COUNT = 1_000_000  # image patches cut and held in memory (the study uses 20,000)
+POLISH_MAX_ITERS = 100_000  # L-BFGS iterations of the penalty polish
+POLISH_MAX_HISTORY = 10_000  # L-BFGS curvature pairs kept (memory grows with it)
 
 
 def int_in(option: str, value, lo: int, hi: int) -> int:
@@ -53,6 +60,17 @@ def schur_sizes(args) -> None:
                               ("--copy-symbols", args.copy_symbols, COPY_MAX_SYMBOLS)):
         int_in(option, value, 1, hi)
     int_in("--copy-delay", args.copy_delay, 0, COPY_MAX_DELAY)
+
+
+def layerwise_sizes(args) -> None:
+    """The sizes `symfast layerwise` would train and allocate with: --steps, --seeds, --batch,
+    --patch-count and the polish's --polish-iters and --polish-history."""
+    for option, value, hi in (("--steps", args.steps, LAYERWISE_MAX_STEPS), ("--seeds", args.seeds, LAYERWISE_MAX_SEEDS),
+                              ("--batch", args.batch, LAYERWISE_MAX_BATCH),
+                              ("--patch-count", args.patch_count, PATCH_MAX_COUNT),
+                              ("--polish-iters", args.polish_iters, POLISH_MAX_ITERS),
+                              ("--polish-history", args.polish_history, POLISH_MAX_HISTORY)):
+        int_in(option, value, 1, hi)
 
 
 def alpha_grid_size(text: str, start: float, stop: float, step: float) -> None:

@@ -57,7 +57,7 @@ def test_cli_layerwise_writes_table_figure_json(tmp_path, capsys):
 
 def test_cli_layerwise_bad_input(tmp_path, capsys):
     assert main(["layerwise", "--steps", "0", "--out", str(tmp_path)]) == 2
-    assert "--steps must be positive" in capsys.readouterr().err
+    assert "--steps must be in 1..1000000, got 0" in capsys.readouterr().err
     assert main(["layerwise", "--data", "cifar10", "--out", str(tmp_path)]) == 2
     assert "needs --root" in capsys.readouterr().err
     assert main(["layerwise", "--data", "cifar10", "--root", os.path.join(str(tmp_path), "nope"),
