@@ -24,7 +24,7 @@ activation turns it into an (affine) action on the post-activations h = act(z):
 The pre-activation action is the faithful one (an even activation forgets the sign on h, but the
 filter still satisfies w rho = -w): symfast stores it (`LayerAction`) and derives the post-activation
 action from this table (`post_action`). "real_scale" (a real non-zero scale per neuron) is not a mode
-of the batched matching kernel; `symfast.layerwise.activations.match_rows` builds it from the kernel's cost matrices and
+of the batched matching kernel; `symfast.layerwise.neuron_matching.match_neurons` builds it from the kernel's cost matrices and
 assignment. Caveats (the `caveat` column) say where the identifiability assumption of the theorem
 fails, so that a recovered action is one of several.
 """

@@ -31,7 +31,7 @@ def _write_text(path: str, text: str) -> None:
 
 
 def add_arguments(p):
-    from symfast.layerwise.activations import ACTIVATION_TABLE
+    from symfast.activations import ACTIVATION_TABLE
 
     p.add_argument("--data", default="digits",
                    help="'digits' (sklearn, bundled), 'cifar10'/'mnist'/'fashionmnist' (needs --root, "
@@ -121,7 +121,7 @@ def add_arguments(p):
 def _run_suite(args, data) -> int:
     import json
 
-    from symfast.layerwise.activations import table_markdown
+    from symfast.activations import table_markdown
     from symfast.layerwise.attention import attention_experiment, format_attention
     from symfast.layerwise.suite import autoencoder_regimes, format_regimes, format_suite, plot_regimes, run_suite
 
@@ -181,7 +181,7 @@ def _run_exactness(args, data) -> int:
 
 
 def _activation_list(args, default: tuple) -> tuple:
-    from symfast.layerwise.activations import activation
+    from symfast.activations import activation
 
     acts = default if args.activations is None else tuple(a.strip() for a in args.activations.split(",") if a.strip())
     with input_errors("--activations"):

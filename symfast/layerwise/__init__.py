@@ -2,7 +2,7 @@
 
 After "Identifiable Equivariant Networks are Layerwise Equivariant" (Shahverdi, Marchetti, Bökman, Kohn).
 Public entry points are re-exported in `symfast`; the latent group of each activation is in
-`symfast.layerwise.activations`.
+`symfast.activations`, the matching of neurons under it in `symfast.layerwise.neuron_matching`.
 """
 from symfast.layerwise.recovery import LatentActions, LayerAction, data_errors, recover_latent_actions
 from symfast.layerwise.group import GroupActions, HomomorphismReport, homomorphism_check

@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from symfast.layerwise.recovery import LatentActions, relative_error
-from symfast.layerwise.activations import activation as activation_entry
-from symfast.layerwise.activations import best_scales, match_rows, post_action
+from symfast.activations import activation as activation_entry
+from symfast.layerwise.neuron_matching import best_scales, match_neurons, post_action
 from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction, check_threshold
 
 __all__ = ["CNN", "ConvNet", "as_cnn", "recover_conv_actions", "conv_data_errors", "project_conv",
@@ -154,7 +154,7 @@ def recover_conv_actions(net, rho_in=None, rho_out=None, threshold: float = DEFA
         A, Ab = conv_transformed_rows(W, b, prev, c_prev)
         Af, Wf = A.reshape(len(A), -1), W.reshape(len(W), -1)
         Aaug, Baug = np.concatenate([Af, Ab[:, None]], 1), np.concatenate([Wf, b[:, None]], 1)
-        idx, sc, res = match_rows(torch.as_tensor(Aaug), torch.as_tensor(Baug), ent.mode)
+        idx, sc, res = match_neurons(torch.as_tensor(Aaug), torch.as_tensor(Baug), ent.mode)
         act = LayerAction(idx, sc, res)
         actions.append(act)
         R = act.matrix

@@ -25,7 +25,7 @@ import numpy as np
 
 from symfast._optional import require
 from symfast._progress import Progress, reporter
-from symfast.layerwise.activations import activation as activation_entry
+from symfast.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
 from symfast.layerwise.measurement import measure
 from symfast.layerwise.penalty_training import ExactnessSettings, covering_inputs, train_sweep

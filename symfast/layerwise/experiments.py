@@ -18,7 +18,7 @@ from symfast.layerwise.recovery import DEFAULT_THRESHOLD, LatentActions, recover
 from symfast.layerwise.data import ImageData, flip_matrix, flip_permutation
 from symfast.layerwise.reduction import identifiable_submodel, near_linear_fraction
 from symfast.activations import ACTIVATION_TABLE
-from symfast.layerwise.activations import activation as activation_entry
+from symfast.activations import activation as activation_entry
 from symfast.layerwise.network import Act, as_mlp
 from symfast.layerwise.projection import projection_report
 from symfast.layerwise.protocol import train_test_split

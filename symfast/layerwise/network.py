@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from symfast.layerwise.activations import ACTIVATION_TABLE
-from symfast.layerwise.activations import activation as activation_entry
+from symfast.activations import ACTIVATION_TABLE
+from symfast.activations import activation as activation_entry
 
 __all__ = ["MLP", "as_mlp", "ACTIVATIONS", "Act", "check_rho"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from symfast.layerwise.activations import activation as activation_entry
+from symfast.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
 from symfast.layerwise.experiments import build_mlp
 from symfast.layerwise.network import MLP, as_mlp

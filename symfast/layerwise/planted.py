@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from symfast.layerwise.activations import activation as activation_entry
+from symfast.activations import activation as activation_entry
 from symfast.layerwise.network import MLP
 from symfast.layerwise.projection import closure, project_equivariant
 

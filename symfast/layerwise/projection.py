@@ -18,8 +18,8 @@ import torch
 from symfast._progress import Progress, reporter
 from symfast.groups import closure as generate
 from symfast.layerwise.recovery import LatentActions, transformed_rows
-from symfast.layerwise.activations import activation as activation_entry
-from symfast.layerwise.activations import post_action
+from symfast.activations import activation as activation_entry
+from symfast.layerwise.neuron_matching import post_action
 from symfast.layerwise.group import GroupActions
 from symfast.layerwise.layer_action import LayerAction
 from symfast.layerwise.network import MLP, as_mlp

@@ -20,8 +20,8 @@ from symfast._progress import Progress, reporter
 from symfast.layerwise.group import GroupActions, as_named, homomorphism_check
 from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction, check_threshold
 from symfast.layerwise.network import MLP, as_mlp, check_rho
-from symfast.layerwise.activations import activation as activation_entry
-from symfast.layerwise.activations import best_scales, match_rows, post_action
+from symfast.activations import activation as activation_entry
+from symfast.layerwise.neuron_matching import best_scales, match_neurons, post_action
 
 # the columns of `LatentActions.counts()` and `.table` (and of `GroupActions`' tables)
 COUNT_COLUMNS = ["element", "layer", "fixed", "antisymmetric", "cycled", "cycles", "unmatched"]
@@ -202,7 +202,7 @@ def _recover_one(net: MLP, rho_in, rho_out, name, threshold, draws, seed, backen
             R = rho_out
         else:
             Aaug, Baug = np.concatenate([A, Ab[:, None]], 1), np.concatenate([W, b[:, None]], 1)
-            idx, sc, res = match_rows(torch.as_tensor(Aaug), torch.as_tensor(Baug), mode, backend)
+            idx, sc, res = match_neurons(torch.as_tensor(Aaug), torch.as_tensor(Baug), mode, backend)
             act = LayerAction(idx, sc, res)
             actions.append(act)
             R = act.matrix
@@ -268,7 +268,7 @@ def recover_latent_actions(layers, rho_in, rho_out=None, activation: str | None 
         rho_out: [dL, dL] output representation(s), same structure as rho_in; None = identity
             (an invariant network, e.g. a classifier).
         activation: hidden activation for a list of layers (a name of
-            `symfast.layerwise.activations.ACTIVATION_TABLE`); read from the modules for a Sequential.
+            `symfast.activations.ACTIVATION_TABLE`); read from the modules for a Sequential.
             The table says which scalings the matching allows (signs for tanh / sine / sigmoid, with an
             affine offset for sigmoid; positive scalings for ReLU; real ones for monomials).
         data: optional [N, d0] inputs; adds data-level errors (`data_errors`).

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from symfast._progress import Progress, reporter
-from symfast.layerwise.activations import activation as activation_entry
+from symfast.activations import activation as activation_entry
 from symfast.layerwise.network import MLP, as_mlp
 
 __all__ = ["identifiable_submodel", "Reduction", "near_linear_fraction"]

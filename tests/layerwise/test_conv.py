@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from symfast.layerwise.activations import ACTIVATION_TABLE, activation
+from symfast.activations import ACTIVATION_TABLE, activation
 from symfast.layerwise.conv import (CNN, ConvNet, as_cnn, conv_data_errors, conv_equivariance_error, planted_cnn,
                                     project_conv, recover_conv_actions)
 from symfast.layerwise.cnn_experiments import analyse_cnn, format_cnn_results, run_cnn_experiment

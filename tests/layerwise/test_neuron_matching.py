@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import symfast as sf
 from symfast.layerwise import MLP, data_errors, planted_mlp, project_equivariant
-from symfast.layerwise.activations import ACTIVATION_TABLE, activation, best_scales, match_rows, table_markdown
+from symfast.activations import ACTIVATION_TABLE, activation, table_markdown
+from symfast.layerwise.neuron_matching import best_scales, match_neurons
 from symfast.layerwise.data import flip_matrix
 from symfast.layerwise.reduction import identifiable_submodel
 from symfast.layerwise.network import Act, as_mlp
@@ -105,10 +106,10 @@ def test_identifiable_reduction_with_group_scalings(name, c):
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), H=st.integers(2, 6), mode=st.sampled_from(["real_scale", "sign", "scale"]))
-def test_match_rows_against_brute_force(seed, H, mode):
+def test_match_neurons_against_brute_force(seed, H, mode):
     rng = np.random.default_rng(seed)
     A, B = rng.normal(size=(H, 4)), rng.normal(size=(H, 4))
-    idx, sc, res = match_rows(torch.as_tensor(A), torch.as_tensor(B), mode)
+    idx, sc, res = match_neurons(torch.as_tensor(A), torch.as_tensor(B), mode)
 
 
     def cost(p):  # the assignment objective; "scale" allows c = 0 for rows that do not overlap
@@ -140,3 +141,16 @@ def test_user_guide_shows_the_table():
 
     page = pathlib.Path(__file__).resolve().parents[2] / "docs" / "guide" / "layerwise.md"
     assert table_markdown() in page.read_text()
+
+
+def test_the_old_module_name_still_resolves_with_a_deprecation_warning():
+    import symfast.layerwise.activations as old
+    from symfast import activations
+    from symfast.layerwise import neuron_matching
+
+    with pytest.warns(DeprecationWarning, match="use symfast.layerwise.neuron_matching.match_neurons"):
+        assert old.match_rows is neuron_matching.match_neurons
+    with pytest.warns(DeprecationWarning, match="use symfast.activations.ACTIVATION_TABLE"):
+        assert old.ACTIVATION_TABLE is activations.ACTIVATION_TABLE
+    with pytest.raises(AttributeError):
+        old.no_such_name
