@@ -34,7 +34,8 @@ import torch
 
 from symfast.nn.ensemble import Ensemble
 from symfast.readout.readout import Readout, readout
-from symfast.readout.training import checkpoint_subset, fit_sdf
+from symfast.readout.checkpoint import checkpoint_subset
+from symfast.readout.training import fit_sdf
 
 __all__ = ["AdaptiveResult", "CheckpointedTrainer", "adaptive_readout", "settled", "concat"]
 
