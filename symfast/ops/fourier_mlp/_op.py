@@ -13,10 +13,10 @@ handed empty buffers); a model a kernel cannot run (`cpu.unsupported`, `triton.u
 hidden widths, K > 1) is refused with a ValueError naming backend='reference'.
 The forward op's autograd saves only its inputs and recomputes the forward tile by tile
 in the backward kernel (no [B, N, H] activations are kept). With create_graph=True (e.g. an
-eikonal loss on torch.autograd.grad(f, x)), the C++ backend's dx comes from the fused jet op
-(`_jet_op.py`: f, grad_x f and their fused double backward) and dW, db from the fused backward
-op, whose own derivative, if ever taken, runs through the reference's autograd; other backends
-take the reference's autograd throughout.
+eikonal loss on torch.autograd.grad(f, x)), the C++ and Triton backends' dx comes from the fused
+jet op (`_jet_op.py`: f, grad_x f and their fused double backward) and dW, db from the fused
+backward op, whose own derivative, if ever taken, runs through the reference's autograd; the
+reference backend takes the reference's autograd throughout.
 """
 from __future__ import annotations
 
@@ -309,11 +309,11 @@ def _backward(ctx, grad):
 
 def _differentiable_backward(ctx, grad, x, frequencies, phases, weights, biases, need_dx):
     """The first-order gradients as differentiable tensors (create_graph=True, e.g. an eikonal loss).
-    On the C++ backend with one output, dx = grad * grad_x f from the fused jet op (whose backward
-    is the fused double backward), and dW, db from the fused backward op (differentiated, if ever,
-    through the reference); elsewhere all from the reference's autograd."""
+    On the C++ and Triton backends with one output, dx = grad * grad_x f from the fused jet op (whose
+    backward is the fused double backward), and dW, db from the fused backward op (differentiated, if
+    ever, through the reference); elsewhere all from the reference's autograd."""
     L = len(weights)
-    if ctx.backend == "cpu" and weights[-1].shape[2] == 1:
+    if ctx.backend in ("cpu", "triton") and weights[-1].shape[2] == 1:
         dx = None
         if need_dx:
             g = torch.ops.symfast.fourier_mlp_jet(x, frequencies, phases, weights, biases, ctx.activation,
