@@ -245,7 +245,7 @@ def test_second_order_inputs_are_validated_with_named_errors():
 
 
 # The Triton jet kernels under TRITON_INTERPRET=1: tiny models (the kernels take hidden widths >= 16),
-# N = 40 spans two tiles in two point chunks (partials summed), N = 5 leaves most of a tile masked.
+# N = 40 spans three tiles in three point chunks (partials summed), N = 5 leaves most of a tile masked.
 TRITON_JET_SCRIPT = textwrap.dedent("""
     import torch
     from symfast.ops.fourier_mlp import fourier_mlp_eikonal_step, fourier_mlp_jet, reference
@@ -337,6 +337,25 @@ def test_triton_jet_ops_run_the_triton_launchers(run_interpreted):
     """backend "triton" (CPU tensors under TRITON_INTERPRET=1) runs the Triton jet launchers themselves,
     and the users' create_graph loop on backend "triton" reaches the fused jet ops."""
     run_interpreted(TRITON_JET_ROUTE_SCRIPT, expect="ROUTE-OK")
+
+
+@pytest.mark.skipif(not _ext.HAS_TRITON, reason="triton not installed")
+def test_triton_jet_kernel_too_big_for_the_gpu_is_a_named_error():
+    """A GPU's out-of-resources refusal at launch (e.g. shared memory of a wide, deep model) becomes a
+    ValueError naming the model and backend='reference'."""
+    from triton.runtime import OutOfResources
+
+    from symfast.ops.fourier_mlp import triton_jet
+
+    class TooBig:
+        def __getitem__(self, grid):
+            def launch(*args, **meta):
+                raise OutOfResources(280000, 232448, "shared memory")
+            return launch
+
+    with pytest.raises(ValueError, match=r"hidden width 64, 4 hidden layers, 32 padded frequencies, D = 3\) does "
+                                         r"not fit this GPU .*shared memory.*use backend='reference'"):
+        triton_jet._launch(TooBig(), (1, 1), H=64, NH=4, MP=32, D=3)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA + triton")

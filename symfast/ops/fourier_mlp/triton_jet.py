@@ -22,8 +22,10 @@ Kernels:
     MODE 2 reads cf, cg; MODE 3 forms them from the eikonal step's loss (reference.eikonal_cotangents)
     and stores per-chunk sums of its three terms. Partials [B, C, ...] are summed over C in PyTorch
     in a fixed order (deterministic, no atomics).
-The tangent block holds D + 1 tiles per layer in registers, hence a smaller tile (BLOCK_N) than
-the first-order kernels'.
+The tangent block holds D + 1 tiles per layer, hence a smaller tile than the first-order kernels':
+compiled for sm_90, the backward of a 3-D model with 4 hidden layers of width 64 asks for 275 KB of
+shared memory at BLOCK_N = 32 (an H100 block has 227 KB) and 172 KB at 16. A model whose kernel
+still does not fit is refused at launch with a ValueError naming backend='reference'.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ if triton is not None:
 
     from symfast.ops.fourier_mlp.triton import _act, _act_grad, _dot, _pe_argument
 
-BLOCK_N = 32
+BLOCK_N = 16
 
 
 if triton is not None:
@@ -278,13 +280,24 @@ def _dp(D: int) -> int:
     return 2 if D <= 2 else 4
 
 
+def _launch(kernel, grid, *args, **meta):
+    """Launch, with a GPU's out-of-resources refusal (shared memory, registers) turned into a ValueError
+    that names the model and the way out."""
+    try:
+        kernel[grid](*args, **meta)
+    except triton.runtime.OutOfResources as e:
+        raise ValueError(f"backend='triton': the jet kernel for this model (hidden width {meta['H']}, "
+                         f"{meta['NH']} hidden layers, {meta['MP']} padded frequencies, D = {meta['D']}) does not "
+                         f"fit this GPU ({e}); use backend='reference'") from None
+
+
 def fourier_mlp_jet(x, freq, phase, weights, biases, activation):
     """(f [B, N], g [B, N, D]) (see reference.fourier_mlp_jet)."""
     k = tri._pack(freq, phase, weights, biases)
     x = x.contiguous()
     B, N, D = k["B"], x.shape[-2], k["D"]
     f, g = x.new_empty(B, N), x.new_empty(B, N, D)
-    _fourier_mlp_jet_fwd_kernel[(triton.cdiv(N, BLOCK_N), B)](
+    _launch(_fourier_mlp_jet_fwd_kernel, (triton.cdiv(N, BLOCK_N), B),
         x, k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], f, g, N, tri._xstride(x, N),
         MP=k["MP"], H=k["H"], NH=k["NH"], ACT=tri.ACT_CODES[activation], TF32=tri.ALLOW_TF32, BLOCK_N=BLOCK_N,
         D=D, DP=_dp(D), num_warps=4 if k["H"] <= 32 else 8)
@@ -300,7 +313,7 @@ def _bwd(mode, aux_f, aux_g, x, freq, phase, weights, biases, activation, need_d
     terms = x.new_zeros(B, C, 3)
     f, g = (x.new_empty(B, N), x.new_empty(B, N, D)) if mode == 2 else (x.new_zeros(1), x.new_zeros(1))
     dx = x.new_zeros(B, N, D) if need_dx else x.new_zeros(1)
-    _fourier_mlp_jet_bwd_kernel[(B, C)](
+    _launch(_fourier_mlp_jet_bwd_kernel, (B, C),
         x, aux_f.contiguous(), x.new_zeros(1) if aux_g is None else aux_g.contiguous(), k["F"], k["w1s"],
         k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], f, g, terms, g1s, g1c, gwh, gbh, gwo, gbo, dx,
         N, C, per, tri._xstride(x, N), 1.0 / N, float(eikonal), float(normal),
