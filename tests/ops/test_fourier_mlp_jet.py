@@ -253,7 +253,7 @@ TRITON_JET_SCRIPT = textwrap.dedent("""
     from test_fourier_mlp_jet import compare, make_problem, named
     for B, N, hidden, act, shared, dim in [(2, 40, [16], "tanh", False, 2), (1, 5, [16, 16], "silu", True, 3),
                                            (2, 8, [16, 16, 16], "sine", False, 2),
-                                           (1, 7, [16] * 4, "relu", True, 2), (2, 6, [16, 16], "tanh", False, 3)]:
+                                           (1, 7, [16] * 4, "relu", True, 2), (2, 6, [32, 32], "tanh", False, 3)]:
         tag = f"B{B} N{N} L{len(hidden)} {act} D={dim}{' shared' if shared else ''}"
         x, f, p, ws, bs = make_problem(B, N, hidden, torch.float32, shared, K=3, seed=N, dim=dim)
         gen = torch.Generator().manual_seed(3)
