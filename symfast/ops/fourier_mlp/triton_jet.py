@@ -24,8 +24,10 @@ Kernels:
     in a fixed order (deterministic, no atomics).
 The tangent block holds D + 1 tiles per layer, hence a smaller tile than the first-order kernels':
 compiled for sm_90, the backward of a 3-D model with 4 hidden layers of width 64 asks for 275 KB of
-shared memory at BLOCK_N = 32 (an H100 block has 227 KB) and 172 KB at 16. A model whose kernel
-still does not fit is refused at launch with a ValueError naming backend='reference'.
+shared memory at BLOCK_N = 32 (an H100 block has 227 KB) and 172 KB at 16. The largest models
+`unsupported` lets through still do not fit (4 hidden layers of width 256, 128 frequencies, D = 3:
+345 KB for the forward alone); such a model is refused at launch with a ValueError naming
+backend='reference'.
 """
 from __future__ import annotations
 
