@@ -340,11 +340,13 @@ def test_triton_jet_ops_run_the_triton_launchers(run_interpreted):
 
 
 @pytest.mark.skipif(not _ext.HAS_TRITON, reason="triton not installed")
-def test_triton_jet_kernel_too_big_for_the_gpu_is_a_named_error():
-    """A GPU's out-of-resources refusal at launch (e.g. shared memory of a wide, deep model) becomes a
-    ValueError naming the model and backend='reference'."""
+def test_triton_jet_kernel_the_gpu_refuses_runs_the_reference_with_a_warning(monkeypatch):
+    """A GPU's out-of-resources refusal at launch (the shared memory of a wide, deep model, known only once
+    compiled for that GPU) becomes `DoesNotFit` naming the model, and each jet op then returns the
+    reference's result with a one-time RuntimeWarning."""
     from triton.runtime import OutOfResources
 
+    from symfast.ops import _dispatch
     from symfast.ops.fourier_mlp import triton_jet
 
     class TooBig:
@@ -353,9 +355,27 @@ def test_triton_jet_kernel_too_big_for_the_gpu_is_a_named_error():
                 raise OutOfResources(280000, 232448, "shared memory")
             return launch
 
-    with pytest.raises(ValueError, match=r"hidden width 64, 4 hidden layers, 32 padded frequencies, D = 3\) does "
-                                         r"not fit this GPU .*shared memory.*use backend='reference'"):
+    with pytest.raises(triton_jet.DoesNotFit, match=r"hidden width 64, 4 hidden layers, 32 padded frequencies "
+                                                     r"and D = 3 does not fit this GPU .*shared memory"):
         triton_jet._launch(TooBig(), (1, 1), H=64, NH=4, MP=32, D=3)
+
+    def refuse(*args, **kwargs):
+        raise triton_jet.DoesNotFit("the Triton jet kernel for this model does not fit this GPU (test)")
+
+    for name in ("fourier_mlp_jet", "fourier_mlp_jet_bwd", "eikonal_train_step"):
+        monkeypatch.setattr(triton_jet, name, refuse)
+    monkeypatch.setattr(_dispatch, "_warned", set())
+    x, f, p, ws, bs = make_problem(2, 5, [16], torch.float32, K=2)
+    cf, cg, t, n = torch.randn(2, 5), torch.randn(2, 5, 2), torch.randn(2, 5), torch.randn(2, 5, 2)
+    ops = torch.ops.symfast
+    calls = {"jet": lambda be: ops.fourier_mlp_jet(x, f, p, ws, bs, "tanh", be),
+             "jet backward": lambda be: ops.fourier_mlp_jet_backward(cf, cg, x, f, p, ws, bs, "tanh", be, True),
+             "eikonal step": lambda be: ops.fourier_mlp_eikonal_step(x, t, n, f, p, ws, bs, "tanh", 0.1, 0.2, be)}
+    for name, call in calls.items():
+        with pytest.warns(RuntimeWarning, match="does not fit this GPU.*using the PyTorch reference"):
+            fast = call("triton")
+        for i, (a, b) in enumerate(zip(call("reference"), fast)):
+            assert_close(f"{name} output {i}", a, b)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA + triton")

@@ -18,7 +18,7 @@ Backends resolve in `symfast.ops._dispatch` ("auto": C++ on CPU, Triton on CUDA)
 Gradients reach every weight, bias and x (custom op + autograd, usable in torch.compile).
 Second order (input-gradient losses: eikonal, normals) is fused on the CPU and, for the models the
 Triton kernels take (float32, 1..4 hidden layers of one width 16..256; a model whose jet kernel needs
-more shared memory than the GPU has is refused at launch), on CUDA: `fourier_mlp_jet`
+more shared memory than the GPU has runs the reference, with a one-time warning), on CUDA: `fourier_mlp_jet`
 gives f and grad_x f in one pass with a fused double backward, and torch.autograd.grad(f, x,
 create_graph=True) through `fourier_mlp` reaches it; `fourier_mlp_eikonal_step` is the one-pass
 training step. Gradients to frequencies/phases go through the reference. Under

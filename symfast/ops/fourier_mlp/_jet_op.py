@@ -10,7 +10,8 @@ and losses on it (eikonal, normals), fused on the CPU (C++) and on CUDA (Triton)
       sum_b (mse + eikonal * eik + normal * nrm), in one pass without an autograd graph
 Backends of all three ops: "cpu" runs the C++ kernel's jet modes (csrc/fourier_mlp_jet_impl.h),
 "triton" the Triton jet kernels (triton_jet.py: one forward kernel, one backward kernel whose
-MODE 3 is the eikonal step), "reference" the reference (reference.fourier_mlp_jet,
+MODE 3 is the eikonal step; a model whose kernel the GPU refuses, too large for its shared memory,
+runs the reference with a one-time RuntimeWarning), "reference" the reference (reference.fourier_mlp_jet,
 fourier_mlp_jet_vjp, eikonal_cotangents); calls with no points run the reference on every backend.
 The jet op's autograd runs the fused jet backward; differentiating that once more (third order)
 goes through the reference's autograd.
@@ -31,6 +32,7 @@ from symfast.ops.fourier_mlp._op import (_check_finite, backward_outputs, check_
 def _triton_jet():
     from symfast.ops.fourier_mlp import triton_jet
     return triton_jet
+
 
 
 def validate_jet(x, frequencies, phases, weights, biases, activation, targets=None, cf=None, cg=None,
@@ -85,7 +87,11 @@ def _jet_triton(x, frequencies, phases, weights, biases, activation, backend):
     if reference_instead(x, weights, "triton"):
         return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
     _check_finite(x, "x")
-    f, g = _triton_jet().fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+    try:
+        f, g = _triton_jet().fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+    except _triton_jet().DoesNotFit as e:  # known only once compiled for this GPU: the reference, with a warning
+        _dispatch._warn_once("fourier_mlp_jet", f"{e}; using the PyTorch reference")
+        return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
     return nan_past_overflow(overflowed(f, g), [f, g])
 
 
@@ -134,8 +140,12 @@ def _jet_bwd_triton(cf, cg, x, frequencies, phases, weights, biases, activation,
         return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
     for t, name in ((x, "x"), (cf, "the gradient of f"), (cg, "the gradient of g")):
         _check_finite(t, name)
-    dx, dw, db, f, g = _triton_jet().fourier_mlp_jet_bwd(cf, cg, x, frequencies, phases, weights, biases,
-                                                         activation, need_dx)
+    try:
+        dx, dw, db, f, g = _triton_jet().fourier_mlp_jet_bwd(cf, cg, x, frequencies, phases, weights, biases,
+                                                             activation, need_dx)
+    except _triton_jet().DoesNotFit as e:
+        _dispatch._warn_once("fourier_mlp_jet_backward", f"{e}; using the PyTorch reference")
+        return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
     return nan_past_overflow(overflowed(f, g), backward_outputs(x, dx, dw, db))
 
 
@@ -240,8 +250,13 @@ def _eik_triton(x, targets, normals, frequencies, phases, weights, biases, activ
     for t, name in ((x, "x"), (targets, "targets"), (normals, "normals")):
         if t is not None:
             _check_finite(t, name)
-    terms, dw, db = _triton_jet().eikonal_train_step(x, targets, frequencies, phases, weights, biases, activation,
-                                                     eikonal, normals, normal)
+    try:
+        terms, dw, db = _triton_jet().eikonal_train_step(x, targets, frequencies, phases, weights, biases,
+                                                         activation, eikonal, normals, normal)
+    except _triton_jet().DoesNotFit as e:
+        _dispatch._warn_once("fourier_mlp_eikonal_step", f"{e}; using the PyTorch reference")
+        return _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal,
+                              normal, backend)
     return eikonal_outputs(terms, dw, db, x.shape[-2])
 
 

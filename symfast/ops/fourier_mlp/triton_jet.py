@@ -26,8 +26,9 @@ The tangent block holds D + 1 tiles per layer, hence a smaller tile than the fir
 compiled for sm_90, the backward of a 3-D model with 4 hidden layers of width 64 asks for 275 KB of
 shared memory at BLOCK_N = 32 (an H100 block has 227 KB) and 172 KB at 16. The largest models
 `unsupported` lets through still do not fit (4 hidden layers of width 256, 128 frequencies, D = 3:
-345 KB for the forward alone); such a model is refused at launch with a ValueError naming
-backend='reference'.
+345 KB for the forward alone); a launch the GPU refuses raises `DoesNotFit`, and the ops run the
+reference instead with a one-time RuntimeWarning (a kernel's shared memory is known only once
+it is compiled for the GPU at hand).
 """
 from __future__ import annotations
 
@@ -40,6 +41,10 @@ if triton is not None:
     from symfast.ops.fourier_mlp.triton import _act, _act_grad, _dot, _pe_argument
 
 BLOCK_N = 16
+
+
+class DoesNotFit(ValueError):
+    """The GPU refused the jet kernel for this model (shared memory or registers)."""
 
 
 if triton is not None:
@@ -283,14 +288,13 @@ def _dp(D: int) -> int:
 
 
 def _launch(kernel, grid, *args, **meta):
-    """Launch, with a GPU's out-of-resources refusal (shared memory, registers) turned into a ValueError
-    that names the model and the way out."""
+    """Launch, with a GPU's out-of-resources refusal (shared memory, registers) turned into `DoesNotFit`
+    naming the model."""
     try:
         kernel[grid](*args, **meta)
     except triton.runtime.OutOfResources as e:
-        raise ValueError(f"backend='triton': the jet kernel for this model (hidden width {meta['H']}, "
-                         f"{meta['NH']} hidden layers, {meta['MP']} padded frequencies, D = {meta['D']}) does not "
-                         f"fit this GPU ({e}); use backend='reference'") from None
+        raise DoesNotFit(f"the Triton jet kernel for hidden width {meta['H']}, {meta['NH']} hidden layers, "
+                         f"{meta['MP']} padded frequencies and D = {meta['D']} does not fit this GPU ({e})") from None
 
 
 def fourier_mlp_jet(x, freq, phase, weights, biases, activation):
