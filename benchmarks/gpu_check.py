@@ -5,9 +5,10 @@
    DyadicAxisPE d = 48, 48 -> 64 -> 64 -> 1 ReLU, fp32: Triton vs eager reference vs
    torch.compile of the reference, on the same GPU, best of 5 with CUDA syncs.
 3. The same with TF32 allowed in the Triton kernels (symfast.ops.fourier_mlp.triton.ALLOW_TF32).
-4. Second order on CUDA (no Triton jet kernel: the reference runs): `fourier_mlp_jet`, the eikonal
-   step and the users' autograd.grad(create_graph=True) loop vs the reference, and the eikonal
-   step's time at B = 1024, N = 8192.
+4. Second order on CUDA, the Triton jet kernels (symfast/ops/fourier_mlp/triton_jet.py) vs the
+   reference: `fourier_mlp_jet` (f, g and every gradient of a loss on both), the eikonal step (terms,
+   dW, db; with and without normals) and the users' autograd.grad(create_graph=True) loop; then the
+   eikonal step's time at B = 1024, N = 8192 on Triton and on the reference op.
 
 Usage: python benchmarks/gpu_check.py   (prints a table; exits non-zero on a mismatch)
 """
@@ -111,10 +112,26 @@ def steps(B=1024, N=8192):
 
 def second_order(B=1024, N=8192):
     f, p, x, t, ws, bs = problem(3, 500, 32, 2)
-    fj, gj = fourier_mlp_jet(x, f, p, ws, bs, "tanh")
-    fr, gr = reference.fourier_mlp_jet(x, f, p, ws, bs, "tanh")
-    assert_close("jet f", fr, fj)
-    assert_close("jet g", gr, gj)
+    cf, cg = torch.randn(3, 500, device="cuda"), torch.randn(3, 500, 2, device="cuda")
+    res = {}
+    for be in ("reference", "triton"):
+        xx = x.clone().requires_grad_()
+        w = [q.clone().requires_grad_() for q in ws]
+        b = [q.clone().requires_grad_() for q in bs]
+        fj, gj = fourier_mlp_jet(xx, f, p, w, b, "tanh", backend=be)
+        res[be] = [fj, gj] + list(torch.autograd.grad((fj, gj), [xx, *w, *b], (cf, cg)))
+    names = ["f", "g", "dx"] + [f"dW{l}" for l in range(len(ws))] + [f"db{l}" for l in range(len(bs))]
+    for n, r, q in zip(names, res["reference"], res["triton"]):
+        assert_close(f"jet {n}", r, q, rms=n not in ("f", "g"))
+    normals = torch.nn.functional.normalize(torch.randn(3, 500, 2, device="cuda"), dim=-1)
+    for nrm, wn in ((None, 0.0), (normals, 0.5)):
+        ref = reference.eikonal_train_step(x, t, f, p, ws, bs, "tanh", 0.1, nrm, wn)
+        fast = fourier_mlp_eikonal_step(x, t, f, p, ws, bs, "tanh", eikonal=0.1, normals=nrm, normal=wn,
+                                        backend="triton")
+        assert_close(f"eikonal terms (normal={wn})", ref[0], fast[1])
+        for l in range(len(ws)):
+            assert_close(f"eikonal dW{l} (normal={wn})", ref[1][l], fast[2][l], rms=True)
+            assert_close(f"eikonal db{l} (normal={wn})", ref[2][l], fast[3][l], rms=True)
     out = {}
     for be in ("reference", "triton"):
         w = [q.clone().requires_grad_() for q in ws]
@@ -124,13 +141,14 @@ def second_order(B=1024, N=8192):
         out[be] = torch.autograd.grad((g.norm(dim=-1) - 1).pow(2).mean(), w)
     for l, (a, b) in enumerate(zip(out["reference"], out["triton"])):
         assert_close(f"user eikonal loop dW{l}", a, b, rms=True)
-    ref = reference.eikonal_train_step(x, t, f, p, ws, bs, "tanh", 0.1)
-    fast = fourier_mlp_eikonal_step(x, t, f, p, ws, bs, "tanh", eikonal=0.1)
-    assert_close("eikonal terms", ref[0], fast[1])
-    print("second order on CUDA: OK (jet, users' autograd loop, eikonal step vs reference)")
+    print("second order on CUDA: OK (triton jet + its gradients, users' autograd loop, eikonal step vs reference)")
     f, p, x, t, ws, bs = problem(B, N)
-    dt = timed(lambda: fourier_mlp_eikonal_step(x, t, f, p, ws, bs, "relu", eikonal=0.1))
-    print(f"eikonal step (no Adam) B={B} N={N} on CUDA, the reference: {dt * 1e3:.2f} ms")
+    ops = torch.ops.symfast
+    dt = {be: timed(lambda: ops.fourier_mlp_eikonal_step(x, t, None, f, p, ws, bs, "relu", 0.1, 0.0, be))
+          for be in ("reference", "triton")}
+    print(f"eikonal step (no Adam) B={B} N={N} 48->64->64->1 ReLU fp32 on {torch.cuda.get_device_name()}: "
+          f"reference op {dt['reference'] * 1e3:.2f} ms, triton {dt['triton'] * 1e3:.2f} ms "
+          f"({dt['reference'] / dt['triton']:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -28,14 +28,18 @@ def run_interpreted(tmp_path, request):
     The variable must be set before triton is imported and must not leak into other
     tests, hence the subprocess. Skips when triton is not installed; fails with the
     script's output when it exits non-zero or does not print `expect`. The calling test's
-    folder is on the script's path, so it can import helpers from its test module.
+    folder is on the script's path, so it can import helpers from its test module; the run's own
+    PYTHONPATH follows it, so the script imports the same symfast as the test.
     """
     if not _ext.HAS_TRITON:
         pytest.skip("triton not installed")
 
     def run(script: str, expect: str = "ok", timeout: float = 300) -> str:
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.update(TRITON_INTERPRET="1", PYTHONPATH=str(request.path.parent))
+        env = dict(os.environ, TRITON_INTERPRET="1")
+        # the test folder first; a PYTHONPATH the run was given (a source checkout) still decides which
+        # symfast the script imports, as it does for the test itself
+        env["PYTHONPATH"] = os.pathsep.join([str(request.path.parent)] + ([os.environ["PYTHONPATH"]]
+                                                                          if os.environ.get("PYTHONPATH") else []))
         r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
                            timeout=timeout)
         assert r.returncode == 0 and expect in r.stdout, r.stdout[-2000:] + r.stderr[-4000:]

@@ -3,6 +3,8 @@ every output and gradient by name. The reference's jet is itself checked against
 double backward through the plain first-order reference, so the two are independent."""
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -241,3 +243,160 @@ def test_second_order_inputs_are_validated_with_named_errors():
     bad[1, 3, 0] = float("nan")
     with pytest.raises(ValueError, match="x contains NaN or Inf"):
         fourier_mlp_eikonal_step(bad, t, f, p, ws, bs, backend="cpu")
+
+
+# The Triton jet kernels under TRITON_INTERPRET=1: tiny models (the kernels take hidden widths >= 16),
+# N = 40 spans three tiles in three point chunks (partials summed), N = 5 leaves most of a tile masked.
+TRITON_JET_SCRIPT = textwrap.dedent("""
+    import torch
+    from symfast.ops.fourier_mlp import fourier_mlp_eikonal_step, fourier_mlp_jet, reference
+    from symfast.testing import assert_close
+    from test_fourier_mlp_jet import compare, make_problem, named
+    for B, N, hidden, act, shared, dim in [(2, 40, [16], "tanh", False, 2), (1, 5, [16, 16], "silu", True, 3),
+                                           (2, 8, [16, 16, 16], "sine", False, 2),
+                                           (1, 7, [16] * 4, "relu", True, 2), (2, 6, [32, 32], "tanh", False, 3)]:
+        tag = f"B{B} N{N} L{len(hidden)} {act} D={dim}{' shared' if shared else ''}"
+        x, f, p, ws, bs = make_problem(B, N, hidden, torch.float32, shared, K=3, seed=N, dim=dim)
+        gen = torch.Generator().manual_seed(3)
+        cf, cg = torch.randn(B, N, generator=gen), torch.randn(B, N, dim, generator=gen)
+        ref, fast = {}, {}
+        for backend, out in (("reference", ref), ("triton", fast)):
+            xx = x.clone().requires_grad_(True)
+            w = [t.clone().requires_grad_(True) for t in ws]
+            b = [t.clone().requires_grad_(True) for t in bs]
+            y, g = fourier_mlp_jet(xx, f, p, w, b, act, backend=backend)
+            gr = torch.autograd.grad((y, g), [xx, *w, *b], (cf, cg))
+            out.update({f"{tag} f": y.detach(), f"{tag} g": g.detach()})
+            out.update(named(tag, gr[0], gr[1:1 + len(w)], gr[1 + len(w):]))
+        compare(ref, fast, torch.float32)
+        t, nrm = torch.randn(B, N, generator=gen), torch.randn(B, N, dim, generator=gen)
+        for normals, weight in ((None, 0.0), (nrm, 0.5)):
+            terms, dw, db = reference.eikonal_train_step(x, t, f, p, ws, bs, act, 0.1, normals, weight)
+            loss, terms_t, dw_t, db_t = fourier_mlp_eikonal_step(x, t, f, p, ws, bs, act, eikonal=0.1,
+                                                                 normals=normals, normal=weight, backend="triton")
+            step = f"{tag} step{' normals' if normals is not None else ''}"
+            assert_close(f"{step} terms", terms, terms_t)
+            assert_close(f"{step} loss", terms[:, 0] + 0.1 * terms[:, 1] + weight * terms[:, 2], loss)
+            compare(named(step, None, dw, db), named(step, None, dw_t, db_t), torch.float32)
+    x, f, p, ws, bs = make_problem(1, 4, [16], torch.float64, K=2)
+    try:
+        fourier_mlp_jet(x, f, p, ws, bs, "relu", backend="triton")
+        raise SystemExit("float64 on the triton jet should raise")
+    except ValueError as e:
+        assert "float32 only" in str(e)
+    print("TRITON-JET-OK")
+""")
+
+
+def test_triton_jet_kernels_under_interpreter(run_interpreted):
+    """f, g, the jet's gradients (dx, every dW, db) and the eikonal step on backend "triton" vs the reference."""
+    run_interpreted(TRITON_JET_SCRIPT, expect="TRITON-JET-OK")
+
+
+TRITON_JET_ROUTE_SCRIPT = textwrap.dedent("""
+    import torch
+    from symfast.ops.fourier_mlp import fourier_mlp, triton_jet as tj
+    from test_fourier_mlp_jet import OpLog, make_problem, named, compare
+    for shared in (False, True):
+        x, f, p, ws, bs = make_problem(2, 9, [16], torch.float32, shared, K=2, dim=3)
+        cf, cg, t, n = torch.randn(2, 9), torch.randn(2, 9, 3), torch.randn(2, 9), torch.randn(2, 9, 3)
+        out = torch.ops.symfast.fourier_mlp_jet(x, f, p, ws, bs, "tanh", "triton")
+        assert all(torch.equal(a, b) for a, b in zip(out, tj.fourier_mlp_jet(x, f, p, ws, bs, "tanh")))
+        dx, dw, db, _, _ = tj.fourier_mlp_jet_bwd(cf, cg, x, f, p, ws, bs, "tanh", True)
+        out = torch.ops.symfast.fourier_mlp_jet_backward(cf, cg, x, f, p, ws, bs, "tanh", "triton", True)
+        assert all(torch.equal(a, b) for a, b in zip([dx.sum(0) if shared else dx, *dw, *db], out))
+        terms, dw, db = tj.eikonal_train_step(x, t, f, p, ws, bs, "tanh", 0.1, n, 0.2)
+        out = torch.ops.symfast.fourier_mlp_eikonal_step(x, t, n, f, p, ws, bs, "tanh", 0.1, 0.2, "triton")
+        assert all(torch.equal(a, b) for a, b in zip([terms, *dw, *db], out))
+    # the users' eikonal loop through the first-order op reaches the Triton jet ops
+    x, f, p, ws, bs = make_problem(2, 6, [16, 16], torch.float32, K=2)
+    grads = {}
+    for backend in ("reference", "triton"):
+        xx = x.clone().requires_grad_(True)
+        w = [q.clone().requires_grad_(True) for q in ws]
+        with OpLog() as log:
+            y = fourier_mlp(xx, f, p, w, bs, "tanh", backend=backend)
+            g, = torch.autograd.grad(y.sum(), xx, create_graph=True)
+            loss = (g.norm(dim=-1) - 1).pow(2).mean() + y.pow(2).mean()
+            grads[backend] = named("user loop", None, torch.autograd.grad(loss, w), [])
+        if backend == "triton":
+            assert "fourier_mlp_jet" in log.ops and "fourier_mlp_jet_backward" in log.ops, log.ops
+    compare(grads["reference"], grads["triton"], torch.float32)
+    # no points: the reference's empty outputs; an overflowing model: NaN for it alone, as on every backend
+    f0, g0 = torch.ops.symfast.fourier_mlp_jet(x[:, :0].contiguous(), f, p, ws, bs, "tanh", "triton")
+    assert f0.shape == (2, 0) and g0.shape == (2, 0, 2)
+    big = [w.clone() for w in ws]
+    big[-1][1] = 3e38  # relu activations are >= 0: model 1's f overflows float32
+    for be in ("reference", "triton"):
+        fb, gb = torch.ops.symfast.fourier_mlp_jet(x, f, p, big, bs, "relu", be)
+        assert fb[1].isnan().all() and gb[1].isnan().all() and torch.isfinite(gb[0]).all(), be
+    print("ROUTE-OK")
+""")
+
+
+def test_triton_jet_ops_run_the_triton_launchers(run_interpreted):
+    """backend "triton" (CPU tensors under TRITON_INTERPRET=1) runs the Triton jet launchers themselves,
+    and the users' create_graph loop on backend "triton" reaches the fused jet ops."""
+    run_interpreted(TRITON_JET_ROUTE_SCRIPT, expect="ROUTE-OK")
+
+
+@pytest.mark.skipif(not _ext.HAS_TRITON, reason="triton not installed")
+def test_triton_jet_kernel_the_gpu_refuses_runs_the_reference_with_a_warning(monkeypatch):
+    """A GPU's out-of-resources refusal at launch (the shared memory of a wide, deep model, known only once
+    compiled for that GPU) becomes `DoesNotFit` naming the model, and each jet op then returns the
+    reference's result with a one-time RuntimeWarning."""
+    from triton.runtime import OutOfResources
+
+    from symfast.ops import _dispatch
+    from symfast.ops.fourier_mlp import triton_jet
+
+    class TooBig:
+        def __getitem__(self, grid):
+            def launch(*args, **meta):
+                raise OutOfResources(280000, 232448, "shared memory")
+            return launch
+
+    with pytest.raises(triton_jet.DoesNotFit, match=r"hidden width 64, 4 hidden layers, 32 padded frequencies "
+                                                     r"and D = 3 does not fit this GPU .*shared memory"):
+        triton_jet._launch(TooBig(), (1, 1), H=64, NH=4, MP=32, D=3)
+
+    def refuse(*args, **kwargs):
+        raise triton_jet.DoesNotFit("the Triton jet kernel for this model does not fit this GPU (test)")
+
+    for name in ("fourier_mlp_jet", "fourier_mlp_jet_bwd", "eikonal_train_step"):
+        monkeypatch.setattr(triton_jet, name, refuse)
+    monkeypatch.setattr(_dispatch, "_warned", set())
+    x, f, p, ws, bs = make_problem(2, 5, [16], torch.float32, K=2)
+    cf, cg, t, n = torch.randn(2, 5), torch.randn(2, 5, 2), torch.randn(2, 5), torch.randn(2, 5, 2)
+    ops = torch.ops.symfast
+    calls = {"jet": lambda be: ops.fourier_mlp_jet(x, f, p, ws, bs, "tanh", be),
+             "jet backward": lambda be: ops.fourier_mlp_jet_backward(cf, cg, x, f, p, ws, bs, "tanh", be, True),
+             "eikonal step": lambda be: ops.fourier_mlp_eikonal_step(x, t, n, f, p, ws, bs, "tanh", 0.1, 0.2, be)}
+    for name, call in calls.items():
+        with pytest.warns(RuntimeWarning, match="does not fit this GPU.*using the PyTorch reference"):
+            fast = call("triton")
+        for i, (a, b) in enumerate(zip(call("reference"), fast)):
+            assert_close(f"{name} output {i}", a, b)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or not _ext.HAS_TRITON, reason="needs CUDA + triton")
+@pytest.mark.parametrize("dim", [2, 3], ids=["2d", "3d"])
+def test_triton_jet_on_gpu(dim):
+    x, f, p, ws, bs = (t.cuda() if isinstance(t, torch.Tensor) else [q.cuda() for q in t]
+                       for t in make_problem(3, 3000, [64, 64], torch.float32, K=8, seed=dim, dim=dim))
+    gen = torch.Generator().manual_seed(1)
+    cf, cg = torch.randn(3, 3000, generator=gen).cuda(), torch.randn(3, 3000, dim, generator=gen).cuda()
+    ref, fast = {}, {}
+    for backend, out in (("reference", ref), ("triton", fast)):
+        xx = x.clone().requires_grad_(True)
+        w = [t.clone().requires_grad_(True) for t in ws]
+        b = [t.clone().requires_grad_(True) for t in bs]
+        y, g = fourier_mlp_jet(xx, f, p, w, b, "silu", backend=backend)
+        gr = torch.autograd.grad((y, g), [xx, *w, *b], (cf, cg))
+        out.update({"f": y.detach(), "g": g.detach(), **named("gpu", gr[0], gr[1:1 + len(w)], gr[1 + len(w):])})
+    compare(ref, fast, torch.float32)
+    t = torch.randn(3, 3000, generator=gen).cuda()
+    terms, dw, db = reference.eikonal_train_step(x, t, f, p, ws, bs, "silu", 0.1)
+    _, terms_t, dw_t, db_t = fourier_mlp_eikonal_step(x, t, f, p, ws, bs, "silu", eikonal=0.1, backend="triton")
+    assert_close("gpu step terms", terms, terms_t)
+    compare(named("gpu step", None, dw, db), named("gpu step", None, dw_t, db_t), torch.float32)

@@ -11,13 +11,15 @@ Where things live:
   CPU kernel    csrc/fourier_mlp.cpp + csrc/fourier_mlp_impl.h via cpu.py (OpenMP over
                 (model, point chunk); AVX-512 / AVX2 / baseline chosen at run time)
   Triton        triton.py (CUDA float32)
-  second order  _jet_op.py (ops), csrc/fourier_mlp_jet_impl.h (C++ engine)
+  second order  _jet_op.py (ops), csrc/fourier_mlp_jet_impl.h (C++ engine), triton_jet.py (Triton kernels)
   tests         tests/ops/test_fourier_mlp.py, tests/ops/test_fourier_mlp_jet.py, tests/ops/test_transforms.py
   benchmark     benchmarks/benchmarks/bench_fourier_mlp.py
 Backends resolve in `symfast.ops._dispatch` ("auto": C++ on CPU, Triton on CUDA), by the one rule
 `resolve_backend` (_op.py), which the ops also apply to "auto" inside their kernels.
 Gradients reach every weight, bias and x (custom op + autograd, usable in torch.compile).
-Second order (input-gradient losses: eikonal, normals) is fused on the CPU: `fourier_mlp_jet`
+Second order (input-gradient losses: eikonal, normals) is fused on the CPU and, for the models the
+Triton kernels take (float32, 1..4 hidden layers of one width 16..256; a model whose jet kernel needs
+more shared memory than the GPU has runs the reference, with a one-time warning), on CUDA: `fourier_mlp_jet`
 gives f and grad_x f in one pass with a fused double backward, and torch.autograd.grad(f, x,
 create_graph=True) through `fourier_mlp` reaches it; `fourier_mlp_eikonal_step` is the one-pass
 training step. Gradients to frequencies/phases go through the reference. Under

@@ -1,5 +1,5 @@
 """torch.library registration of the second-order fused PE+MLP ops: the model's input gradient
-and losses on it (eikonal, normals), fused on the CPU.
+and losses on it (eikonal, normals), fused on the CPU (C++) and on CUDA (Triton).
 
   symfast::fourier_mlp_jet(x, frequencies, phases, weights, biases, activation, backend) -> [f, g]
       f [B, N] and its input gradient g = grad_x f [B, N, D], in one pass (one output, K = 1)
@@ -8,11 +8,14 @@ and losses on it (eikonal, normals), fused on the CPU.
   symfast::fourier_mlp_eikonal_step(x, targets, normals, ..., eikonal, normal, backend) -> [terms, *dW, *db]
       per-model loss terms [B, 3] (MSE, eikonal, normal) and the gradients of
       sum_b (mse + eikonal * eik + normal * nrm), in one pass without an autograd graph
-"auto" resolves in the kernel by the family's rule (`_op.resolve_backend`); "cpu" runs the C++
-kernel's jet modes (csrc/fourier_mlp_jet_impl.h); every other backend, and calls with no points,
-run the reference (reference.fourier_mlp_jet, fourier_mlp_jet_vjp; there
-is no Triton jet kernel). The jet op's autograd runs the fused jet backward; differentiating
-that once more (third order) goes through the reference's autograd.
+Backends of all three ops: "auto" resolves in the kernel by the family's rule
+(`_op.resolve_backend`); "cpu" runs the C++ kernel's jet modes (csrc/fourier_mlp_jet_impl.h),
+"triton" the Triton jet kernels (triton_jet.py: one forward kernel, one backward kernel whose
+MODE 3 is the eikonal step; a model whose kernel the GPU refuses, too large for its shared memory,
+runs the reference with a one-time RuntimeWarning), "reference" the reference (reference.fourier_mlp_jet,
+fourier_mlp_jet_vjp, eikonal_cotangents); calls with no points run the reference on every backend.
+The jet op's autograd runs the fused jet backward; differentiating that once more (third order)
+goes through the reference's autograd.
 """
 from __future__ import annotations
 
@@ -23,8 +26,14 @@ import torch
 
 from symfast.ops import _checks, _dispatch
 from symfast.ops.fourier_mlp import cpu, reference
-from symfast.ops.fourier_mlp._op import (auto, backward_outputs, check_finite_params, nan_past_overflow,
+from symfast.ops.fourier_mlp._op import (auto, backward_outputs, check_finite, check_finite_params, nan_past_overflow,
                                          reference_instead, validate)
+
+
+def _triton_jet():
+    from symfast.ops.fourier_mlp import triton_jet
+    return triton_jet
+
 
 
 def validate_jet(x, frequencies, phases, weights, biases, activation, targets=None, cf=None, cg=None,
@@ -73,6 +82,20 @@ def _jet_cpu(x, frequencies, phases, weights, biases, activation, backend):
     return nan_past_overflow(overflowed(f, g), [f, g])
 
 
+def _jet_triton(x, frequencies, phases, weights, biases, activation, backend):
+    validate_jet(x, frequencies, phases, weights, biases, activation)
+    check_finite_params(weights, biases, frequencies, phases)
+    if reference_instead(x, weights, "triton"):
+        return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
+    check_finite(x, "x")
+    try:
+        f, g = _triton_jet().fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+    except _triton_jet().DoesNotFit as e:  # known only once compiled for this GPU: the reference, with a warning
+        _dispatch._warn_once("fourier_mlp_jet", f"{e}; using the PyTorch reference")
+        return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
+    return nan_past_overflow(overflowed(f, g), [f, g])
+
+
 @torch.library.custom_op(f"symfast::fourier_mlp_jet", mutates_args=())
 def fourier_mlp_jet_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
                        weights: list[torch.Tensor], biases: list[torch.Tensor], activation: str,
@@ -80,7 +103,7 @@ def fourier_mlp_jet_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch
     return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
 
 
-_dispatch.register_kernels(fourier_mlp_jet_op, _jet_reference, {"cpu": _jet_cpu}, auto)
+_dispatch.register_kernels(fourier_mlp_jet_op, _jet_reference, {"cpu": _jet_cpu, "triton": _jet_triton}, auto)
 
 
 @fourier_mlp_jet_op.register_fake
@@ -111,6 +134,22 @@ def _jet_bwd_cpu(cf, cg, x, frequencies, phases, weights, biases, activation, ba
     return nan_past_overflow(overflowed(f, g), backward_outputs(x, dx, dw, db))
 
 
+def _jet_bwd_triton(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    validate_jet(x, frequencies, phases, weights, biases, activation, cf=cf, cg=cg)
+    check_finite_params(weights, biases, frequencies, phases)
+    if reference_instead(x, weights, "triton"):
+        return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
+    for t, name in ((x, "x"), (cf, "the gradient of f"), (cg, "the gradient of g")):
+        check_finite(t, name)
+    try:
+        dx, dw, db, f, g = _triton_jet().fourier_mlp_jet_bwd(cf, cg, x, frequencies, phases, weights, biases,
+                                                             activation, need_dx)
+    except _triton_jet().DoesNotFit as e:
+        _dispatch._warn_once("fourier_mlp_jet_backward", f"{e}; using the PyTorch reference")
+        return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
+    return nan_past_overflow(overflowed(f, g), backward_outputs(x, dx, dw, db))
+
+
 @torch.library.custom_op(f"symfast::fourier_mlp_jet_backward", mutates_args=())
 def fourier_mlp_jet_backward_op(cf: torch.Tensor, cg: torch.Tensor, x: torch.Tensor, frequencies: torch.Tensor,
                                 phases: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor],
@@ -118,7 +157,8 @@ def fourier_mlp_jet_backward_op(cf: torch.Tensor, cg: torch.Tensor, x: torch.Ten
     return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
 
 
-_dispatch.register_kernels(fourier_mlp_jet_backward_op, _jet_bwd_reference, {"cpu": _jet_bwd_cpu}, auto)
+_dispatch.register_kernels(fourier_mlp_jet_backward_op, _jet_bwd_reference,
+                           {"cpu": _jet_bwd_cpu, "triton": _jet_bwd_triton}, auto)
 
 
 @fourier_mlp_jet_backward_op.register_fake
@@ -201,6 +241,26 @@ def _eik_cpu(x, targets, normals, frequencies, phases, weights, biases, activati
     return eikonal_outputs(terms, dw, db, x.shape[-2])
 
 
+def _eik_triton(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
+    validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
+                 eikonal=eikonal, normal=normal)
+    check_finite_params(weights, biases, frequencies, phases)
+    if reference_instead(x, weights, "triton"):
+        return _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal,
+                              normal, backend)
+    for t, name in ((x, "x"), (targets, "targets"), (normals, "normals")):
+        if t is not None:
+            check_finite(t, name)
+    try:
+        terms, dw, db = _triton_jet().eikonal_train_step(x, targets, frequencies, phases, weights, biases,
+                                                         activation, eikonal, normals, normal)
+    except _triton_jet().DoesNotFit as e:
+        _dispatch._warn_once("fourier_mlp_eikonal_step", f"{e}; using the PyTorch reference")
+        return _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal,
+                              normal, backend)
+    return eikonal_outputs(terms, dw, db, x.shape[-2])
+
+
 @torch.library.custom_op(f"symfast::fourier_mlp_eikonal_step", mutates_args=())
 def fourier_mlp_eikonal_step_op(x: torch.Tensor, targets: torch.Tensor, normals: torch.Tensor | None,
                                 frequencies: torch.Tensor, phases: torch.Tensor, weights: list[torch.Tensor],
@@ -210,7 +270,8 @@ def fourier_mlp_eikonal_step_op(x: torch.Tensor, targets: torch.Tensor, normals:
                           backend)
 
 
-_dispatch.register_kernels(fourier_mlp_eikonal_step_op, _eik_reference, {"cpu": _eik_cpu}, auto)
+_dispatch.register_kernels(fourier_mlp_eikonal_step_op, _eik_reference, {"cpu": _eik_cpu, "triton": _eik_triton},
+                           auto)
 _dispatch.not_differentiable(fourier_mlp_eikonal_step_op)
 
 

@@ -14,10 +14,10 @@ handed empty buffers); a model a kernel cannot run (`cpu.unsupported`, `triton.u
 hidden widths, K > 1) is refused with a ValueError naming backend='reference'.
 The forward op's autograd saves only its inputs and recomputes the forward tile by tile
 in the backward kernel (no [B, N, H] activations are kept). With create_graph=True (e.g. an
-eikonal loss on torch.autograd.grad(f, x)), the C++ backend's dx comes from the fused jet op
-(`_jet_op.py`: f, grad_x f and their fused double backward) and dW, db from the fused backward
-op, whose own derivative, if ever taken, runs through the reference's autograd; other backends
-take the reference's autograd throughout.
+eikonal loss on torch.autograd.grad(f, x)), the C++ and Triton backends' dx comes from the fused
+jet op (`_jet_op.py`: f, grad_x f and their fused double backward) and dW, db from the fused
+backward op, whose own derivative, if ever taken, runs through the reference's autograd; the
+reference backend takes the reference's autograd throughout.
 """
 from __future__ import annotations
 
@@ -134,7 +134,7 @@ def reference_instead(x, weights, backend: str) -> bool:
     return x.shape[-2] == 0
 
 
-def _check_finite(x: torch.Tensor, name: str) -> None:
+def check_finite(x: torch.Tensor, name: str) -> None:
     # The C++ kernel checks x and targets/gradients as it reads them; the Triton kernels do not.
     if not _checks.all_finite(x):
         raise ValueError(f"{name} contains NaN or Inf values; the fused kernel needs finite inputs")
@@ -209,7 +209,7 @@ def _fwd_triton(x, frequencies, phases, weights, biases, activation, backend):
     check_finite_params(weights, biases, frequencies, phases)
     if reference_instead(x, weights, "triton"):
         return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
-    _check_finite(x, "x")
+    check_finite(x, "x")
     return _triton().fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
 
@@ -261,7 +261,7 @@ def _bwd_triton(grad, x, frequencies, phases, weights, biases, activation, backe
     _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
     if reference_instead(x, weights, "triton"):
         return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
-    _check_finite(grad, "the incoming gradient")
+    check_finite(grad, "the incoming gradient")
     return backward_outputs(x, *_triton().fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights,
                                                       biases, activation, need_dx))
 
@@ -337,12 +337,12 @@ def _backward(ctx, grad):
 
 def _differentiable_backward(ctx, grad, x, frequencies, phases, weights, biases, need_dx):
     """The first-order gradients as differentiable tensors (create_graph=True, e.g. an eikonal loss).
-    On the C++ backend with one output, dx = grad * grad_x f from the fused jet op (whose backward
-    is the fused double backward), and dW, db from the fused backward op (differentiated, if ever,
-    through the reference); elsewhere all from the reference's autograd."""
+    On the C++ and Triton backends with one output, dx = grad * grad_x f from the fused jet op (whose
+    backward is the fused double backward), and dW, db from the fused backward op (differentiated, if
+    ever, through the reference); elsewhere all from the reference's autograd."""
     L = len(weights)
     backend = resolve_backend("auto", x.device, x.dtype, weights) if ctx.backend == "auto" else ctx.backend
-    if backend == "cpu" and weights[-1].shape[2] == 1:
+    if backend in ("cpu", "triton") and weights[-1].shape[2] == 1:
         dx = None
         if need_dx:
             g = torch.ops.symfast.fourier_mlp_jet(x, frequencies, phases, weights, biases, ctx.activation,
@@ -391,8 +391,8 @@ def _step_triton(x, targets, frequencies, phases, weights, biases, activation, b
     check_finite_params(weights, biases, frequencies, phases)
     if reference_instead(x, weights, "triton"):
         return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
-    _check_finite(x, "x")
-    _check_finite(targets, "targets")
+    check_finite(x, "x")
+    check_finite(targets, "targets")
     loss, dw, db = _triton().fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
     return step_outputs(loss, dw, db, x.shape[-2])
 

@@ -270,9 +270,9 @@ def fourier_mlp_fwd(x, freq, phase, weights, biases, activation):
     return y
 
 
-def _chunks(B, N):
+def _chunks(B, N, block=BLOCK_N):
     """Point chunks per model: enough programs to fill a GPU, fixed by (B, N) alone (deterministic)."""
-    tiles = triton.cdiv(N, BLOCK_N)
+    tiles = triton.cdiv(N, block)
     C = min(tiles, max(1, triton.cdiv(512, B)))
     per = triton.cdiv(tiles, C)
     return triton.cdiv(tiles, per), per
@@ -280,25 +280,40 @@ def _chunks(B, N):
 
 def _bwd(mode, aux, x, freq, phase, weights, biases, activation, need_dx):
     k = _pack(freq, phase, weights, biases)
-    B, N, MP, H, NH, m = k["B"], x.shape[-2], k["MP"], k["H"], k["NH"], k["m"]
+    B, N, MP, H, NH = k["B"], x.shape[-2], k["MP"], k["H"], k["NH"]
     C, per = _chunks(B, N)
-    new = x.new_zeros
-    loss, gbo, gwo = new(B, C), new(B, C), new(B, C, H)
-    g1s, g1c, gbh = new(B, C, MP, H), new(B, C, MP, H), new(B, C, NH, H)
-    gwh = new(B, C, NH - 1, H, H) if NH > 1 else new(1)
-    dx = new(B, N, k["D"]) if need_dx else new(1)
+    loss = x.new_zeros(B, C)
+    g1s, g1c, gwh, gbh, gwo, gbo = _partials(k, C, x)
+    dx = x.new_zeros(B, N, k["D"]) if need_dx else x.new_zeros(1)
     _fourier_mlp_bwd_kernel[(B, C)](
         x, aux.contiguous(), k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"],
         loss, g1s, g1c, gwh, gbh, gwo, gbo, dx, N, C, per, _xstride(x, N), 1.0 / N,
         MP=MP, H=H, NH=NH, ACT=ACT_CODES[activation], MODE=mode, NEED_DX=need_dx, TF32=ALLOW_TF32,
         BLOCK_N=BLOCK_N, D=k["D"], num_warps=4 if H <= 32 else 8)
+    dw, db = _sum_partials(k, g1s, g1c, gwh, gbh, gwo, gbo)
+    return loss.sum(1) / N, (dx if need_dx else None), dw, db
+
+
+def _partials(k, C, like):
+    """Zeroed per-(model, chunk) gradient slots in the kernels' layout: g1s, g1c [B, C, MP, H],
+    gwh [B, C, NH-1, H, H] (a dummy when NH = 1), gbh [B, C, NH, H], gwo [B, C, H], gbo [B, C]."""
+    B, MP, H, NH = k["B"], k["MP"], k["H"], k["NH"]
+    new = like.new_zeros
+    gwh = new(B, C, NH - 1, H, H) if NH > 1 else new(1)
+    return new(B, C, MP, H), new(B, C, MP, H), gwh, new(B, C, NH, H), new(B, C, H), new(B, C)
+
+
+def _sum_partials(k, g1s, g1c, gwh, gbh, gwo, gbo):
+    """(dW list, db list) from the `_partials` slots, summed over chunks in a fixed order
+    (deterministic); W1's sin/cos rows interleaved back."""
+    B, H, NH, m = k["B"], k["H"], k["NH"], k["m"]
     g1s, g1c, gbh = g1s.sum(1), g1c.sum(1), gbh.sum(1)
     dw0 = torch.stack((g1s[:, :m], g1c[:, :m]), dim=2).reshape(B, 2 * m, H)
     dw = [dw0] + ([gwh.sum(1)[:, l] for l in range(NH - 1)] if NH > 1 else []) + [gwo.sum(1)[:, :, None]]
     db = [gbh[:, l] for l in range(NH)] + [gbo.sum(1)[:, None]]
     dw = [t.clone(memory_format=torch.contiguous_format) for t in dw]  # no aliasing between outputs
     db = [t.clone(memory_format=torch.contiguous_format) for t in db]
-    return loss.sum(1) / N, (dx if need_dx else None), dw, db
+    return dw, db
 
 
 def fourier_mlp_bwd(grad, x, freq, phase, weights, biases, activation, need_dx):

@@ -1,0 +1,344 @@
+"""Triton kernels for the second-order fused PE+MLP: f, its input gradient g = grad_x f, and the
+gradients of losses on both (CUDA, or CPU under TRITON_INTERPRET=1).
+
+Supported models: those of `triton.unsupported` (float32, 1..4 hidden layers of one width H in
+16..256, m <= 128 frequencies, one output, D = 2 or 3); the ops refuse others.
+
+Forward-mode tangents ride beside the values (reference: reference.fourier_mlp_jet). A tile of
+BLOCK_N points carries its D tangents as one [DP * BLOCK_N, H] block, row d * BLOCK_N + n for
+point n and direction d (DP = D rounded up to a power of two; the padded direction has zero
+frequencies, so its tangents are zero), so each layer's tangents take one tl.dot:
+    encoding   t_sin = cos(u) F_d,  t_cos = -sin(u) F_d     (analytic, same phases u as the values)
+    layer      zd_d = t_d @ W,  t'_d = act'(z) zd_d
+    output     f = a_L . w_o + b_o,  g_d = t_L,d . w_o
+
+Kernels:
+  _fourier_mlp_jet_fwd_kernel: grid (tiles, B); writes f [B, N] and g [B, N, D].
+  _fourier_mlp_jet_bwd_kernel: grid (B, C chunks), the layout of triton._fourier_mlp_bwd_kernel:
+    each program recomputes its tiles' jet in registers and accumulates the gradients of
+    sum(cf f) + sum(cg g) (reference.fourier_mlp_jet_vjp) per hidden layer:
+        cz = act'(z) ch + act''(z) sum_d ct_d zd_d,   czd_d = act'(z) ct_d,
+        dW += h^T cz + sum_d t_d^T czd_d,   ch <- cz W^T,   ct_d <- czd_d W^T;
+    MODE 2 reads cf, cg; MODE 3 forms them from the eikonal step's loss (reference.eikonal_cotangents)
+    and stores per-chunk sums of its three terms. Partials [B, C, ...] are summed over C in PyTorch
+    in a fixed order (deterministic, no atomics).
+The tangent block holds D + 1 tiles per layer, hence a smaller tile than the first-order kernels':
+compiled for sm_90, the backward of a 3-D model with 4 hidden layers of width 64 asks for 275 KB of
+shared memory at BLOCK_N = 32 (an H100 block has 227 KB) and 172 KB at 16. The largest models
+`unsupported` lets through still do not fit (4 hidden layers of width 256, 128 frequencies, D = 3:
+345 KB for the forward alone); a launch the GPU refuses raises `DoesNotFit`, and the ops run the
+reference instead with a one-time RuntimeWarning (a kernel's shared memory is known only once
+it is compiled for the GPU at hand).
+"""
+from __future__ import annotations
+
+from symfast.ops.fourier_mlp import triton as tri
+from symfast.ops.fourier_mlp.triton import triton
+
+if triton is not None:
+    import triton.language as tl
+
+    from symfast.ops.fourier_mlp.triton import _act, _act_grad, _dot, _pe_argument
+
+BLOCK_N = 16
+
+
+class DoesNotFit(ValueError):
+    """The GPU refused the jet kernel for this model (shared memory or registers)."""
+
+
+if triton is not None:
+
+    @triton.jit
+    def _act_curv(z, a, ACT: tl.constexpr):
+        """act''(z) given z and a = act(z) (reference.ACTIVATION_CURVATURES)."""
+        if ACT == 0:
+            return tl.zeros_like(z)
+        elif ACT == 1:
+            return -2.0 * a * (1.0 - a * a)
+        elif ACT == 2:
+            s = tl.sigmoid(z)
+            return s * (1.0 - s) * (2.0 + z * (1.0 - 2.0 * s))
+        else:
+            return -a
+
+    @triton.jit
+    def _jet_encoding(X_ptr, F_ptr, rn, mn, rm, MP: tl.constexpr, D: tl.constexpr, DP: tl.constexpr,
+                      BLOCK_N: tl.constexpr):
+        """(sin u, cos u [BLOCK_N, MP], their tangents t_sin, t_cos [DP * BLOCK_N, MP], F_d rows [DP, MP])."""
+        u = _pe_argument(X_ptr, F_ptr, rn, mn, rm, MP, D)
+        s = tl.sin(u)
+        c = tl.cos(u)
+        rd = tl.arange(0, DP)
+        fd = tl.load(F_ptr + rd[:, None] * MP + rm[None, :], mask=(rd < D)[:, None], other=0.0)
+        ts = tl.reshape(c[None, :, :] * fd[:, None, :], [DP * BLOCK_N, MP])
+        tc = tl.reshape(-s[None, :, :] * fd[:, None, :], [DP * BLOCK_N, MP])
+        return s, c, ts, tc, fd
+
+    @triton.jit
+    def _jet_act(z, zd, ACT: tl.constexpr, DP: tl.constexpr, BLOCK_N: tl.constexpr, H: tl.constexpr):
+        """(a, t) = (act(z), act'(z) zd_d for every direction d)."""
+        a = _act(z, ACT)
+        t = tl.reshape(tl.reshape(zd, [DP, BLOCK_N, H]) * _act_grad(z, a, ACT)[None, :, :], [DP * BLOCK_N, H])
+        return a, t
+
+    @triton.jit
+    def _jet_act_bwd(ch, ct, z, zd, a, ACT: tl.constexpr, DP: tl.constexpr, BLOCK_N: tl.constexpr,
+                     H: tl.constexpr):
+        """Through one activation: (cz, czd) from the cotangents ch of a and ct of its tangents."""
+        s1 = _act_grad(z, a, ACT)
+        ct3 = tl.reshape(ct, [DP, BLOCK_N, H])
+        cz = s1 * ch + _act_curv(z, a, ACT) * tl.sum(ct3 * tl.reshape(zd, [DP, BLOCK_N, H]), axis=0)
+        return cz, tl.reshape(ct3 * s1[None, :, :], [DP * BLOCK_N, H])
+
+    @triton.jit
+    def _jet_layer_bwd(ch, ct, z, zd, a, h, t, w, ACT: tl.constexpr, TF32: tl.constexpr, DP: tl.constexpr,
+                       BLOCK_N: tl.constexpr, H: tl.constexpr):
+        """One hidden layer h -> a = act(h W + b) with input tangents t: (dW, db, ch_prev, ct_prev)."""
+        cz, czd = _jet_act_bwd(ch, ct, z, zd, a, ACT, DP, BLOCK_N, H)
+        wt = tl.trans(w)
+        return (_dot(tl.trans(h), cz, TF32) + _dot(tl.trans(t), czd, TF32), tl.sum(cz, axis=0),
+                _dot(cz, wt, TF32), _dot(czd, wt, TF32))
+
+    @triton.jit
+    def _fourier_mlp_jet_fwd_kernel(X_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr, FO_ptr, GO_ptr,
+                                    N, stride_xb, MP: tl.constexpr, H: tl.constexpr, NH: tl.constexpr,
+                                    ACT: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr,
+                                    D: tl.constexpr, DP: tl.constexpr):
+        """f[b, n] and g[b, n, :] = grad_x f of one tile (forward-mode tangents, see the module docstring)."""
+        pid_n = tl.program_id(0)
+        b = tl.program_id(1).to(tl.int64)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        mn = rn < N
+        rm = tl.arange(0, MP)
+        rh = tl.arange(0, H)
+        rr = tl.arange(0, DP * BLOCK_N)  # tangent rows: direction rr // BLOCK_N of point rr % BLOCK_N
+        rd_row = rr // BLOCK_N
+        rn_row = pid_n * BLOCK_N + rr % BLOCK_N
+        s, c, ts, tc, fd = _jet_encoding(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D, DP, BLOCK_N)
+        w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
+        w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
+        z = _dot(s, w1s, TF32) + _dot(c, w1c, TF32) + tl.load(BH_ptr + b * NH * H + rh)[None, :]
+        a, t = _jet_act(z, _dot(ts, w1s, TF32) + _dot(tc, w1c, TF32), ACT, DP, BLOCK_N, H)
+        for l in tl.static_range(1, NH):
+            w = tl.load(WH_ptr + (b * (NH - 1) + l - 1) * H * H + rh[:, None] * H + rh[None, :])
+            z = _dot(a, w, TF32) + tl.load(BH_ptr + (b * NH + l) * H + rh)[None, :]
+            a, t = _jet_act(z, _dot(t, w, TF32), ACT, DP, BLOCK_N, H)
+        wo = tl.load(WO_ptr + b * H + rh)
+        tl.store(FO_ptr + b * N + rn, tl.sum(a * wo[None, :], axis=1) + tl.load(BO_ptr + b), mask=mn)
+        tl.store(GO_ptr + (b * N + rn_row) * D + rd_row, tl.sum(t * wo[None, :], axis=1),
+                 mask=(rn_row < N) & (rd_row < D))
+
+    @triton.jit
+    def _fourier_mlp_jet_bwd_kernel(X_ptr, CF_ptr, CG_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr,
+                                    BO_ptr, FO_ptr, GO_ptr, TERMS_ptr, GW1S_ptr, GW1C_ptr, GWH_ptr, GBH_ptr,
+                                    GWO_ptr, GBO_ptr, DX_ptr, N, C, TILES, stride_xb, inv_n, eik_w, nrm_w,
+                                    MP: tl.constexpr, H: tl.constexpr, NH: tl.constexpr, ACT: tl.constexpr,
+                                    MODE: tl.constexpr, NORMALS: tl.constexpr, NEED_DX: tl.constexpr,
+                                    TF32: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr,
+                                    DP: tl.constexpr):
+        """Gradients of model b over chunk c (TILES tiles of BLOCK_N points), jet recomputed.
+
+        MODE 2: cf = CF [B, N], cg = CG [B, N, D]; f and g are stored (the ops' overflow rule reads them).
+        MODE 3: CF holds the targets and CG the normals (NORMALS); cf = 2 (f - t) / N,
+        cg = eik_w 2 (|g| - 1) / |g| g / N + nrm_w 2 (g - n) / N, and the chunk's sums of
+        (f - t)^2, (|g| - 1)^2 and |g - n|^2 go to TERMS [B, C, 3].
+        NEED_DX: dx = sum_j du_j F[:, j] with du = ch_sin cos u - ch_cos sin u
+        - sum_d F_d (ct_sin,d sin u + ct_cos,d cos u) (D components).
+        """
+        b = tl.program_id(0).to(tl.int64)
+        c = tl.program_id(1).to(tl.int64)
+        rm = tl.arange(0, MP)
+        rh = tl.arange(0, H)
+        rr = tl.arange(0, DP * BLOCK_N)
+        rd_row = rr // BLOCK_N
+        hh = rh[:, None] * H + rh[None, :]
+        w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
+        w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
+        b1 = tl.load(BH_ptr + b * NH * H + rh)
+        wo = tl.load(WO_ptr + b * H + rh)
+        bo = tl.load(BO_ptr + b)
+        if NH >= 2:
+            w2 = tl.load(WH_ptr + (b * (NH - 1)) * H * H + hh)
+            b2 = tl.load(BH_ptr + (b * NH + 1) * H + rh)
+            g2w = tl.zeros([H, H], tl.float32)
+            g2b = tl.zeros([H], tl.float32)
+        if NH >= 3:
+            w3 = tl.load(WH_ptr + (b * (NH - 1) + 1) * H * H + hh)
+            b3 = tl.load(BH_ptr + (b * NH + 2) * H + rh)
+            g3w = tl.zeros([H, H], tl.float32)
+            g3b = tl.zeros([H], tl.float32)
+        if NH >= 4:
+            w4 = tl.load(WH_ptr + (b * (NH - 1) + 2) * H * H + hh)
+            b4 = tl.load(BH_ptr + (b * NH + 3) * H + rh)
+            g4w = tl.zeros([H, H], tl.float32)
+            g4b = tl.zeros([H], tl.float32)
+        g1s = tl.zeros([MP, H], tl.float32)
+        g1c = tl.zeros([MP, H], tl.float32)
+        g1b = tl.zeros([H], tl.float32)
+        gwo = tl.zeros([H], tl.float32)
+        gbo = tl.zeros([BLOCK_N], tl.float32)
+        l_mse = tl.zeros([BLOCK_N], tl.float32)
+        l_eik = tl.zeros([BLOCK_N], tl.float32)
+        l_nrm = tl.zeros([DP * BLOCK_N], tl.float32)
+        for it in range(TILES):
+            base = (c * TILES + it) * BLOCK_N
+            rn = base + tl.arange(0, BLOCK_N)
+            mn = rn < N
+            rn_row = base + rr % BLOCK_N
+            mr = (rn_row < N) & (rd_row < D)
+            s, co, ts, tc, fd = _jet_encoding(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D, DP, BLOCK_N)
+            z1 = _dot(s, w1s, TF32) + _dot(co, w1c, TF32) + b1[None, :]
+            zd1 = _dot(ts, w1s, TF32) + _dot(tc, w1c, TF32)
+            a1, t1 = _jet_act(z1, zd1, ACT, DP, BLOCK_N, H)
+            aL = a1
+            tL = t1
+            if NH >= 2:
+                z2 = _dot(a1, w2, TF32) + b2[None, :]
+                zd2 = _dot(t1, w2, TF32)
+                a2, t2 = _jet_act(z2, zd2, ACT, DP, BLOCK_N, H)
+                aL = a2
+                tL = t2
+            if NH >= 3:
+                z3 = _dot(a2, w3, TF32) + b3[None, :]
+                zd3 = _dot(t2, w3, TF32)
+                a3, t3 = _jet_act(z3, zd3, ACT, DP, BLOCK_N, H)
+                aL = a3
+                tL = t3
+            if NH >= 4:
+                z4 = _dot(a3, w4, TF32) + b4[None, :]
+                zd4 = _dot(t3, w4, TF32)
+                a4, t4 = _jet_act(z4, zd4, ACT, DP, BLOCK_N, H)
+                aL = a4
+                tL = t4
+            f = tl.sum(aL * wo[None, :], axis=1) + bo
+            g = tl.sum(tL * wo[None, :], axis=1)
+            if MODE == 2:
+                tl.store(FO_ptr + b * N + rn, f, mask=mn)
+                tl.store(GO_ptr + (b * N + rn_row) * D + rd_row, g, mask=mr)
+                cf = tl.load(CF_ptr + b * N + rn, mask=mn, other=0.0)
+                cg = tl.load(CG_ptr + (b * N + rn_row) * D + rd_row, mask=mr, other=0.0)
+            else:
+                e = tl.where(mn, f - tl.load(CF_ptr + b * N + rn, mask=mn, other=0.0), 0.0)
+                l_mse += e * e
+                cf = 2.0 * inv_n * e
+                g2d = tl.reshape(tl.where(mr, g, 0.0), [DP, BLOCK_N])
+                norm = tl.sqrt(tl.sum(g2d * g2d, axis=0))
+                r = tl.where(mn, norm - 1.0, 0.0)
+                l_eik += r * r
+                coef = tl.where(norm > 0.0, r / tl.where(norm > 0.0, norm, 1.0), 0.0)  # d|g|/dg = g/|g|, 0 at 0
+                cg = tl.reshape(2.0 * inv_n * eik_w * coef[None, :] * g2d, [DP * BLOCK_N])
+                if NORMALS:
+                    dn = tl.where(mr, g - tl.load(CG_ptr + (b * N + rn_row) * D + rd_row, mask=mr, other=0.0), 0.0)
+                    l_nrm += dn * dn
+                    cg += 2.0 * inv_n * nrm_w * dn
+            gwo += tl.sum(aL * cf[:, None], axis=0) + tl.sum(tL * cg[:, None], axis=0)
+            gbo += cf
+            ch = cf[:, None] * wo[None, :]
+            ct = cg[:, None] * wo[None, :]
+            if NH >= 4:
+                dw, db, ch, ct = _jet_layer_bwd(ch, ct, z4, zd4, a4, a3, t3, w4, ACT, TF32, DP, BLOCK_N, H)
+                g4w += dw
+                g4b += db
+            if NH >= 3:
+                dw, db, ch, ct = _jet_layer_bwd(ch, ct, z3, zd3, a3, a2, t2, w3, ACT, TF32, DP, BLOCK_N, H)
+                g3w += dw
+                g3b += db
+            if NH >= 2:
+                dw, db, ch, ct = _jet_layer_bwd(ch, ct, z2, zd2, a2, a1, t1, w2, ACT, TF32, DP, BLOCK_N, H)
+                g2w += dw
+                g2b += db
+            cz, czd = _jet_act_bwd(ch, ct, z1, zd1, a1, ACT, DP, BLOCK_N, H)
+            g1s += _dot(tl.trans(s), cz, TF32) + _dot(tl.trans(ts), czd, TF32)
+            g1c += _dot(tl.trans(co), cz, TF32) + _dot(tl.trans(tc), czd, TF32)
+            g1b += tl.sum(cz, axis=0)
+            if NEED_DX:
+                w1st = tl.trans(w1s)
+                w1ct = tl.trans(w1c)
+                cts = tl.reshape(_dot(czd, w1st, TF32), [DP, BLOCK_N, MP])
+                ctc = tl.reshape(_dot(czd, w1ct, TF32), [DP, BLOCK_N, MP])
+                du = _dot(cz, w1st, TF32) * co - _dot(cz, w1ct, TF32) * s \
+                    - tl.sum(fd[:, None, :] * (cts * s[None, :, :] + ctc * co[None, :, :]), axis=0)
+                for i in tl.static_range(D):
+                    tl.store(DX_ptr + (b * N + rn) * D + i, tl.sum(du * tl.load(F_ptr + i * MP + rm)[None, :], axis=1),
+                             mask=mn)
+        p = b * C + c  # partial slot
+        if MODE == 3:
+            tl.store(TERMS_ptr + p * 3, tl.sum(l_mse, axis=0))
+            tl.store(TERMS_ptr + p * 3 + 1, tl.sum(l_eik, axis=0))
+            tl.store(TERMS_ptr + p * 3 + 2, tl.sum(l_nrm, axis=0))
+        tl.store(GBO_ptr + p, tl.sum(gbo, axis=0))
+        tl.store(GWO_ptr + p * H + rh, gwo)
+        tl.store(GW1S_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1s)
+        tl.store(GW1C_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1c)
+        tl.store(GBH_ptr + p * NH * H + rh, g1b)
+        if NH >= 2:
+            tl.store(GWH_ptr + (p * (NH - 1)) * H * H + hh, g2w)
+            tl.store(GBH_ptr + (p * NH + 1) * H + rh, g2b)
+        if NH >= 3:
+            tl.store(GWH_ptr + (p * (NH - 1) + 1) * H * H + hh, g3w)
+            tl.store(GBH_ptr + (p * NH + 2) * H + rh, g3b)
+        if NH >= 4:
+            tl.store(GWH_ptr + (p * (NH - 1) + 2) * H * H + hh, g4w)
+            tl.store(GBH_ptr + (p * NH + 3) * H + rh, g4b)
+
+
+def _dp(D: int) -> int:
+    return 2 if D <= 2 else 4
+
+
+def _launch(kernel, grid, *args, **meta):
+    """Launch, with a GPU's out-of-resources refusal (shared memory, registers) turned into `DoesNotFit`
+    naming the model."""
+    try:
+        kernel[grid](*args, **meta)
+    except triton.runtime.OutOfResources as e:
+        raise DoesNotFit(f"the Triton jet kernel for hidden width {meta['H']}, {meta['NH']} hidden layers, "
+                         f"{meta['MP']} padded frequencies and D = {meta['D']} does not fit this GPU ({e})") from None
+
+
+def fourier_mlp_jet(x, freq, phase, weights, biases, activation):
+    """(f [B, N], g [B, N, D]) (see reference.fourier_mlp_jet)."""
+    k = tri._pack(freq, phase, weights, biases)
+    x = x.contiguous()
+    B, N, D = k["B"], x.shape[-2], k["D"]
+    f, g = x.new_empty(B, N), x.new_empty(B, N, D)
+    _launch(_fourier_mlp_jet_fwd_kernel, (triton.cdiv(N, BLOCK_N), B),
+        x, k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], f, g, N, tri._xstride(x, N),
+        MP=k["MP"], H=k["H"], NH=k["NH"], ACT=tri.ACT_CODES[activation], TF32=tri.ALLOW_TF32, BLOCK_N=BLOCK_N,
+        D=D, DP=_dp(D), num_warps=4 if k["H"] <= 32 else 8)
+    return f, g
+
+
+def _bwd(mode, aux_f, aux_g, x, freq, phase, weights, biases, activation, need_dx, eikonal=0.0, normal=0.0):
+    k = tri._pack(freq, phase, weights, biases)
+    x = x.contiguous()
+    B, N, D, H = k["B"], x.shape[-2], k["D"], k["H"]
+    C, per = tri._chunks(B, N, BLOCK_N)
+    g1s, g1c, gwh, gbh, gwo, gbo = tri._partials(k, C, x)
+    terms = x.new_zeros(B, C, 3)
+    f, g = (x.new_empty(B, N), x.new_empty(B, N, D)) if mode == 2 else (x.new_zeros(1), x.new_zeros(1))
+    dx = x.new_zeros(B, N, D) if need_dx else x.new_zeros(1)
+    _launch(_fourier_mlp_jet_bwd_kernel, (B, C),
+        x, aux_f.contiguous(), x.new_zeros(1) if aux_g is None else aux_g.contiguous(), k["F"], k["w1s"],
+        k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], f, g, terms, g1s, g1c, gwh, gbh, gwo, gbo, dx,
+        N, C, per, tri._xstride(x, N), 1.0 / N, float(eikonal), float(normal),
+        MP=k["MP"], H=H, NH=k["NH"], ACT=tri.ACT_CODES[activation], MODE=mode, NORMALS=aux_g is not None,
+        NEED_DX=need_dx, TF32=tri.ALLOW_TF32, BLOCK_N=BLOCK_N, D=D, DP=_dp(D), num_warps=4 if H <= 32 else 8)
+    dw, db = tri._sum_partials(k, g1s, g1c, gwh, gbh, gwo, gbo)
+    return terms.sum(1) / N, f, g, (dx if need_dx else None), dw, db
+
+
+def fourier_mlp_jet_bwd(cf, cg, x, freq, phase, weights, biases, activation, need_dx):
+    """Cotangents cf [B, N], cg [B, N, D] -> (dx [B, N, D] per model or None, dW list, db list, f, g):
+    the gradients of sum(cf f) + sum(cg g), and the jet (f, g) they were taken at."""
+    _, f, g, dx, dw, db = _bwd(2, cf, cg, x, freq, phase, weights, biases, activation, need_dx)
+    return dx, dw, db, f, g
+
+
+def eikonal_train_step(x, targets, freq, phase, weights, biases, activation, eikonal, normals, normal):
+    """(terms [B, 3], dW list, db list) of the eikonal step (see reference.eikonal_train_step); the
+    normal term is 0 without normals."""
+    terms, _, _, _, dw, db = _bwd(3, targets, normals, x, freq, phase, weights, biases, activation, False,
+                                  eikonal, normal)
+    return terms, dw, db
