@@ -39,7 +39,7 @@ _ALIASES = {"cpp": "cpu", "scipy": "reference"}
 _warned: set[tuple[str, str]] = set()
 
 
-def _warn_once(op: str, msg: str) -> None:
+def warn_once(op: str, msg: str) -> None:
     if (op, msg) not in _warned:
         _warned.add((op, msg))
         warnings.warn(f"symfast.{op}: {msg}", RuntimeWarning, stacklevel=4)
@@ -107,16 +107,16 @@ def resolve(op: str, backend: str, device: torch.device, *, cpu: bool = True, tr
     cost = f" ({reference_cost})" if reference_cost else ""
     if dev.type == "cpu" and cpu:
         if not _ext.cpp_available():
-            _warn_once(op, "symfast._C is not built; using the (slower) PyTorch reference")
+            warn_once(op, "symfast._C is not built; using the (slower) PyTorch reference")
         elif cpu_problem:
-            _warn_once(op, f"the C++ kernel takes {cpu_problem}; using the slower PyTorch reference{cost}")
+            warn_once(op, f"the C++ kernel takes {cpu_problem}; using the slower PyTorch reference{cost}")
         else:
             return "cpu"
     elif dev.type == "cuda" and triton:
         if not _ext.HAS_TRITON:
-            _warn_once(op, "triton is not installed; using the (slower) PyTorch reference on CUDA")
+            warn_once(op, "triton is not installed; using the (slower) PyTorch reference on CUDA")
         elif triton_problem:
-            _warn_once(op, f"Triton kernel unavailable ({triton_problem}); using the slower PyTorch reference{cost}")
+            warn_once(op, f"Triton kernel unavailable ({triton_problem}); using the slower PyTorch reference{cost}")
         else:
             return "triton"
     return "reference"

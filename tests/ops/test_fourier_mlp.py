@@ -526,3 +526,34 @@ def test_nonfinite_parameters_are_refused_on_every_backend(backend, where):
     with pytest.raises(ValueError, match=rf"{where}\[0\] contains NaN or Inf"):
         sf.fourier_mlp_train_step(x, torch.zeros(1, 3), pe.frequencies.float(), pe.phases.float(), ws, bs, "relu",
                                   backend=backend)
+
+
+def test_triton_kernel_the_gpu_refuses_runs_the_reference_with_a_warning(monkeypatch):
+    """A model whose plain Triton kernel the GPU refuses at launch (too large for its shared memory,
+    known only once compiled for that GPU) runs the reference in each op, with a one-time warning."""
+    pytest.importorskip("triton")
+    from symfast.ops import _dispatch
+    from symfast.ops.fourier_mlp import triton as tri
+
+    def refuse(*args, **kwargs):
+        raise tri.DoesNotFit("the Triton backward kernel for this model does not fit this GPU (test)")
+
+    for name in ("fourier_mlp_fwd", "fourier_mlp_bwd", "fourier_mlp_train_step"):
+        monkeypatch.setattr(tri, name, refuse)
+    monkeypatch.setattr(_dispatch, "_warned", set())
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 7, 2, generator=g)
+    pe = sf.DyadicAxisPE(3)
+    ws = [torch.randn(2, pe.dim, 16, generator=g) * 0.3, torch.randn(2, 16, 1, generator=g) * 0.3]
+    bs = [torch.zeros(2, 16), torch.zeros(2, 1)]
+    f, p = pe.frequencies.float(), pe.phases.float()
+    t, grad = torch.randn(2, 7, generator=g), torch.randn(2, 7, generator=g)
+    ops = torch.ops.symfast
+    calls = {"forward": lambda be: [ops.fourier_mlp(x, f, p, ws, bs, "tanh", be)],
+             "backward": lambda be: ops.fourier_mlp_backward(grad, x, f, p, ws, bs, "tanh", be, True),
+             "train step": lambda be: ops.fourier_mlp_train_step(x, t, f, p, ws, bs, "tanh", be)}
+    for name, call in calls.items():
+        with pytest.warns(RuntimeWarning, match="does not fit this GPU.*using the PyTorch reference"):
+            fast = call("triton")
+        for i, (a, b) in enumerate(zip(call("reference"), fast)):
+            assert_close(f"{name} output {i}", a, b)

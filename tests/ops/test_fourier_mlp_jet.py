@@ -348,6 +348,7 @@ def test_triton_jet_kernel_the_gpu_refuses_runs_the_reference_with_a_warning(mon
     from triton.runtime import OutOfResources
 
     from symfast.ops import _dispatch
+    from symfast.ops.fourier_mlp import triton as tri
     from symfast.ops.fourier_mlp import triton_jet
 
     class TooBig:
@@ -356,12 +357,12 @@ def test_triton_jet_kernel_the_gpu_refuses_runs_the_reference_with_a_warning(mon
                 raise OutOfResources(280000, 232448, "shared memory")
             return launch
 
-    with pytest.raises(triton_jet.DoesNotFit, match=r"hidden width 64, 4 hidden layers, 32 padded frequencies "
-                                                     r"and D = 3 does not fit this GPU .*shared memory"):
-        triton_jet._launch(TooBig(), (1, 1), H=64, NH=4, MP=32, D=3)
+    with pytest.raises(tri.DoesNotFit, match=r"Triton jet backward kernel for hidden width 64, 4 hidden layers, "
+                                              r"32 padded frequencies and D = 3 does not fit this GPU .*shared memory"):
+        tri.launch(TooBig(), (1, 1), name="jet backward", H=64, NH=4, MP=32, D=3)
 
     def refuse(*args, **kwargs):
-        raise triton_jet.DoesNotFit("the Triton jet kernel for this model does not fit this GPU (test)")
+        raise tri.DoesNotFit("the Triton jet kernel for this model does not fit this GPU (test)")
 
     for name in ("fourier_mlp_jet", "fourier_mlp_jet_bwd", "eikonal_train_step"):
         monkeypatch.setattr(triton_jet, name, refuse)

@@ -27,7 +27,7 @@ import torch
 from symfast.ops import _checks, _dispatch
 from symfast.ops.fourier_mlp import cpu, reference
 from symfast.ops.fourier_mlp._op import (auto, backward_outputs, check_finite, check_finite_params, nan_past_overflow,
-                                         reference_instead, validate)
+                                         reference_instead, triton_or_reference, validate)
 
 
 def _triton_jet():
@@ -88,12 +88,11 @@ def _jet_triton(x, frequencies, phases, weights, biases, activation, backend):
     if reference_instead(x, weights, "triton"):
         return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
     check_finite(x, "x")
-    try:
+    def run():
         f, g = _triton_jet().fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
-    except _triton_jet().DoesNotFit as e:  # known only once compiled for this GPU: the reference, with a warning
-        _dispatch._warn_once("fourier_mlp_jet", f"{e}; using the PyTorch reference")
-        return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
-    return nan_past_overflow(overflowed(f, g), [f, g])
+        return nan_past_overflow(overflowed(f, g), [f, g])
+    return triton_or_reference("fourier_mlp_jet", run,
+                               lambda: _jet_reference(x, frequencies, phases, weights, biases, activation, backend))
 
 
 @torch.library.custom_op(f"symfast::fourier_mlp_jet", mutates_args=())
@@ -141,13 +140,12 @@ def _jet_bwd_triton(cf, cg, x, frequencies, phases, weights, biases, activation,
         return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
     for t, name in ((x, "x"), (cf, "the gradient of f"), (cg, "the gradient of g")):
         check_finite(t, name)
-    try:
+    def run():
         dx, dw, db, f, g = _triton_jet().fourier_mlp_jet_bwd(cf, cg, x, frequencies, phases, weights, biases,
                                                              activation, need_dx)
-    except _triton_jet().DoesNotFit as e:
-        _dispatch._warn_once("fourier_mlp_jet_backward", f"{e}; using the PyTorch reference")
-        return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
-    return nan_past_overflow(overflowed(f, g), backward_outputs(x, dx, dw, db))
+        return nan_past_overflow(overflowed(f, g), backward_outputs(x, dx, dw, db))
+    return triton_or_reference("fourier_mlp_jet_backward", run, lambda: _jet_bwd_reference(
+        cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx))
 
 
 @torch.library.custom_op(f"symfast::fourier_mlp_jet_backward", mutates_args=())
@@ -251,14 +249,12 @@ def _eik_triton(x, targets, normals, frequencies, phases, weights, biases, activ
     for t, name in ((x, "x"), (targets, "targets"), (normals, "normals")):
         if t is not None:
             check_finite(t, name)
-    try:
-        terms, dw, db = _triton_jet().eikonal_train_step(x, targets, frequencies, phases, weights, biases,
-                                                         activation, eikonal, normals, normal)
-    except _triton_jet().DoesNotFit as e:
-        _dispatch._warn_once("fourier_mlp_eikonal_step", f"{e}; using the PyTorch reference")
-        return _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal,
-                              normal, backend)
-    return eikonal_outputs(terms, dw, db, x.shape[-2])
+    return triton_or_reference(
+        "fourier_mlp_eikonal_step",
+        lambda: eikonal_outputs(*_triton_jet().eikonal_train_step(x, targets, frequencies, phases, weights, biases,
+                                                                  activation, eikonal, normals, normal), x.shape[-2]),
+        lambda: _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal,
+                               normal, backend))
 
 
 @torch.library.custom_op(f"symfast::fourier_mlp_eikonal_step", mutates_args=())

@@ -158,6 +158,17 @@ def _triton():
     return tri
 
 
+def triton_or_reference(op: str, run, reference):
+    """run() on the Triton kernels; a model the GPU refuses at launch (`triton.DoesNotFit`: too large
+    for its shared memory, known only once compiled for the GPU in hand) runs reference() instead,
+    with a one-time RuntimeWarning naming the model."""
+    try:
+        return run()
+    except _triton().DoesNotFit as e:
+        _dispatch.warn_once(op, f"{e}; using the PyTorch reference")
+        return reference()
+
+
 def nan_past_overflow(bad: torch.Tensor, tensors) -> list:
     """`tensors` with model b's entries set to NaN wherever bad[b] (bad: [B] bool; each tensor's first
     dimension is the model, except a dx of points shared by all models, [N, D], which is all NaN
@@ -210,7 +221,9 @@ def _fwd_triton(x, frequencies, phases, weights, biases, activation, backend):
     if reference_instead(x, weights, "triton"):
         return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
     check_finite(x, "x")
-    return _triton().fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
+    return triton_or_reference(
+        "fourier_mlp", lambda: _triton().fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation),
+        lambda: _fwd_reference(x, frequencies, phases, weights, biases, activation, backend))
 
 
 @torch.library.custom_op(f"{_LIB}::fourier_mlp", mutates_args=())
@@ -262,8 +275,11 @@ def _bwd_triton(grad, x, frequencies, phases, weights, biases, activation, backe
     if reference_instead(x, weights, "triton"):
         return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
     check_finite(grad, "the incoming gradient")
-    return backward_outputs(x, *_triton().fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights,
-                                                      biases, activation, need_dx))
+    return triton_or_reference(
+        "fourier_mlp_backward",
+        lambda: backward_outputs(x, *_triton().fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights,
+                                                               biases, activation, need_dx)),
+        lambda: _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx))
 
 
 @torch.library.custom_op(f"{_LIB}::fourier_mlp_backward", mutates_args=())
@@ -393,8 +409,11 @@ def _step_triton(x, targets, frequencies, phases, weights, biases, activation, b
         return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
     check_finite(x, "x")
     check_finite(targets, "targets")
-    loss, dw, db = _triton().fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
-    return step_outputs(loss, dw, db, x.shape[-2])
+    return triton_or_reference(
+        "fourier_mlp_train_step",
+        lambda: step_outputs(*_triton().fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases,
+                                                               activation), x.shape[-2]),
+        lambda: _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend))
 
 
 @torch.library.custom_op(f"{_LIB}::fourier_mlp_train_step", mutates_args=())

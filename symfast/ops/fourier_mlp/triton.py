@@ -2,7 +2,10 @@
 
 Supported: float32, 1..4 hidden layers of one width H in {16, 32, 64, 128, 256}, m <= 128
 frequencies (d = 2m), one output, points of dimension D = 2 or 3 (a constexpr). Other models fall back to
-the reference (see `unsupported`).
+the reference (see `unsupported`). Wide, deep models inside those bounds can still need more shared memory
+than a GPU block has (e.g. width 128, 4 layers, 128 frequencies, 3-D: about 530 KB for the backward when
+compiled for sm_90, against an H100's 227 KB); the GPU refuses them at launch (`DoesNotFit`), and the ops
+then run the reference with a one-time warning.
 
 Kernels (reference: reference.py):
   _fourier_mlp_fwd_kernel: grid (tiles of BLOCK_N points, B); y = MLP(phi(x)).
@@ -31,6 +34,20 @@ BLOCK_N = 64
 MAX_HIDDEN_LAYERS = 4
 
 
+class DoesNotFit(ValueError):
+    """The GPU refused a kernel for this model (shared memory or registers): known only once the
+    kernel is compiled for the GPU in hand, so the ops then run the reference with a warning."""
+
+
+def launch(kernel, grid, *args, name: str, **meta):
+    """Launch `kernel`, with a GPU's out-of-resources refusal turned into `DoesNotFit` naming the model."""
+    try:
+        kernel[grid](*args, **meta)
+    except triton.runtime.OutOfResources as e:
+        raise DoesNotFit(f"the Triton {name} kernel for hidden width {meta['H']}, {meta['NH']} hidden layers, "
+                         f"{meta['MP']} padded frequencies and D = {meta['D']} does not fit this GPU ({e})") from None
+
+
 def unsupported(dtype, weights) -> str:
     """Why the Triton kernels cannot run this model ('' when they can)."""
     if triton is None:
@@ -54,7 +71,7 @@ def unsupported(dtype, weights) -> str:
 if triton is not None:
 
     @triton.jit
-    def _act(z, ACT: tl.constexpr):
+    def act_fn(z, ACT: tl.constexpr):
         if ACT == 0:
             return tl.maximum(z, 0.0)
         elif ACT == 1:
@@ -65,7 +82,7 @@ if triton is not None:
             return tl.sin(z)
 
     @triton.jit
-    def _act_grad(z, a, ACT: tl.constexpr):
+    def act_grad_fn(z, a, ACT: tl.constexpr):
         """act'(z) given z and a = act(z)."""
         if ACT == 0:
             return tl.where(z > 0.0, 1.0, 0.0)
@@ -78,14 +95,14 @@ if triton is not None:
             return tl.cos(z)
 
     @triton.jit
-    def _dot(a, b, TF32: tl.constexpr):
+    def tile_dot(a, b, TF32: tl.constexpr):
         if TF32:
             return tl.dot(a, b, input_precision="tf32")
         else:
             return tl.dot(a, b, input_precision="ieee")
 
     @triton.jit
-    def _pe_argument(X_ptr, F_ptr, rn, mn, rm, MP: tl.constexpr, D: tl.constexpr):
+    def pe_argument(X_ptr, F_ptr, rn, mn, rm, MP: tl.constexpr, D: tl.constexpr):
         """u[n, j] = sum_i x[n, i] F[i, j] + F[D, j] for a tile of D-dimensional points (coordinate order)."""
         u = tl.load(X_ptr + rn * D, mask=mn, other=0.0)[:, None] * tl.load(F_ptr + rm)[None, :]
         for i in tl.static_range(1, D):
@@ -104,22 +121,22 @@ if triton is not None:
         mn = rn < N
         rm = tl.arange(0, MP)
         rh = tl.arange(0, H)
-        u = _pe_argument(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D)
+        u = pe_argument(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D)
         w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
         w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
-        h = _dot(tl.sin(u), w1s, TF32) + _dot(tl.cos(u), w1c, TF32) + tl.load(BH_ptr + b * NH * H + rh)[None, :]
-        h = _act(h, ACT)
+        h = tile_dot(tl.sin(u), w1s, TF32) + tile_dot(tl.cos(u), w1c, TF32) + tl.load(BH_ptr + b * NH * H + rh)[None, :]
+        h = act_fn(h, ACT)
         for l in tl.static_range(1, NH):
             w = tl.load(WH_ptr + (b * (NH - 1) + l - 1) * H * H + rh[:, None] * H + rh[None, :])
-            h = _act(_dot(h, w, TF32) + tl.load(BH_ptr + (b * NH + l) * H + rh)[None, :], ACT)
+            h = act_fn(tile_dot(h, w, TF32) + tl.load(BH_ptr + (b * NH + l) * H + rh)[None, :], ACT)
         y = tl.sum(h * tl.load(WO_ptr + b * H + rh)[None, :], axis=1) + tl.load(BO_ptr + b)
         tl.store(Y_ptr + b * N + rn, y, mask=mn)
 
     @triton.jit
     def _layer_bwd(da, z, a, prev, w, ACT: tl.constexpr, TF32: tl.constexpr):
         """One hidden layer's backward over a tile: (dW, db, da_prev)."""
-        dz = da * _act_grad(z, a, ACT)
-        return _dot(tl.trans(prev), dz, TF32), tl.sum(dz, axis=0), _dot(dz, tl.trans(w), TF32)
+        dz = da * act_grad_fn(z, a, ACT)
+        return tile_dot(tl.trans(prev), dz, TF32), tl.sum(dz, axis=0), tile_dot(dz, tl.trans(w), TF32)
 
     @triton.jit
     def _fourier_mlp_bwd_kernel(X_ptr, AUX_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr,
@@ -168,23 +185,23 @@ if triton is not None:
         for it in range(TILES):
             rn = (c * TILES + it) * BLOCK_N + tl.arange(0, BLOCK_N)
             mn = rn < N
-            u = _pe_argument(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D)
+            u = pe_argument(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D)
             s = tl.sin(u)
             co = tl.cos(u)
-            z1 = _dot(s, w1s, TF32) + _dot(co, w1c, TF32) + b1[None, :]
-            a1 = _act(z1, ACT)
+            z1 = tile_dot(s, w1s, TF32) + tile_dot(co, w1c, TF32) + b1[None, :]
+            a1 = act_fn(z1, ACT)
             aL = a1
             if NH >= 2:
-                z2 = _dot(a1, w2, TF32) + b2[None, :]
-                a2 = _act(z2, ACT)
+                z2 = tile_dot(a1, w2, TF32) + b2[None, :]
+                a2 = act_fn(z2, ACT)
                 aL = a2
             if NH >= 3:
-                z3 = _dot(a2, w3, TF32) + b3[None, :]
-                a3 = _act(z3, ACT)
+                z3 = tile_dot(a2, w3, TF32) + b3[None, :]
+                a3 = act_fn(z3, ACT)
                 aL = a3
             if NH >= 4:
-                z4 = _dot(a3, w4, TF32) + b4[None, :]
-                a4 = _act(z4, ACT)
+                z4 = tile_dot(a3, w4, TF32) + b4[None, :]
+                a4 = act_fn(z4, ACT)
                 aL = a4
             y = tl.sum(aL * wo[None, :], axis=1) + bo
             if MODE == 1:
@@ -209,12 +226,12 @@ if triton is not None:
                 dw, db, da = _layer_bwd(da, z2, a2, a1, w2, ACT, TF32)
                 g2w += dw
                 g2b += db
-            dz = da * _act_grad(z1, a1, ACT)
-            g1s += _dot(tl.trans(s), dz, TF32)
-            g1c += _dot(tl.trans(co), dz, TF32)
+            dz = da * act_grad_fn(z1, a1, ACT)
+            g1s += tile_dot(tl.trans(s), dz, TF32)
+            g1c += tile_dot(tl.trans(co), dz, TF32)
             g1b += tl.sum(dz, axis=0)
             if NEED_DX:
-                du = _dot(dz, tl.trans(w1s), TF32) * co - _dot(dz, tl.trans(w1c), TF32) * s
+                du = tile_dot(dz, tl.trans(w1s), TF32) * co - tile_dot(dz, tl.trans(w1c), TF32) * s
                 for i in tl.static_range(D):
                     tl.store(DX_ptr + (b * N + rn) * D + i, tl.sum(du * tl.load(F_ptr + i * MP + rm)[None, :], axis=1),
                              mask=mn)
@@ -236,7 +253,7 @@ if triton is not None:
             tl.store(GBH_ptr + (p * NH + 3) * H + rh, g4b)
 
 
-def _pack(freq, phase, weights, biases):
+def pack_model(freq, phase, weights, biases):
     """Kernel layout: F [D + 1, MP] (frequency coordinates f_0..f_{D-1}, then phases; zero-padded),
     W1 split into sin/cos rows."""
     m, D = freq.shape
@@ -254,23 +271,23 @@ def _pack(freq, phase, weights, biases):
     return dict(F=F, w1s=w1s, w1c=w1c, wh=wh, bh=bh, wo=wo, bo=bo, MP=MP, H=H, NH=NH, B=B, m=m, D=D)
 
 
-def _xstride(x, N):
+def x_stride(x, N):
     return 0 if x.ndim == 2 else N * x.shape[-1]
 
 
 def fourier_mlp_fwd(x, freq, phase, weights, biases, activation):
     """y: [B, N] (see reference.fourier_mlp)."""
-    k = _pack(freq, phase, weights, biases)
+    k = pack_model(freq, phase, weights, biases)
     B, N = k["B"], x.shape[-2]
     y = x.new_empty(B, N)
     grid = (triton.cdiv(N, BLOCK_N), B)
-    _fourier_mlp_fwd_kernel[grid](x, k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], y, N,
-                                  _xstride(x, N), MP=k["MP"], H=k["H"], NH=k["NH"], ACT=ACT_CODES[activation],
-                                  TF32=ALLOW_TF32, BLOCK_N=BLOCK_N, D=k["D"])
+    launch(_fourier_mlp_fwd_kernel, grid, x, k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], y, N,
+           x_stride(x, N), name="forward", MP=k["MP"], H=k["H"], NH=k["NH"], ACT=ACT_CODES[activation],
+           TF32=ALLOW_TF32, BLOCK_N=BLOCK_N, D=k["D"])
     return y
 
 
-def _chunks(B, N, block=BLOCK_N):
+def point_chunks(B, N, block=BLOCK_N):
     """Point chunks per model: enough programs to fill a GPU, fixed by (B, N) alone (deterministic)."""
     tiles = triton.cdiv(N, block)
     C = min(tiles, max(1, triton.cdiv(512, B)))
@@ -279,22 +296,22 @@ def _chunks(B, N, block=BLOCK_N):
 
 
 def _bwd(mode, aux, x, freq, phase, weights, biases, activation, need_dx):
-    k = _pack(freq, phase, weights, biases)
+    k = pack_model(freq, phase, weights, biases)
     B, N, MP, H, NH = k["B"], x.shape[-2], k["MP"], k["H"], k["NH"]
-    C, per = _chunks(B, N)
+    C, per = point_chunks(B, N)
     loss = x.new_zeros(B, C)
-    g1s, g1c, gwh, gbh, gwo, gbo = _partials(k, C, x)
+    g1s, g1c, gwh, gbh, gwo, gbo = gradient_partials(k, C, x)
     dx = x.new_zeros(B, N, k["D"]) if need_dx else x.new_zeros(1)
-    _fourier_mlp_bwd_kernel[(B, C)](
+    launch(_fourier_mlp_bwd_kernel, (B, C),
         x, aux.contiguous(), k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"],
-        loss, g1s, g1c, gwh, gbh, gwo, gbo, dx, N, C, per, _xstride(x, N), 1.0 / N,
-        MP=MP, H=H, NH=NH, ACT=ACT_CODES[activation], MODE=mode, NEED_DX=need_dx, TF32=ALLOW_TF32,
+        loss, g1s, g1c, gwh, gbh, gwo, gbo, dx, N, C, per, x_stride(x, N), 1.0 / N,
+        name="backward", MP=MP, H=H, NH=NH, ACT=ACT_CODES[activation], MODE=mode, NEED_DX=need_dx, TF32=ALLOW_TF32,
         BLOCK_N=BLOCK_N, D=k["D"], num_warps=4 if H <= 32 else 8)
-    dw, db = _sum_partials(k, g1s, g1c, gwh, gbh, gwo, gbo)
+    dw, db = sum_partials(k, g1s, g1c, gwh, gbh, gwo, gbo)
     return loss.sum(1) / N, (dx if need_dx else None), dw, db
 
 
-def _partials(k, C, like):
+def gradient_partials(k, C, like):
     """Zeroed per-(model, chunk) gradient slots in the kernels' layout: g1s, g1c [B, C, MP, H],
     gwh [B, C, NH-1, H, H] (a dummy when NH = 1), gbh [B, C, NH, H], gwo [B, C, H], gbo [B, C]."""
     B, MP, H, NH = k["B"], k["MP"], k["H"], k["NH"]
@@ -303,8 +320,8 @@ def _partials(k, C, like):
     return new(B, C, MP, H), new(B, C, MP, H), gwh, new(B, C, NH, H), new(B, C, H), new(B, C)
 
 
-def _sum_partials(k, g1s, g1c, gwh, gbh, gwo, gbo):
-    """(dW list, db list) from the `_partials` slots, summed over chunks in a fixed order
+def sum_partials(k, g1s, g1c, gwh, gbh, gwo, gbo):
+    """(dW list, db list) from the `gradient_partials` slots, summed over chunks in a fixed order
     (deterministic); W1's sin/cos rows interleaved back."""
     B, H, NH, m = k["B"], k["H"], k["NH"], k["m"]
     g1s, g1c, gbh = g1s.sum(1), g1c.sum(1), gbh.sum(1)

@@ -38,13 +38,11 @@ from symfast.ops.fourier_mlp.triton import triton
 if triton is not None:
     import triton.language as tl
 
-    from symfast.ops.fourier_mlp.triton import _act, _act_grad, _dot, _pe_argument
+    from symfast.ops.fourier_mlp.triton import act_fn, act_grad_fn, tile_dot, pe_argument
 
 BLOCK_N = 16
 
 
-class DoesNotFit(ValueError):
-    """The GPU refused the jet kernel for this model (shared memory or registers)."""
 
 
 if triton is not None:
@@ -66,7 +64,7 @@ if triton is not None:
     def _jet_encoding(X_ptr, F_ptr, rn, mn, rm, MP: tl.constexpr, D: tl.constexpr, DP: tl.constexpr,
                       BLOCK_N: tl.constexpr):
         """(sin u, cos u [BLOCK_N, MP], their tangents t_sin, t_cos [DP * BLOCK_N, MP], F_d rows [DP, MP])."""
-        u = _pe_argument(X_ptr, F_ptr, rn, mn, rm, MP, D)
+        u = pe_argument(X_ptr, F_ptr, rn, mn, rm, MP, D)
         s = tl.sin(u)
         c = tl.cos(u)
         rd = tl.arange(0, DP)
@@ -78,15 +76,15 @@ if triton is not None:
     @triton.jit
     def _jet_act(z, zd, ACT: tl.constexpr, DP: tl.constexpr, BLOCK_N: tl.constexpr, H: tl.constexpr):
         """(a, t) = (act(z), act'(z) zd_d for every direction d)."""
-        a = _act(z, ACT)
-        t = tl.reshape(tl.reshape(zd, [DP, BLOCK_N, H]) * _act_grad(z, a, ACT)[None, :, :], [DP * BLOCK_N, H])
+        a = act_fn(z, ACT)
+        t = tl.reshape(tl.reshape(zd, [DP, BLOCK_N, H]) * act_grad_fn(z, a, ACT)[None, :, :], [DP * BLOCK_N, H])
         return a, t
 
     @triton.jit
     def _jet_act_bwd(ch, ct, z, zd, a, ACT: tl.constexpr, DP: tl.constexpr, BLOCK_N: tl.constexpr,
                      H: tl.constexpr):
         """Through one activation: (cz, czd) from the cotangents ch of a and ct of its tangents."""
-        s1 = _act_grad(z, a, ACT)
+        s1 = act_grad_fn(z, a, ACT)
         ct3 = tl.reshape(ct, [DP, BLOCK_N, H])
         cz = s1 * ch + _act_curv(z, a, ACT) * tl.sum(ct3 * tl.reshape(zd, [DP, BLOCK_N, H]), axis=0)
         return cz, tl.reshape(ct3 * s1[None, :, :], [DP * BLOCK_N, H])
@@ -97,8 +95,8 @@ if triton is not None:
         """One hidden layer h -> a = act(h W + b) with input tangents t: (dW, db, ch_prev, ct_prev)."""
         cz, czd = _jet_act_bwd(ch, ct, z, zd, a, ACT, DP, BLOCK_N, H)
         wt = tl.trans(w)
-        return (_dot(tl.trans(h), cz, TF32) + _dot(tl.trans(t), czd, TF32), tl.sum(cz, axis=0),
-                _dot(cz, wt, TF32), _dot(czd, wt, TF32))
+        return (tile_dot(tl.trans(h), cz, TF32) + tile_dot(tl.trans(t), czd, TF32), tl.sum(cz, axis=0),
+                tile_dot(cz, wt, TF32), tile_dot(czd, wt, TF32))
 
     @triton.jit
     def _fourier_mlp_jet_fwd_kernel(X_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr, FO_ptr, GO_ptr,
@@ -118,12 +116,12 @@ if triton is not None:
         s, c, ts, tc, fd = _jet_encoding(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D, DP, BLOCK_N)
         w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
         w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
-        z = _dot(s, w1s, TF32) + _dot(c, w1c, TF32) + tl.load(BH_ptr + b * NH * H + rh)[None, :]
-        a, t = _jet_act(z, _dot(ts, w1s, TF32) + _dot(tc, w1c, TF32), ACT, DP, BLOCK_N, H)
+        z = tile_dot(s, w1s, TF32) + tile_dot(c, w1c, TF32) + tl.load(BH_ptr + b * NH * H + rh)[None, :]
+        a, t = _jet_act(z, tile_dot(ts, w1s, TF32) + tile_dot(tc, w1c, TF32), ACT, DP, BLOCK_N, H)
         for l in tl.static_range(1, NH):
             w = tl.load(WH_ptr + (b * (NH - 1) + l - 1) * H * H + rh[:, None] * H + rh[None, :])
-            z = _dot(a, w, TF32) + tl.load(BH_ptr + (b * NH + l) * H + rh)[None, :]
-            a, t = _jet_act(z, _dot(t, w, TF32), ACT, DP, BLOCK_N, H)
+            z = tile_dot(a, w, TF32) + tl.load(BH_ptr + (b * NH + l) * H + rh)[None, :]
+            a, t = _jet_act(z, tile_dot(t, w, TF32), ACT, DP, BLOCK_N, H)
         wo = tl.load(WO_ptr + b * H + rh)
         tl.store(FO_ptr + b * N + rn, tl.sum(a * wo[None, :], axis=1) + tl.load(BO_ptr + b), mask=mn)
         tl.store(GO_ptr + (b * N + rn_row) * D + rd_row, tl.sum(t * wo[None, :], axis=1),
@@ -188,26 +186,26 @@ if triton is not None:
             rn_row = base + rr % BLOCK_N
             mr = (rn_row < N) & (rd_row < D)
             s, co, ts, tc, fd = _jet_encoding(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D, DP, BLOCK_N)
-            z1 = _dot(s, w1s, TF32) + _dot(co, w1c, TF32) + b1[None, :]
-            zd1 = _dot(ts, w1s, TF32) + _dot(tc, w1c, TF32)
+            z1 = tile_dot(s, w1s, TF32) + tile_dot(co, w1c, TF32) + b1[None, :]
+            zd1 = tile_dot(ts, w1s, TF32) + tile_dot(tc, w1c, TF32)
             a1, t1 = _jet_act(z1, zd1, ACT, DP, BLOCK_N, H)
             aL = a1
             tL = t1
             if NH >= 2:
-                z2 = _dot(a1, w2, TF32) + b2[None, :]
-                zd2 = _dot(t1, w2, TF32)
+                z2 = tile_dot(a1, w2, TF32) + b2[None, :]
+                zd2 = tile_dot(t1, w2, TF32)
                 a2, t2 = _jet_act(z2, zd2, ACT, DP, BLOCK_N, H)
                 aL = a2
                 tL = t2
             if NH >= 3:
-                z3 = _dot(a2, w3, TF32) + b3[None, :]
-                zd3 = _dot(t2, w3, TF32)
+                z3 = tile_dot(a2, w3, TF32) + b3[None, :]
+                zd3 = tile_dot(t2, w3, TF32)
                 a3, t3 = _jet_act(z3, zd3, ACT, DP, BLOCK_N, H)
                 aL = a3
                 tL = t3
             if NH >= 4:
-                z4 = _dot(a3, w4, TF32) + b4[None, :]
-                zd4 = _dot(t3, w4, TF32)
+                z4 = tile_dot(a3, w4, TF32) + b4[None, :]
+                zd4 = tile_dot(t3, w4, TF32)
                 a4, t4 = _jet_act(z4, zd4, ACT, DP, BLOCK_N, H)
                 aL = a4
                 tL = t4
@@ -249,15 +247,15 @@ if triton is not None:
                 g2w += dw
                 g2b += db
             cz, czd = _jet_act_bwd(ch, ct, z1, zd1, a1, ACT, DP, BLOCK_N, H)
-            g1s += _dot(tl.trans(s), cz, TF32) + _dot(tl.trans(ts), czd, TF32)
-            g1c += _dot(tl.trans(co), cz, TF32) + _dot(tl.trans(tc), czd, TF32)
+            g1s += tile_dot(tl.trans(s), cz, TF32) + tile_dot(tl.trans(ts), czd, TF32)
+            g1c += tile_dot(tl.trans(co), cz, TF32) + tile_dot(tl.trans(tc), czd, TF32)
             g1b += tl.sum(cz, axis=0)
             if NEED_DX:
                 w1st = tl.trans(w1s)
                 w1ct = tl.trans(w1c)
-                cts = tl.reshape(_dot(czd, w1st, TF32), [DP, BLOCK_N, MP])
-                ctc = tl.reshape(_dot(czd, w1ct, TF32), [DP, BLOCK_N, MP])
-                du = _dot(cz, w1st, TF32) * co - _dot(cz, w1ct, TF32) * s \
+                cts = tl.reshape(tile_dot(czd, w1st, TF32), [DP, BLOCK_N, MP])
+                ctc = tl.reshape(tile_dot(czd, w1ct, TF32), [DP, BLOCK_N, MP])
+                du = tile_dot(cz, w1st, TF32) * co - tile_dot(cz, w1ct, TF32) * s \
                     - tl.sum(fd[:, None, :] * (cts * s[None, :, :] + ctc * co[None, :, :]), axis=0)
                 for i in tl.static_range(D):
                     tl.store(DX_ptr + (b * N + rn) * D + i, tl.sum(du * tl.load(F_ptr + i * MP + rm)[None, :], axis=1),
@@ -287,45 +285,36 @@ def _dp(D: int) -> int:
     return 2 if D <= 2 else 4
 
 
-def _launch(kernel, grid, *args, **meta):
-    """Launch, with a GPU's out-of-resources refusal (shared memory, registers) turned into `DoesNotFit`
-    naming the model."""
-    try:
-        kernel[grid](*args, **meta)
-    except triton.runtime.OutOfResources as e:
-        raise DoesNotFit(f"the Triton jet kernel for hidden width {meta['H']}, {meta['NH']} hidden layers, "
-                         f"{meta['MP']} padded frequencies and D = {meta['D']} does not fit this GPU ({e})") from None
-
-
 def fourier_mlp_jet(x, freq, phase, weights, biases, activation):
     """(f [B, N], g [B, N, D]) (see reference.fourier_mlp_jet)."""
-    k = tri._pack(freq, phase, weights, biases)
+    k = tri.pack_model(freq, phase, weights, biases)
     x = x.contiguous()
     B, N, D = k["B"], x.shape[-2], k["D"]
     f, g = x.new_empty(B, N), x.new_empty(B, N, D)
-    _launch(_fourier_mlp_jet_fwd_kernel, (triton.cdiv(N, BLOCK_N), B),
-        x, k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], f, g, N, tri._xstride(x, N),
-        MP=k["MP"], H=k["H"], NH=k["NH"], ACT=tri.ACT_CODES[activation], TF32=tri.ALLOW_TF32, BLOCK_N=BLOCK_N,
-        D=D, DP=_dp(D), num_warps=4 if k["H"] <= 32 else 8)
+    tri.launch(_fourier_mlp_jet_fwd_kernel, (triton.cdiv(N, BLOCK_N), B),
+        x, k["F"], k["w1s"], k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], f, g, N, tri.x_stride(x, N),
+        name="jet forward", MP=k["MP"], H=k["H"], NH=k["NH"], ACT=tri.ACT_CODES[activation], TF32=tri.ALLOW_TF32,
+        BLOCK_N=BLOCK_N, D=D, DP=_dp(D), num_warps=4 if k["H"] <= 32 else 8)
     return f, g
 
 
 def _bwd(mode, aux_f, aux_g, x, freq, phase, weights, biases, activation, need_dx, eikonal=0.0, normal=0.0):
-    k = tri._pack(freq, phase, weights, biases)
+    k = tri.pack_model(freq, phase, weights, biases)
     x = x.contiguous()
     B, N, D, H = k["B"], x.shape[-2], k["D"], k["H"]
-    C, per = tri._chunks(B, N, BLOCK_N)
-    g1s, g1c, gwh, gbh, gwo, gbo = tri._partials(k, C, x)
+    C, per = tri.point_chunks(B, N, BLOCK_N)
+    g1s, g1c, gwh, gbh, gwo, gbo = tri.gradient_partials(k, C, x)
     terms = x.new_zeros(B, C, 3)
     f, g = (x.new_empty(B, N), x.new_empty(B, N, D)) if mode == 2 else (x.new_zeros(1), x.new_zeros(1))
     dx = x.new_zeros(B, N, D) if need_dx else x.new_zeros(1)
-    _launch(_fourier_mlp_jet_bwd_kernel, (B, C),
+    tri.launch(_fourier_mlp_jet_bwd_kernel, (B, C),
         x, aux_f.contiguous(), x.new_zeros(1) if aux_g is None else aux_g.contiguous(), k["F"], k["w1s"],
         k["w1c"], k["wh"], k["bh"], k["wo"], k["bo"], f, g, terms, g1s, g1c, gwh, gbh, gwo, gbo, dx,
-        N, C, per, tri._xstride(x, N), 1.0 / N, float(eikonal), float(normal),
-        MP=k["MP"], H=H, NH=k["NH"], ACT=tri.ACT_CODES[activation], MODE=mode, NORMALS=aux_g is not None,
-        NEED_DX=need_dx, TF32=tri.ALLOW_TF32, BLOCK_N=BLOCK_N, D=D, DP=_dp(D), num_warps=4 if H <= 32 else 8)
-    dw, db = tri._sum_partials(k, g1s, g1c, gwh, gbh, gwo, gbo)
+        N, C, per, tri.x_stride(x, N), 1.0 / N, float(eikonal), float(normal),
+        name="jet backward", MP=k["MP"], H=H, NH=k["NH"], ACT=tri.ACT_CODES[activation], MODE=mode,
+        NORMALS=aux_g is not None, NEED_DX=need_dx, TF32=tri.ALLOW_TF32, BLOCK_N=BLOCK_N, D=D, DP=_dp(D),
+        num_warps=4 if H <= 32 else 8)
+    dw, db = tri.sum_partials(k, g1s, g1c, gwh, gbh, gwo, gbo)
     return terms.sum(1) / N, f, g, (dx if need_dx else None), dw, db
 
 
