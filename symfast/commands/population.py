@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from symfast.commands import UsageError, check_backend, input_errors, limits, output_errors
+from symfast.commands import UsageError, execution, input_errors, limits, output_errors
 
 NAME = "population"
 HELP = ("train and read out neural fields of a random shape population with known groups (streaming, resumable, "
@@ -28,14 +28,7 @@ def add_arguments(p) -> None:
     p.add_argument("--keep-weights", action="store_true", help="store every batch's trained weights too")
     p.add_argument("--heldout", default=None, help="a finished population directory (another seed, same "
                    "settings): its rates are written beside this one's")
-    p.add_argument("--shard", default=None, help="i/n: run only shard i of n (then symfast merge)")
-    p.add_argument("--executor", default="local", choices=["local", "ray"], help="where batches train")
-    p.add_argument("--address", default=None, help="Ray cluster address (auto, host:port or ray://host:10001)")
-    p.add_argument("--device", default="cpu", help="torch device for training (cpu or cuda[:N])")
-    p.add_argument("--backend", default="auto", choices=["auto", "reference", "cpu", "triton"],
-                   help="training kernels")
-    p.add_argument("--quiet", action="store_true", help="no progress bar or per-batch log lines")
-
+    execution.add_arguments(p)
 
 def spec_from_args(args):
     """The PopulationSpec the options describe (UsageError naming the option otherwise)."""
@@ -57,29 +50,15 @@ def spec_from_args(args):
 
 def run(args) -> int:
     from symfast.readout.sweeps.population import PopulationStore, open_store, run_population
-    from symfast.readout.sweeps.run import check_ray_address, parse_shard
 
     spec = spec_from_args(args)
+    execution.check(args, spec)
     with input_errors():
-        parse_shard(args.shard)
-        check_backend(args.backend, args.device)
-        spec.check_backend(args.backend, args.device)
-        if args.executor == "ray":
-            check_ray_address(args.address)
         held = open_store(args.heldout) if args.heldout else None
         PopulationStore(args.out, spec)
     if held is not None:
         _check_heldout(held, spec, args.heldout)
-    try:
-        with output_errors(args.out):
-            store = run_population(spec, args.out, shard=args.shard, executor=args.executor, address=args.address,
-                                   device=args.device, backend=args.backend, progress=not args.quiet)
-    except FloatingPointError as e:
-        raise UsageError(f"{e} (--lr {args.lr:g})") from None
-    missing = store.missing()
-    if missing:
-        print(f"shard done; {len(missing)} batches of the population remain in other shards "
-              f"(then: symfast merge DIR... --out DIR)")
+    if execution.run_shard(run_population, spec, args, f"--lr {args.lr:g}", "population") is None:
         return 0
     with output_errors(args.out):
         page = write_calibration(args.out, args.heldout)

@@ -34,8 +34,8 @@ from symfast._progress import Progress
 from symfast.groups import Group, dihedral, union
 from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
 from symfast.readout.sweeps.run import check_run, execute, write_table
-from symfast.readout.sweeps.spec import (MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, check_observable, digest,
-                                         make_encoding)
+from symfast.readout.sweeps.spec import (MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, Fingerprinted,
+                                         check_observable, digest, make_encoding)
 from symfast.readout.sweeps.store import ROW_BYTES, SLACK, SPEC_BYTES, BatchError, SweepStore
 from symfast.readout.training import check_backend, fit_sdf
 from symfast.shapes import population as pop
@@ -84,7 +84,7 @@ class PopulationBatch:
 
 
 @dataclass
-class PopulationSpec:
+class PopulationSpec(Fingerprinted):
     """What a population sweep trains and reads.
 
     Attributes:
@@ -149,12 +149,6 @@ class PopulationSpec:
     @property
     def observables(self) -> list:
         return [self.observable]
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def fingerprint(self) -> str:
-        return digest(self.to_dict(), 16)
 
     @property
     def num_cells(self) -> int:

@@ -21,7 +21,7 @@ from symfast.nn.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFou
 from symfast.readout.observables import OBSERVABLES
 from symfast.readout.training import MAX_SEED, check_backend
 
-__all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding", "check_observable", "digest"]
+__all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding", "check_observable", "digest", "Fingerprinted"]
 
 _ENCODINGS = {"dyadic": DyadicAxisPE, "triaxis": TriAxisPE, "multiaxis": MultiAxisPE, "rff": RandomFourierPE}
 
@@ -84,6 +84,18 @@ def digest(obj, length: int) -> str:
     JSON (stores name their files and check their specs with it, so it must never change)."""
     return hashlib.sha1(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:length]
 
+
+class Fingerprinted:
+    """A dataclass spec's dict and content id (its store checks a resumed or merged run against it)."""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def fingerprint(self) -> str:
+        """Hash of every field: everything that determines the cells and their results."""
+        return digest(self.to_dict(), 16)
+
+
 @dataclass(frozen=True)
 class Batch:
     """Cells trained together: all `shapes` x `seeds` under one configuration."""
@@ -113,7 +125,7 @@ SCALAR_AS_LIST = ("activation", "steps", "lr", "points")
 
 
 @dataclass
-class SweepSpec:
+class SweepSpec(Fingerprinted):
     """A grid over shapes, encodings, widths, activations, schedules and seeds.
 
     Attributes:
@@ -201,13 +213,6 @@ class SweepSpec:
     @property
     def seed_list(self) -> list[int]:
         return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def fingerprint(self) -> str:
-        """Hash of everything that determines the cells and their results (not max_batch's effect on speed)."""
-        return digest(self.to_dict(), 16)
 
     @property
     def num_cells(self) -> int:
