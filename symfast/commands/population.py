@@ -25,6 +25,12 @@ def add_arguments(p) -> None:
     p.add_argument("--alpha", type=float, default=0.05, help="the readout's family-wise level")
     p.add_argument("--max-batch", type=int, default=256, help="most models per fused training batch "
                    "(whole shapes; the most work an interruption can lose)")
+    p.add_argument("--budget", default="fixed", choices=["fixed", "auto"],
+                   help="fixed: every model --seeds x --steps; auto: the adaptive rule, from 8 seeds x steps/3 "
+                        "up to --seeds x --steps per shape while a decision is unsettled")
+    p.add_argument("--families", default=None,
+                   help="comma-separated families to keep of the first N members: dihedral, cyclic, near, "
+                        "asymmetric (default: all)")
     p.add_argument("--keep-weights", action="store_true", help="store every batch's trained weights too")
     p.add_argument("--heldout", default=None, help="a finished population directory (another seed, same "
                    "settings): its rates are written beside this one's")
@@ -45,7 +51,17 @@ def spec_from_args(args):
         return PopulationSpec(seed=seed, size=size, seeds=args.seeds, encodings=encodings, hidden=list(hidden),
                               activation=args.activation, steps=args.steps, points=args.points, lr=args.lr,
                               observable=args.observable, alpha=args.alpha, max_batch=args.max_batch,
-                              keep_weights=args.keep_weights)
+                              keep_weights=args.keep_weights, budget=args.budget,
+                              families=_families(args.families))
+
+
+def _families(text):
+    if text is None:
+        return None
+    families = [f.strip() for f in text.split(",") if f.strip()]
+    if not families:
+        raise UsageError("--families needs at least one family")
+    return families
 
 
 def run(args) -> int:
@@ -73,8 +89,8 @@ def _check_heldout(held, spec, path: str) -> None:
     if not isinstance(held.spec, PopulationSpec):
         raise UsageError(f"--heldout {path}: not a population directory")
     theirs, ours = held.spec.to_dict(), spec.to_dict()
-    differ = sorted(k for k in ours if k not in ("seed", "size", "max_batch", "keep_weights")
-                    and theirs[k] != ours[k])
+    differ = sorted(k for k in set(ours) | set(theirs) if k not in ("seed", "size", "max_batch", "keep_weights")
+                    and theirs.get(k) != ours.get(k))
     if differ:
         raise UsageError(f"--heldout {path}: trained with other settings ({', '.join(differ)}); a held-out "
                          "population differs only in its seed (and size)")
@@ -96,6 +112,9 @@ def write_calibration(out: str, heldout: str | None = None) -> str:
 
     spec = open_store(out).spec
     calib = calibration(load_population(out))
+    budget_line = (" Adaptive budget: each shape from {} seeds x {} steps ".format(*spec.auto_start()) +
+                   "up to the seeds and steps above while a decision is unsettled (the mean budget per row is "
+                   "in its last column)." if spec.budget == "auto" else "")
     held_line = ""
     if heldout:
         with input_errors(f"--heldout {heldout}"):
@@ -107,7 +126,7 @@ def write_calibration(out: str, heldout: str | None = None) -> str:
     intro = (f"Population {spec.seed}:{spec.size} (N = {spec.size} shapes x {spec.seeds} seeds x "
              f"{len(spec.encodings)} encoding(s) = {spec.num_cells} fields), "
              f"{spec.steps} steps x {spec.points} points, hidden {spec.hidden}, {spec.observable}, alpha "
-             f"{spec.alpha}.{held_line} Rates with Wilson 95% intervals; see the population section of the "
+             f"{spec.alpha}.{budget_line}{held_line} Rates with Wilson 95% intervals; see the population section of the "
              "readout-decisions guide for what each rate counts.")
     page = os.path.join(out, "calibration.md")
     written = pd.read_csv(os.path.join(out, "calibration.csv"), dtype={"n": str, "epsilon": str})

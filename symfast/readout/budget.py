@@ -70,7 +70,8 @@ def settled(table: pd.DataFrame, alpha: float) -> pd.Series:
 
 def concat(ensembles: list) -> Ensemble:
     """Members of several ensembles with one encoding and architecture, in order (`config["steps"]`
-    is None when their step counts differ)."""
+    is None when their step counts differ; then the losses of shorter runs start with NaN, so that
+    `losses[-1]` is every member's final loss)."""
     first = ensembles[0]
     if len(ensembles) == 1:
         return first
@@ -80,8 +81,12 @@ def concat(ensembles: list) -> Ensemble:
             raise ValueError("ensembles must share one encoding")
         if [w.shape[1:] for w in e.weights] != [w.shape[1:] for w in first.weights]:
             raise ValueError("ensembles must share one architecture")
-    same_steps = len({e.losses.shape[0] for e in ensembles}) == 1
-    losses = torch.cat([e.losses for e in ensembles], 1) if same_steps else torch.zeros(0, 0)
+    longest = max(e.losses.shape[0] for e in ensembles)
+    if all(e.losses.numel() for e in ensembles):  # aligned at the last step: losses[-1] is every final loss
+        losses = torch.cat([torch.cat([e.losses.new_full((longest - e.losses.shape[0], len(e)), float("nan")),
+                                       e.losses]) for e in ensembles], 1)
+    else:
+        losses = torch.zeros(0, 0)
     steps = {e.config.get("steps") for e in ensembles}
     config = dict(first.config, seeds=None, steps=steps.pop() if len(steps) == 1 else None,
                   shapes=list(dict.fromkeys(s for e in ensembles for s in e.shapes)))

@@ -9,11 +9,12 @@ import time
 
 import pandas as pd
 import pytest
+import torch
 
 import symfast
 from symfast.cli import main
-from symfast.readout.sweeps.population import (PopulationSpec, PopulationStore, load_population, open_store,
-                                               run_population)
+from symfast.readout.sweeps.population import (PopulationSpec, PopulationStore, candidates, load_population,
+                                               open_store, run_population)
 from symfast.readout.sweeps.rates import calibration, compare, wilson
 from symfast.shapes import population as pop
 
@@ -188,3 +189,91 @@ def test_ray_executor_gives_the_same_table(tmp_path, clean):
     pd.testing.assert_frame_equal(table.drop(columns=num + ["observed"]), clean.drop(columns=num + ["observed"]))
     pd.testing.assert_frame_equal(table[num], clean[num], rtol=1e-4, atol=1e-6)
     assert (table["observed"] == clean["observed"]).mean() >= 0.95  # a p-value at the threshold may flip
+
+
+def test_fixed_budget_specs_keep_their_content_id():
+    # a results folder written before `budget` and `families` existed must still open and resume
+    old = PopulationSpec(seed=0, size=64, steps=100)
+    assert "budget" not in old.to_dict() and "families" not in old.to_dict()
+    assert old.fingerprint() == "d7698cc12d322a32"  # that folder's spec.json fingerprint
+    assert PopulationSpec(seed=0, size=64, steps=100, budget="auto").fingerprint() != old.fingerprint()
+
+
+def test_families_keep_only_those_members_of_the_first_n():
+    spec = PopulationSpec(**dict(SPEC.to_dict(), size=40, families=["near", "asymmetric"]))
+    kept = [i for i in range(40) if pop.draw(0, i).kind in ("near", "asymmetric")]
+    assert list(spec.members()) == kept and 0 < len(kept) < 40
+    assert [m for b in spec.plan() for m in b.members] == kept
+    assert spec.num_cells == len(kept) * SPEC.seeds
+    for bad, words in ((["bogus"], "subset"), ([], "subset")):
+        with pytest.raises(ValueError, match=words):
+            PopulationSpec(**dict(SPEC.to_dict(), families=bad))
+    with pytest.raises(ValueError, match="none of the first 2"):
+        PopulationSpec(**dict(SPEC.to_dict(), size=2, families=["asymmetric"]))
+
+
+@pytest.fixture(scope="module")
+def auto_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("auto") / "out"
+    assert main(["population", "0:4", "--out", str(out), "--budget", "auto", "--seeds", "4", "--pe", "triaxis",
+                 "--hidden", "8", "--steps", "9", "--points", "64", "--max-batch", "8", "--quiet"]) == 0
+    return out
+
+
+def test_adaptive_budget_rows_record_the_budget_each_member_was_read_at(auto_dir):
+    from symfast.readout.budget import adaptive_readout
+
+    table = load_population(str(auto_dir))
+    models = pd.read_csv(auto_dir / "models.csv")
+    spec = open_store(str(auto_dir)).spec
+    assert spec.budget == "auto" and spec.auto_start() == (4, 3)
+    # the same members through the adaptive rule directly: the same decisions at the same budgets
+    assert [b.members for b in spec.plan()] == [(0, 1), (2, 3)]  # 8 models per batch = 2 members x 4 seeds
+    shapes = [pop.population_shape(0, i) for i in (0, 1)]
+    with pytest.warns(UserWarning, match="budget below"):
+        res = adaptive_readout(shapes, symfast.TriAxisPE(), start_seeds=4, start_steps=3, max_seeds=4, steps=9,
+                               points=64, hidden=[8], lr=spec.lr, candidates=candidates('{"name": "triaxis"}'))
+    last = res.history.groupby("shape").last()
+    for r in table[table["index"] < 2].itertuples():
+        assert (r.seeds_used, r.steps_used) == (last.at[r.shape, "seeds"], last.at[r.shape, "steps"])
+        want = res.readout.table.set_index(["shape", "element"]).loc[(r.shape, r.element)]
+        assert bool(want["observed"]) == r.observed and float(want["score"]) == pytest.approx(r.score, abs=0)
+    per_shape = table.groupby("shape")[["seeds_used", "steps_used"]].first()
+    assert per_shape["seeds_used"].between(4, 4).all() and per_shape["steps_used"].isin([3, 6, 9]).all()
+    assert len(models) == int(per_shape["seeds_used"].sum()) and models["final_loss"].notna().all()
+    calib = pd.read_csv(auto_dir / "calibration.csv")
+    assert {"mean_seeds", "mean_steps", "family"} <= set(calib.columns)
+    page = (auto_dir / "calibration.md").read_text()
+    assert "Adaptive budget: each shape from 4 seeds x 3 steps" in page and "mean seeds x steps" in page
+
+
+def test_calibration_rates_per_family_and_the_mean_budget():
+    rows = pd.DataFrame([
+        dict(encoding="triaxis", kind="near", element="m0", element_kind="reflection", n=4, epsilon=0.01,
+             true_symmetry=False, near=True, observed=True, seeds_used=32, steps_used=1500),
+        dict(encoding="triaxis", kind="near", element="r90", element_kind="rotation", n=4, epsilon=0.01,
+             true_symmetry=False, near=True, observed=False, seeds_used=8, steps_used=500),
+        dict(encoding="triaxis", kind="dihedral", element="r90", element_kind="rotation", n=4, epsilon=0.0,
+             true_symmetry=True, near=False, observed=True, seeds_used=8, steps_used=500)])
+    c = calibration(rows)
+    near = c[(c.encoding == "all") & (c.metric == "near_FPR") & (c.family == "near")].iloc[0]
+    assert (near.errors, near.trials, near.mean_seeds, near.mean_steps) == (1, 2, 20.0, 1000.0)
+    assert set(c.loc[c.metric == "FNR", "family"]) == {"all", "dihedral"}  # no trials: no row
+    from symfast.readout.sweeps.rates import markdown, with_keys
+
+    old = c[c.family == "all"].drop(columns=["family", "mean_seeds", "mean_steps"])  # a table from before
+    assert (with_keys(old)["family"] == "all").all()
+    assert "## Per shape family" in markdown(c, "t", "i") and "## Per shape family" not in markdown(old, "t", "i")
+
+
+def test_concatenated_ensembles_of_different_lengths_keep_every_final_loss():
+    import symfast as sf
+    from symfast.readout.budget import concat
+
+    shapes = [sf.shapes.square()]
+    a = sf.fit_sdf(shapes, sf.TriAxisPE(), seeds=[0, 1], hidden=(8,), steps=4, points=32)
+    b = sf.fit_sdf(shapes, sf.TriAxisPE(), seeds=[2], hidden=(8,), steps=7, points=32)
+    both = concat([a, b])
+    assert both.losses.shape == (7, 3) and both.config["steps"] is None
+    assert torch.equal(both.losses[-1], torch.cat([a.losses[-1], b.losses[-1]]))
+    assert both.losses[:3, :2].isnan().all() and not both.losses[3:].isnan().any()

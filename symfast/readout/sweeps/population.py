@@ -13,6 +13,11 @@ files, resume after any interruption (a batch's training and readout are determi
 resumed run gives the identical table), shards (`shard="i/n"`) merged by `symfast merge`, and
 the Ray executor.
 
+Budget: "fixed" trains every model `steps` steps; "auto" runs the adaptive rule
+(`symfast.readout.budget.adaptive_readout`) on each batch: it starts at min(8, seeds) seeds x steps / 3,
+and a member whose decisions are not settled gets more steps, then more seeds, up to `seeds` x `steps`.
+Each row records the seeds and steps its member was read at.
+
 Candidates: the elements of D4, D6, D8, D10 and D12 (every rotation by a multiple of 30, 36 or 45
 degrees and every mirror at a multiple of 15, 18 or 22.5 degrees) that the encoding lifts exactly;
 the decision is made over exactly these (`readout`'s `observed`), so the others are not scored.
@@ -32,6 +37,7 @@ import pandas as pd
 from symfast._io import atomic_write_bytes, read_bounded
 from symfast._progress import Progress
 from symfast.groups import Group, dihedral, union
+from symfast.readout.budget import adaptive_readout
 from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
 from symfast.readout.sweeps.run import check_run, execute, write_table
 from symfast.readout.sweeps.spec import (MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, Fingerprinted,
@@ -44,6 +50,9 @@ __all__ = ["PopulationSpec", "PopulationBatch", "PopulationStore", "parse_popula
            "train_population_batch", "run_population", "finalize_population", "load_population", "open_store"]
 
 KIND = "population"  # spec.json's "kind": how `symfast merge` tells a population directory from a sweep
+BUDGETS = ("fixed", "auto")
+MAX_FILTERED_SIZE = 100_000
+AUTO_START_SEEDS = 8  # the adaptive rule's first round (its default)
 
 
 def parse_population(text: str) -> tuple[int, int]:
@@ -92,6 +101,9 @@ class PopulationSpec(Fingerprinted):
         encodings: names or {"name": ..., params} (as in a sweep spec). hidden, activation, steps, points,
         lr: the training (`fit_sdf`). observable, alpha: the readout. max_batch: most models per batch
         (rounded down to whole members). keep_weights: store each batch's trained weights too.
+        budget: "fixed" or "auto" (the adaptive rule; `seeds` and `steps` are then its caps).
+        families: None (every member) or the families to keep of the first `size` members (dihedral,
+            cyclic, near, asymmetric; e.g. ["near"] for the near-symmetric members only).
     """
 
     seed: int = 0
@@ -108,6 +120,8 @@ class PopulationSpec(Fingerprinted):
     max_batch: int = 256
     keep_weights: bool = False
     kind: str = KIND
+    budget: str = "fixed"
+    families: list | None = None
 
     def __post_init__(self):
         pop.describe(self.seed, 1)
@@ -135,10 +149,24 @@ class PopulationSpec(Fingerprinted):
         check_observable(self.observable, [self.hidden])
         if not 0 < self.alpha < 1:
             raise ValueError(f"population spec: alpha must be in (0, 1), got {self.alpha!r}")
+        if self.budget not in BUDGETS:
+            raise ValueError(f"population spec: budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
+        if self.families is not None:
+            self.families = list(self.families)
+            if not self.families or not set(self.families) <= set(pop.KINDS):
+                raise ValueError(f"population spec: families must be a non-empty subset of {', '.join(pop.KINDS)}, "
+                                 f"got {self.families!r}")
+            if self.size > MAX_FILTERED_SIZE:  # each member is drawn to learn its family (about 0.1 ms)
+                raise ValueError(f"population spec: with families, size must be at most {MAX_FILTERED_SIZE}, "
+                                 f"got {self.size}")
+        self._members = (range(self.size) if self.families is None else
+                         [i for i in range(self.size) if pop.draw(self.seed, i).kind in self.families])
+        if not self._members:
+            raise ValueError(f"population spec: none of the first {self.size} members is {' or '.join(self.families)}")
         if self.kind != KIND:
             raise ValueError(f"population spec: kind must be {KIND!r}, got {self.kind!r}")
-        if self.size * self.seeds * len(self.encodings) > MAX_CELLS:
-            raise ValueError(f"population spec: {self.size} members x {self.seeds} seeds x {len(self.encodings)} "
+        if len(self._members) * self.seeds * len(self.encodings) > MAX_CELLS:
+            raise ValueError(f"population spec: {len(self._members)} members x {self.seeds} seeds x {len(self.encodings)} "
                              f"encodings is more than the {MAX_CELLS} models a sweep may hold")
 
     def check_backend(self, backend: str = "auto", device="cpu") -> None:
@@ -150,9 +178,24 @@ class PopulationSpec(Fingerprinted):
     def observables(self) -> list:
         return [self.observable]
 
+    def auto_start(self) -> tuple[int, int]:
+        """The adaptive budget's first round per member: (seeds, steps)."""
+        return min(AUTO_START_SEEDS, self.seeds), max(1, self.steps // 3)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for key, default in (("budget", "fixed"), ("families", None)):
+            if d[key] == default:  # populations written before these options keep their content id
+                del d[key]
+        return d
+
+    def members(self):
+        """Indices of the members trained: the first `size`, of `families` when given."""
+        return self._members
+
     @property
     def num_cells(self) -> int:
-        return self.size * self.seeds * len(self.encodings)
+        return len(self._members) * self.seeds * len(self.encodings)
 
     def plan(self) -> list[PopulationBatch]:
         """Encoding-major batches of whole members (at least one member per batch)."""
@@ -160,8 +203,8 @@ class PopulationSpec(Fingerprinted):
         seeds = tuple(range(self.seeds))
         out = []
         for enc in self.encodings:
-            for start in range(0, self.size, per):
-                members = tuple(range(start, min(self.size, start + per)))
+            for start in range(0, len(self._members), per):
+                members = tuple(self._members[start:start + per])
                 bid = digest([self.fingerprint(), enc, members[0], members[-1]], 12)
                 out.append(PopulationBatch(bid, len(out), enc, members, seeds))
         return out
@@ -179,10 +222,11 @@ class PopulationStore(SweepStore):
         if json.dumps(payload["batch"], sort_keys=True, default=str) != json.dumps(asdict(batch), sort_keys=True):
             raise BatchError(f"does not hold the planned batch {batch.batch_id!r}")
         models = payload["models"]
-        if not isinstance(models, list) or len(models) != batch.size or not all(
+        fewest = batch.size if self.spec.budget == "fixed" else len(batch.members) * self.spec.auto_start()[0]
+        if not isinstance(models, list) or not fewest <= len(models) <= batch.size or not all(
                 isinstance(m, dict) and isinstance(m.get("final_loss"), float) and math.isfinite(m["final_loss"])
                 for m in models):
-            raise BatchError(f"expected {batch.size} models with finite final losses")
+            raise BatchError(f"expected {fewest}..{batch.size} models with finite final losses")
         rows = payload["rows"]
         names = {pop.draw(self.spec.seed, i).name for i in batch.members}
         if not isinstance(rows, list) or not all(isinstance(r, dict) and _ROW_KEYS <= set(r) for r in rows):
@@ -240,15 +284,28 @@ def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device:
     shapes = [pop.population_shape(spec.seed, i) for i in batch.members]
     draws = {s.name: pop.draw(spec.seed, i) for s, i in zip(shapes, batch.members)}
     pe = make_encoding(batch.encoding)
-    t0 = time.perf_counter()
-    ens = fit_sdf(shapes, pe, seeds=list(batch.seeds), hidden=spec.hidden, activation=spec.activation,
-                  steps=spec.steps, points=spec.points, lr=spec.lr, device=device, backend=backend)
-    t1 = time.perf_counter()
     cands = candidates(json.dumps(batch.encoding, sort_keys=True))
-    with warnings.catch_warnings():  # a small budget's warning is the user's choice; the rates measure it
-        warnings.simplefilter("ignore")
-        table = readout(ens, candidates=cands, observable=spec.observable, sweep=0, alpha=spec.alpha).table
-    t2 = time.perf_counter()
+    fit = dict(hidden=spec.hidden, activation=spec.activation, lr=spec.lr, device=device, backend=backend)
+    t0 = time.perf_counter()
+    if spec.budget == "auto":
+        with warnings.catch_warnings():  # a small budget's warning is the user's choice; the rates measure it
+            warnings.simplefilter("ignore")
+            start_seeds, start_steps = spec.auto_start()
+            res = adaptive_readout(shapes, pe, alpha=spec.alpha, start_seeds=start_seeds, start_steps=start_steps,
+                                   max_seeds=len(batch.seeds), steps=spec.steps, first_seed=batch.seeds[0],
+                                   points=spec.points, candidates=cands, observable=spec.observable, **fit)
+        ens, table = res.ensemble, res.readout.table
+        last = res.history.groupby("shape", sort=False).last()
+        used = {s: (int(last.at[s, "seeds"]), int(last.at[s, "steps"])) for s in last.index}
+        t1 = t2 = time.perf_counter()  # the rule's readouts between rounds count as training time
+    else:
+        ens = fit_sdf(shapes, pe, seeds=list(batch.seeds), steps=spec.steps, points=spec.points, **fit)
+        t1 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table = readout(ens, candidates=cands, observable=spec.observable, sweep=0, alpha=spec.alpha).table
+        t2 = time.perf_counter()
+        used = {s.name: (len(batch.seeds), spec.steps) for s in shapes}
     losses = ens.losses[-1]
     rows = []
     for r in table.itertuples(index=False):
@@ -259,7 +316,7 @@ def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device:
                          angle_deg=float(r.angle_deg), true_symmetry=truth,
                          near=(not truth) and r.element in {g.name for g in d.base_group},
                          score=float(r.score), p_adjusted=float(r.p_adjusted), observed=bool(r.observed),
-                         n_models=int(r.n_models)))
+                         n_models=int(r.n_models), seeds_used=used[r.shape][0], steps_used=used[r.shape][1]))
     models = [dict(shape=s, seed=int(sd), final_loss=float(losses[i])) for i, (s, sd) in
               enumerate(zip(ens.shapes, ens.seeds))]
     payload = {"batch": asdict(batch), "rows": rows, "models": models,
@@ -308,7 +365,7 @@ def finalize_population(store: PopulationStore) -> pd.DataFrame:
         rows += p["rows"]
         models += [dict(m, encoding=b.encoding["name"]) for m in p["models"]]
         sec = p.get("seconds") if isinstance(p.get("seconds"), dict) else {}
-        timing.append(dict(batch_id=b.batch_id, encoding=b.encoding["name"], models=b.size,
+        timing.append(dict(batch_id=b.batch_id, encoding=b.encoding["name"], models=len(p["models"]),
                            train_seconds=sec.get("train"), readout_seconds=sec.get("readout")))
     table = pd.DataFrame(rows)
     table.insert(0, "population_seed", store.spec.seed)

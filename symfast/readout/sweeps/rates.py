@@ -7,9 +7,11 @@ From a population sweep's results (one row per member x encoding x exactly lifta
 - **near_FPR**: near-symmetries (elements of a near-symmetric member's base group that its
   perturbation breaks) observed: how small a perturbation the readout still calls a symmetry.
 
-Each rate is given overall and per element kind (rotation, mirror), per order n of the member
-(its base order for near-symmetric members) and, for near_FPR, per perturbation size epsilon; per
-encoding and pooled over encodings ("all"). Intervals are Wilson score intervals at 95%. Elements
+Each rate is given overall, per shape family (dihedral, cyclic, near, asymmetric: how the member was
+drawn), per element kind (rotation, mirror), per order n of the member (its base order for
+near-symmetric members) and, for near_FPR, per perturbation size epsilon; per encoding and pooled over
+encodings ("all"). Where the results record the budget each member was read at (seeds_used,
+steps_used; the adaptive rule picks it per member), each row gives its trials' mean seeds and steps. Intervals are Wilson score intervals at 95%. Elements
 of one member are decided together (they share its seed ensemble), so the intervals, which treat
 elements as independent trials, are narrower than the truth where decisions are correlated; the
 held-out comparison (`compare`: a population of another seed) is the check.
@@ -21,10 +23,13 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["wilson", "calibration", "compare", "markdown", "from_readout", "plot_near", "KEYS", "Z95"]
+from symfast.shapes.population import KINDS
+
+__all__ = ["wilson", "calibration", "compare", "markdown", "from_readout", "plot_near", "with_keys", "KEYS", "FAMILIES", "Z95"]
 
 Z95 = 1.959963984540054
-KEYS = ["encoding", "metric", "element_kind", "n", "epsilon"]
+KEYS = ["encoding", "metric", "family", "element_kind", "n", "epsilon"]
+FAMILIES = KINDS  # how a population member was drawn
 _ALL = "all"
 
 
@@ -50,30 +55,47 @@ def _metric_rows(t: pd.DataFrame):
 
 
 def calibration(results: pd.DataFrame) -> pd.DataFrame:
-    """Rates with Wilson 95% intervals: columns KEYS + errors, trials, rate, ci_low, ci_high."""
+    """Rates with Wilson 95% intervals: columns KEYS + errors, trials, rate, ci_low, ci_high (+ mean_seeds,
+    mean_steps when the results have seeds_used and steps_used)."""
     t = results.copy()
     for col in ("true_symmetry", "near", "observed"):
         t[col] = t[col].astype(bool)
+    budget = {"seeds_used", "steps_used"} <= set(t.columns)
     pooled = t.assign(encoding=_ALL)
     out = []
     for enc_table in ([pooled] + [g for _, g in t.groupby("encoding", sort=True)]):
         for metric, rows, error_if_observed in _metric_rows(enc_table):
             err = rows["observed"] if error_if_observed else ~rows["observed"]
-            splits = [(_ALL, _ALL, _ALL, np.ones(len(rows), bool))]
-            splits += [(k, _ALL, _ALL, (rows["element_kind"] == k).to_numpy()) for k in ("rotation", "reflection")]
-            splits += [(_ALL, str(n), _ALL, (rows["n"] == n).to_numpy()) for n in sorted(rows["n"].unique())]
+            every = np.ones(len(rows), bool)
+            splits = [(_ALL, _ALL, _ALL, _ALL, every)]
+            if "kind" in rows.columns:  # population rows: the member's family
+                splits += [(f, _ALL, _ALL, _ALL, (rows["kind"] == f).to_numpy()) for f in FAMILIES]
+            splits += [(_ALL, k, _ALL, _ALL, (rows["element_kind"] == k).to_numpy()) for k in ("rotation", "reflection")]
+            splits += [(_ALL, _ALL, str(n), _ALL, (rows["n"] == n).to_numpy()) for n in sorted(rows["n"].unique())]
             if metric == "near_FPR":
-                splits += [(_ALL, _ALL, f"{e:g}", (rows["epsilon"] == e).to_numpy())
+                splits += [(_ALL, _ALL, _ALL, f"{e:g}", (rows["epsilon"] == e).to_numpy())
                            for e in sorted(rows["epsilon"].unique())]
-            for kind, n, eps, mask in splits:
+            for family, kind, n, eps, mask in splits:
                 trials, errors = int(mask.sum()), int(err.to_numpy()[mask].sum())
                 if trials == 0:
                     continue
                 lo, hi = wilson(errors, trials)
-                out.append(dict(encoding=enc_table["encoding"].iloc[0], metric=metric,
-                                element_kind="mirror" if kind == "reflection" else kind, n=n, epsilon=eps,
-                                errors=errors, trials=trials, rate=errors / trials, ci_low=lo, ci_high=hi))
-    return pd.DataFrame(out, columns=KEYS + ["errors", "trials", "rate", "ci_low", "ci_high"])
+                row = dict(encoding=enc_table["encoding"].iloc[0], metric=metric, family=family,
+                           element_kind="mirror" if kind == "reflection" else kind, n=n, epsilon=eps,
+                           errors=errors, trials=trials, rate=errors / trials, ci_low=lo, ci_high=hi)
+                if budget:
+                    row.update(mean_seeds=float(rows["seeds_used"].to_numpy()[mask].mean()),
+                               mean_steps=float(rows["steps_used"].to_numpy()[mask].mean()))
+                out.append(row)
+    columns = KEYS + ["errors", "trials", "rate", "ci_low", "ci_high"] + (["mean_seeds", "mean_steps"] if budget
+                                                                          else [])
+    return pd.DataFrame(out, columns=columns)
+
+
+def with_keys(calib: pd.DataFrame) -> pd.DataFrame:
+    """`calib` with every key as text (a table written before the family split gets family "all")."""
+    c = calib if "family" in calib.columns else calib.assign(family=_ALL)
+    return c.astype({k: str for k in KEYS})
 
 
 def from_readout(table: pd.DataFrame, shapes) -> pd.DataFrame:
@@ -91,8 +113,8 @@ def compare(main: pd.DataFrame, heldout: pd.DataFrame) -> pd.DataFrame:
     """`calibration` of a population beside that of a held-out one (another seed): the held-out
     columns get the prefix `heldout_`, and `agree` says whether the two 95% intervals overlap
     (rows present in one population only have no verdict)."""
-    h = heldout.rename(columns={c: f"heldout_{c}" for c in heldout.columns if c not in KEYS})
-    both = main.astype({k: str for k in KEYS}).merge(h.astype({k: str for k in KEYS}), on=KEYS, how="left")
+    h = with_keys(heldout).rename(columns={c: f"heldout_{c}" for c in heldout.columns if c not in KEYS})
+    both = with_keys(main).merge(h, on=KEYS, how="left")
     overlap = (both["ci_low"] <= both["heldout_ci_high"]) & (both["heldout_ci_low"] <= both["ci_high"])
     both["agree"] = np.where(both["heldout_trials"].isna(), "", np.where(overlap, "yes", "no"))
     return both
@@ -107,23 +129,30 @@ def _fmt(rate, lo, hi, errors, trials) -> str:
 def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
     """A Markdown page of a calibration table (with held-out columns if `compare` made it)."""
     held = "heldout_rate" in calib.columns
+    budget = "mean_seeds" in calib.columns
     lines = [f"# {title}", "", intro, ""]
-    sections = [("Overall, per encoding", lambda c: (c.element_kind == _ALL) & (c.n == _ALL) & (c.epsilon == _ALL)),
+    overall = lambda c: (c.family == _ALL) & (c.element_kind == _ALL) & (c.n == _ALL) & (c.epsilon == _ALL)  # noqa: E731
+    sections = [("Overall, per encoding", overall),
+                ("Per shape family", lambda c: (c.family != _ALL)),
                 ("Per element kind", lambda c: (c.element_kind != _ALL)),
                 ("Per order n", lambda c: (c.n != _ALL)),
                 ("Near-symmetries per perturbation size epsilon", lambda c: (c.epsilon != _ALL))]
-    c = calib.astype({k: str for k in KEYS})
+    c = with_keys(calib)
     for caption, pick in sections:
         part = c[pick(c)]
         if part.empty:
             continue
-        head = ["encoding", "metric", "element kind", "n", "epsilon", "rate [95% CI] (errors/trials)"]
+        head = ["encoding", "metric", "family", "element kind", "n", "epsilon", "rate [95% CI] (errors/trials)"]
+        if budget:
+            head += ["mean seeds x steps"]
         if held:
             head += ["held-out rate [95% CI]", "intervals overlap"]
         lines += [f"## {caption}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in part.itertuples(index=False):
-            cells = [r.encoding, r.metric, r.element_kind, r.n, r.epsilon,
+            cells = [r.encoding, r.metric, r.family, r.element_kind, r.n, r.epsilon,
                      _fmt(r.rate, r.ci_low, r.ci_high, r.errors, r.trials)]
+            if budget:
+                cells += [f"{r.mean_seeds:.1f} x {r.mean_steps:.0f}"]
             if held:
                 cells += [_fmt(r.heldout_rate, r.heldout_ci_low, r.heldout_ci_high, r.heldout_errors,
                                r.heldout_trials), r.agree]
@@ -138,8 +167,9 @@ def plot_near(calib: pd.DataFrame, path=None, ax=None):
     from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
 
     fig, ax, created = axes_or_new(ax)
-    c = calib.astype({k: str for k in KEYS})
-    near = c[(c.metric == "near_FPR") & (c.epsilon != _ALL) & (c.element_kind == _ALL) & (c.n == _ALL)]
+    c = with_keys(calib)
+    near = c[(c.metric == "near_FPR") & (c.epsilon != _ALL) & (c.family == _ALL) & (c.element_kind == _ALL)
+             & (c.n == _ALL)]
     for k, (enc, part) in enumerate(near.groupby("encoding", sort=True)):
         eps = part["epsilon"].astype(float).to_numpy()
         order = np.argsort(eps)
