@@ -170,10 +170,11 @@ class Ensemble:
         idx = list(idx)
         t = torch.as_tensor(idx, dtype=torch.long)
         return Ensemble(self.pe, [w[t] for w in self.weights], [b[t] for b in self.biases], self.activation,
-                        [self._shape_arg(i) for i in idx], [self.seeds[i] for i in idx],
+                        [self.member_shape(i) for i in idx], [self.seeds[i] for i in idx],
                         self.losses[:, t] if self.losses.numel() else self.losses, dict(self.config))
 
-    def _shape_arg(self, i: int):
+    def member_shape(self, i: int):
+        """Member i's Shape where it carries one, else its name (what a new Ensemble of it takes)."""
         return self.targets[i] if self.targets[i] is not None else self.shapes[i]
 
     @torch.no_grad()
@@ -196,7 +197,7 @@ class Ensemble:
         # this module; this one call goes back up (the one ignored import in pyproject's contracts).
         from symfast.nn.fields import FourierMLPEnsemble
         return FourierMLPEnsemble.from_tensors(self.pe, self.weights, self.biases, self.activation, backend,
-                                               shapes=[self._shape_arg(i) for i in range(len(self))],
+                                               shapes=[self.member_shape(i) for i in range(len(self))],
                                                seeds=list(self.seeds))
 
     @staticmethod

@@ -92,7 +92,8 @@ def concat(ensembles: list) -> Ensemble:
                   shapes=list(dict.fromkeys(s for e in ensembles for s in e.shapes)))
     return Ensemble(first.pe, [torch.cat(ws) for ws in zip(*(e.weights for e in ensembles))],
                     [torch.cat(bs) for bs in zip(*(e.biases for e in ensembles))], first.activation,
-                    [s for e in ensembles for s in e.shapes], [sd for e in ensembles for sd in e.seeds],
+                    [e.member_shape(i) for e in ensembles for i in range(len(e))],  # Shapes keep their groups
+                    [sd for e in ensembles for sd in e.seeds],
                     losses, config)
 
 

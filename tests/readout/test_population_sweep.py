@@ -238,6 +238,11 @@ def test_adaptive_budget_rows_record_the_budget_each_member_was_read_at(auto_dir
         assert (r.seeds_used, r.steps_used) == (last.at[r.shape, "seeds"], last.at[r.shape, "steps"])
         want = res.readout.table.set_index(["shape", "element"]).loc[(r.shape, r.element)]
         assert bool(want["observed"]) == r.observed and float(want["score"]) == pytest.approx(r.score, abs=0)
+    for r in table.itertuples():  # the truth survives the rule's rounds (pooled ensembles keep their Shapes)
+        d = pop.draw(0, r.index)
+        assert r.true_symmetry == (r.element in d.group.names)
+        assert r.near == (r.element in d.base_group.names and not r.true_symmetry)
+    assert res.readout.table["true_symmetry"].notna().all()
     per_shape = table.groupby("shape")[["seeds_used", "steps_used"]].first()
     assert per_shape["seeds_used"].between(4, 4).all() and per_shape["steps_used"].isin([3, 6, 9]).all()
     assert len(models) == int(per_shape["seeds_used"].sum()) and models["final_loss"].notna().all()
@@ -270,10 +275,11 @@ def test_concatenated_ensembles_of_different_lengths_keep_every_final_loss():
     import symfast as sf
     from symfast.readout.budget import concat
 
-    shapes = [sf.shapes.square()]
+    shapes = [sf.shapes.polygon([[0.5, 0.0], [0.0, 0.4], [-0.5, 0.0], [0.0, -0.4]], name="kite")]  # not registered
     a = sf.fit_sdf(shapes, sf.TriAxisPE(), seeds=[0, 1], hidden=(8,), steps=4, points=32)
     b = sf.fit_sdf(shapes, sf.TriAxisPE(), seeds=[2], hidden=(8,), steps=7, points=32)
     both = concat([a, b])
     assert both.losses.shape == (7, 3) and both.config["steps"] is None
+    assert all(t is shapes[0] for t in both.targets)  # the Shape (and its group) is kept, not just its name
     assert torch.equal(both.losses[-1], torch.cat([a.losses[-1], b.losses[-1]]))
     assert both.losses[:3, :2].isnan().all() and not both.losses[3:].isnan().any()

@@ -310,6 +310,8 @@ def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device:
     rows = []
     for r in table.itertuples(index=False):
         d = draws[r.shape]
+        if pd.isna(r.true_symmetry):  # every member carries its group: a missing truth is a bug, not a verdict
+            raise RuntimeError(f"{r.shape}: the readout lost the shape's symmetry group")
         truth = bool(r.true_symmetry)
         rows.append(dict(shape=r.shape, index=d.index, kind=d.kind, n=d.n, epsilon=d.epsilon, group=d.group.name,
                          encoding=pe.name, observable=r.observable, element=r.element, element_kind=r.kind,
