@@ -13,8 +13,8 @@ that it is written once:
 - verdicts: intervals against bars fixed before the first sweep ran (`SLOPE_BAR`, `EXACT_RATIO_BAR`,
   `MIN_DECADES`, `TRAINED_ACCURACY`), combined into one `Claim` row per question (`slope_and_ratio`,
   `combine_verdicts`, `verdict_claim`);
-- reports: markdown tables of per-point medians and of the verdict rows (`seed_medians`,
-  `markdown_table`, `claims_markdown`).
+- reports: markdown tables (`rows_markdown`, also the layerwise experiments' own), of per-point
+  medians and of the verdict rows (`seed_medians`, `markdown_table`, `claims_markdown`).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ __all__ = ["TEST_FRACTION", "SPLIT_SEED", "LAW_SEED", "FIT", "HELDOUT", "SPLITS"
            "MIN_DECADES", "TRAINED_ACCURACY", "STUDY", "train_test_split", "law_generator", "seed_roles",
            "check_seed_offset", "seeds_text", "fit_slope", "mean_interval", "slope_fits", "slope_cells",
            "interval_text", "slope_and_ratio", "combine_verdicts", "theorem_note", "verdict_claim",
-           "no_heldout_claim", "seed_medians", "markdown_table", "claims_markdown"]
+           "no_heldout_claim", "seed_medians", "rows_markdown", "markdown_table", "claims_markdown"]
 
 # ---- data and seeds -------------------------------------------------------------------------------
 
@@ -224,12 +224,22 @@ def seed_medians(t: pd.DataFrame, keys: list, cols: list) -> pd.DataFrame:
     return out
 
 
+def rows_markdown(header, rows) -> str:
+    """A markdown table: the `header` cells, the separator line, then one line per row of `rows` (each a
+    sequence of cell strings, as many as the header's)."""
+    header, rows = list(header), [list(r) for r in rows]
+    if any(len(r) != len(header) for r in rows):
+        raise ValueError(f"every row needs {len(header)} cells (one per header cell), got "
+                         f"{sorted({len(r) for r in rows})}")
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
 def markdown_table(df: pd.DataFrame, fmt: dict | None = None) -> str:
     """`df` as a markdown table; float cells by `fmt[column]` (a function of the value) where given, else str."""
     fmt = fmt or {}
-    cells = [[fmt.get(c, str)(v) if isinstance(v, float) else str(v) for c, v in r.items()] for _, r in df.iterrows()]
-    return "\n".join(["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-                     + ["| " + " | ".join(r) + " |" for r in cells])
+    return rows_markdown(df.columns, ([fmt.get(c, str)(v) if isinstance(v, float) else str(v) for c, v in r.items()]
+                                      for _, r in df.iterrows()))
 
 
 def claims_markdown(claims) -> str:
