@@ -43,7 +43,7 @@ pd = require("pandas", "the layerwise sweeps (their tables)")
 __all__ = ["IdentifiabilitySettings", "IdentifiabilityResult", "identifiability_sweep", "identifiability_claims",
            "trained_cells", "trained_groups", "group_comparison", "group_claim", "effect_test", "regime_summary",
            "format_identifiability", "plot_identifiability", "scaled", "summary_formats", "group_fit_done",
-           "group_interval", "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE", "EFFECT_MARGIN", "RATIO_COLUMN",
+           "group_interval", "group_cells", "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE", "EFFECT_MARGIN", "RATIO_COLUMN",
            "SUMMARY_COLUMNS"]
 
 # Fixed in the code before the first sweep ran. Groups by the layer-1 near-linear fraction
@@ -321,12 +321,8 @@ def format_identifiability(res: IdentifiabilityResult) -> str:
     summ = regime_summary(res.table)
     eff = []
     for _, f in res.fits.iterrows():
-        has = group_fit_done(f)
-        iv = lambda k: group_interval(f, k)  # noqa: E731
         eff.append({"activation": f["activation"], "seeds": f["split"], "trained / nets": f"{f['trained']} / {f['nets']}",
-                    "n identifiable": f["n_identifiable"], "ratio identifiable": iv("ident"),
-                    "n near-linear": f["n_linear"], "ratio near-linear": iv("linear"),
-                    "difference": iv("diff"), "rule": f["verdict"] if has else "a group is empty"})
+                    **group_cells(f)})
     lines = [head, "", "### Medians over the fit seeds", "", markdown_table(summ, summary_formats(summ)), "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets", "",
              markdown_table(pd.DataFrame(eff)), "",
@@ -348,6 +344,22 @@ def group_fit_done(f) -> bool:
 def group_interval(f, key: str) -> str:
     """'mean [lo, hi]' of column `key` of a group-comparison row, '-' when a group is empty."""
     return interval_text(f[key], f[key + "_lo"], f[key + "_hi"]) if group_fit_done(f) else "-"
+
+
+def group_cells(f, e2e: bool = False) -> dict:
+    """The cells of a group-comparison row `f` in a report's group table: per group (identifiable, then
+    near-linear) its size, with `e2e` its geometric-mean end-to-end error, and its mean ratio; then
+    the difference and the rule applied ("a group is empty" when one is)."""
+    cells = {}
+    # (label, column suffix of the size and end-to-end error, key of the ratio's interval)
+    for label, col, key in (("identifiable", "identifiable", "ident"), ("near-linear", "linear", "linear")):
+        cells[f"n {label}"] = f[f"n_{col}"]
+        if e2e:
+            cells[f"e2e {label}"] = f"{f[f'e2e_{col}']:.2e}"
+        cells[f"ratio {label}"] = group_interval(f, key)
+    cells["difference"] = group_interval(f, "diff")
+    cells["rule"] = f["verdict"] if group_fit_done(f) else "a group is empty"
+    return cells
 
 
 def plot_identifiability(table: pd.DataFrame, path=None):

@@ -35,7 +35,7 @@ from symfast._progress import Progress
 from symfast.layerwise.data import ImageData, flip_matrix
 from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, LINEAR_ABOVE, RATIO_COLUMN,
                                                SATURATED_BELOW, SUMMARY_COLUMNS, IdentifiabilitySettings, group_claim,
-                                               group_comparison, group_fit_done, group_interval, plot_identifiability,
+                                               group_cells, group_comparison, plot_identifiability,
                                                summary_formats, trained_cells, trained_groups)
 from symfast.layerwise.measurement import measure
 from symfast.layerwise.protocol import (FIT, HELDOUT, SPLITS, TRAINED_ACCURACY, claims_markdown, markdown_table,
@@ -294,15 +294,9 @@ def format_matched(res: MatchedResult) -> str:
     summ = matched_summary(res.table)
     eff = []
     for _, f in res.fits.iterrows():
-        has = group_fit_done(f)
-        iv = lambda k: group_interval(f, k)  # noqa: E731
         eff.append({"activation": f["activation"], "seeds": f["split"], "reading": f["reading"],
                     "in band / nets": f"{f['nets']} / {f['nets'] + f['excluded']}",
-                    "excluded": f["excluded"], "trained": f["trained"],
-                    "n identifiable": f["n_identifiable"], "e2e identifiable": f"{f['e2e_identifiable']:.2e}",
-                    "ratio identifiable": iv("ident"), "n near-linear": f["n_linear"],
-                    "e2e near-linear": f"{f['e2e_linear']:.2e}", "ratio near-linear": iv("linear"),
-                    "difference": iv("diff"), "rule": f["verdict"] if has else "a group is empty"})
+                    "excluded": f["excluded"], "trained": f["trained"], **group_cells(f, e2e=True)})
     lines = [head, "", "### Medians over the fit seeds' in-band nets", "", markdown_table(summ, summary_formats(summ)),
              "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets (e2e: "
