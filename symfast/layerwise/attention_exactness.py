@@ -34,7 +34,7 @@ from symfast._optional import require
 from symfast._progress import Progress, reporter
 from symfast.layerwise.attention import Attention, planted_attention, permutation_param_error, recover_attention_action
 from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED, SLOPE_BAR, SPLITS,
-                                        check_seed_offset, claims_markdown, combine_verdicts, fit_slope,
+                                        check_sweep_settings, claims_markdown, combine_verdicts, fit_slope,
                                         markdown_table, no_heldout_claim, seed_medians, seed_roles, seeds_text,
                                         slope_and_ratio, slope_cells, slope_fits, verdict_claim)
 from symfast.ops.matching import assign
@@ -91,13 +91,7 @@ class AttentionExactnessSettings:
     bootstrap: int = 1000
 
     def __post_init__(self):
-        if not self.lams or any(not np.isfinite(w) or w <= 0 for w in self.lams):
-            raise ValueError(f"penalty weights must be finite and > 0, got {list(self.lams)}")
-        for name in ("seeds", "heldout_seeds", "heads", "k", "tokens", "steps", "batch", "test", "random_draws",
-                     "bootstrap"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        check_seed_offset(self.seeds, self.seed_offset)
+        check_sweep_settings(self, "heads", "k", "tokens", "test", "random_draws")
         if self.d != len(RHO):
             raise ValueError(f"d must be {len(RHO)} (rho swaps features (0, 1) and (2, 3)), got {self.d}")
         if self.k > self.d or (self.heads - TEACHER_FIXED) % 2 or self.heads < TEACHER_FIXED:

@@ -7,7 +7,8 @@ that it is written once:
 - data: every net trains on the same shuffled 75 % of the data and is read on the other 25 %
   (`train_test_split`); held-out covering inputs are drawn from one fixed generator (`law_generator`);
 - seeds: fit seeds 0..seeds-1 give the tables, figures and reported slopes; held-out seeds from
-  `seed_offset` on, never overlapping them, give the verdicts (`seed_roles`, `check_seed_offset`);
+  `seed_offset` on, never overlapping them, give the verdicts (`seed_roles`, `check_seed_offset`,
+  checked with the other settings every sweep shares by `check_sweep_settings`);
 - statistics: log-log slopes and means with 95 % bootstrap intervals over seeds (`fit_slope`,
   `mean_interval`);
 - verdicts: intervals against bars fixed before the first sweep ran (`SLOPE_BAR`, `EXACT_RATIO_BAR`,
@@ -30,7 +31,7 @@ pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["TEST_FRACTION", "SPLIT_SEED", "LAW_SEED", "FIT", "HELDOUT", "SPLITS", "SLOPE_BAR", "EXACT_RATIO_BAR",
            "MIN_DECADES", "TRAINED_ACCURACY", "STUDY", "train_test_split", "law_generator", "seed_roles",
-           "check_seed_offset", "seeds_text", "fit_slope", "mean_interval", "slope_fits", "slope_cells",
+           "check_seed_offset", "check_sweep_settings", "seeds_text", "fit_slope", "mean_interval", "slope_fits", "slope_cells",
            "interval_text", "slope_and_ratio", "combine_verdicts", "theorem_note", "verdict_claim",
            "no_heldout_claim", "seed_medians", "rows_markdown", "markdown_table", "claims_markdown"]
 
@@ -66,6 +67,18 @@ def check_seed_offset(seeds: int, seed_offset: int) -> None:
     if seed_offset < seeds:
         raise ValueError(f"held-out seeds start at seed_offset={seed_offset}, inside the fit seeds "
                          f"0..{seeds - 1}: pick seed_offset >= {seeds}")
+
+
+def check_sweep_settings(s, *counts: str) -> None:
+    """ValueError unless the settings `s` of a sweep pass the checks every sweep shares: penalty weights
+    `s.lams` finite and > 0; seeds, heldout_seeds, steps, batch, bootstrap and the attributes named in
+    `counts` >= 1; held-out seeds clear of the fit seeds (`check_seed_offset`)."""
+    if not s.lams or any(not np.isfinite(w) or w <= 0 for w in s.lams):
+        raise ValueError(f"penalty weights must be finite and > 0, got {list(s.lams)}")
+    for name in ("seeds", "heldout_seeds", "steps", "batch", "bootstrap", *counts):
+        if int(getattr(s, name)) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(s, name)}")
+    check_seed_offset(s.seeds, s.seed_offset)
 
 
 def seeds_text(seeds: int, heldout_seeds: int, seed_offset: int) -> str:
