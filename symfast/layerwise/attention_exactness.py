@@ -33,10 +33,10 @@ import torch
 from symfast._optional import require
 from symfast._progress import Progress, reporter
 from symfast.layerwise.attention import Attention, planted_attention, permutation_param_error, recover_attention_action
-from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED, SLOPE_BAR, SPLITS,
+from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED, SLOPE_BAR, SPLITS, check_columns,
                                         check_sweep_settings, claims_markdown, combine_verdicts, fit_slope,
-                                        markdown_table, no_heldout_claim, seed_medians, seed_roles, seeds_text,
-                                        slope_and_ratio, slope_cells, slope_fits, verdict_claim)
+                                        heldout_rows, markdown_table, no_heldout_claim, seed_medians, seed_roles,
+                                        seeds_text, slope_and_ratio, slope_cells, slope_fits, verdict_claim)
 from symfast.ops.matching import assign
 from symfast.report.claim import Verdict
 
@@ -250,13 +250,10 @@ def attention_exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> li
     comparable when the blocks did not train (median task error >= `TRAINED_BAR` at the largest lam),
     with too few seeds, overlapping intervals, or less than `MIN_DECADES` decades of end-to-end error.
     """
-    missing = [c for c in ("task", "lam", "seed", "split", "end_to_end", "task_error", "head_error", "head_ratio",
-                           "perm_true") if c not in table.columns]
-    if missing:
-        raise ValueError(f"the attention exactness table lacks columns {missing}")
+    check_columns(table, ("task", "lam", "seed", "split", "end_to_end", "task_error", "head_error", "head_ratio",
+                          "perm_true"), "the attention exactness table")
     claims = []
-    for task in dict.fromkeys(table["task"]):
-        t = table[(table["task"] == task) & (table["split"] == HELDOUT)]
+    for task, t in heldout_rows(table, "task"):
         claim = f"Attention: head permutation recovered as end-to-end error -> 0 ({task} task)"
         has_truth = t["perm_true"].notna().any()
         expected = (f"log-log slope of head parameter error vs end-to-end error > {SLOPE_BAR:g} and head error / "

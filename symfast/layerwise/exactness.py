@@ -29,10 +29,11 @@ from symfast.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
 from symfast.layerwise.measurement import measure
 from symfast.layerwise.penalty_training import ExactnessSettings, covering_inputs, train_sweep
-from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, SLOPE_BAR, TRAINED_ACCURACY, claims_markdown,
-                                        combine_verdicts, fit_slope, law_generator, markdown_table, no_heldout_claim,
-                                        seed_medians, seed_roles, seeds_text, slope_and_ratio, slope_cells, slope_fits,
-                                        theorem_note, train_test_split, verdict_claim)
+from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, SLOPE_BAR, TRAINED_ACCURACY, check_columns,
+                                        claims_markdown, combine_verdicts, fit_slope, heldout_rows, law_generator,
+                                        markdown_table, no_heldout_claim, seed_medians, seed_roles, seeds_text,
+                                        slope_and_ratio, slope_cells, slope_fits, theorem_note, train_test_split,
+                                        verdict_claim)
 from symfast.report.claim import Verdict
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -68,14 +69,11 @@ def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
     Returns:
         list of `Claim` (study "layerwise"), per activation in the table one per measure.
     """
-    missing = [c for c in ("activation", "lam", "seed", "split", "end_to_end", "layer1_error", "layer1_ratio")
-               if c not in table.columns]
-    if missing:
-        raise ValueError(f"the exactness table lacks columns {missing}")
+    check_columns(table, ("activation", "lam", "seed", "split", "end_to_end", "layer1_error", "layer1_ratio"),
+                  "the exactness table")
     e2e_cols = [c for c in E2E_MEASURES if c in table.columns]  # the law's only where it was measured
     claims = []
-    for act in dict.fromkeys(table["activation"]):
-        t = table[(table["activation"] == act) & (table["split"] == HELDOUT)]
+    for act, t in heldout_rows(table):
         kind, note = theorem_note(act)
         for col in e2e_cols:
             claim = f"Layer error -> 0 as {E2E_MEASURES[col]} -> 0 ({act}, identifiability {kind})"

@@ -33,9 +33,9 @@ from symfast.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
 from symfast.layerwise.measurement import measure
 from symfast.layerwise.penalty_training import ExactnessSettings, covering_inputs, train_sweep
-from symfast.layerwise.protocol import (FIT, HELDOUT, SPLITS, STUDY, TRAINED_ACCURACY, claims_markdown, interval_text,
-                                        law_generator, markdown_table, seed_medians, seed_roles, seeds_text,
-                                        theorem_note, train_test_split)
+from symfast.layerwise.protocol import (FIT, SPLITS, STUDY, TRAINED_ACCURACY, check_columns, claims_markdown,
+                                        heldout_rows, interval_text, law_generator, markdown_table, seed_medians,
+                                        seed_roles, seeds_text, theorem_note, train_test_split)
 from symfast.report.claim import MIN_SEEDS, Claim
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -43,8 +43,8 @@ pd = require("pandas", "the layerwise sweeps (their tables)")
 __all__ = ["IdentifiabilitySettings", "IdentifiabilityResult", "identifiability_sweep", "identifiability_claims",
            "trained_cells", "trained_groups", "group_comparison", "group_claim", "effect_test", "regime_summary",
            "format_identifiability", "plot_identifiability", "scaled", "summary_formats", "group_fit_done",
-           "group_interval", "group_cells", "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE", "EFFECT_MARGIN", "RATIO_COLUMN",
-           "SUMMARY_COLUMNS"]
+           "group_interval", "group_cells", "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE", "EFFECT_MARGIN",
+           "RATIO_COLUMN", "SUMMARY_COLUMNS"]
 
 # Fixed in the code before the first sweep ran. Groups by the layer-1 near-linear fraction
 # (`near_linear_fraction` on the covering inputs): the identifiable group lies below SATURATED_BELOW,
@@ -280,13 +280,10 @@ def identifiability_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
     Returns:
         list of `Claim` (study "layerwise"), one per activation in the table.
     """
-    need = ("activation", "seed", "split", "accuracy", "layer1_near_linear", RATIO_COLUMN)
-    missing = [c for c in need if c not in table.columns]
-    if missing:
-        raise ValueError(f"the identifiability table lacks columns {missing}")
+    check_columns(table, ("activation", "seed", "split", "accuracy", "layer1_near_linear", RATIO_COLUMN),
+                  "the identifiability table")
     claims = []
-    for act in dict.fromkeys(table["activation"]):
-        t = table[(table["activation"] == act) & (table["split"] == HELDOUT)]
+    for act, t in heldout_rows(table):
         kind, note = theorem_note(act)
         claim = f"Identifiability effect: saturated units fit the recovered action better ({act}, identifiability {kind})"
         expected = (f"layer-1 error / random (identifiable sub-model) of nets with near-linear fraction < "

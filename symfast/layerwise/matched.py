@@ -38,8 +38,8 @@ from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, LINEA
                                                group_cells, group_comparison, plot_identifiability,
                                                summary_formats, trained_cells, trained_groups)
 from symfast.layerwise.measurement import measure
-from symfast.layerwise.protocol import (FIT, HELDOUT, SPLITS, TRAINED_ACCURACY, claims_markdown, markdown_table,
-                                        seed_medians, seeds_text, theorem_note)
+from symfast.layerwise.protocol import (FIT, SPLITS, TRAINED_ACCURACY, check_columns, claims_markdown, heldout_rows,
+                                        markdown_table, seed_medians, seeds_text, theorem_note)
 from symfast.layerwise.projection import equivariance_error
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -236,13 +236,10 @@ def matched_claims(table: pd.DataFrame, settings: MatchedSettings | None = None)
     """
     s = settings or MatchedSettings()
     lo, hi = s.limits
-    need = ("activation", "seed", "split", "match", "end_to_end", "accuracy", "layer1_near_linear", RATIO_COLUMN)
-    missing = [c for c in need if c not in table.columns]
-    if missing:
-        raise ValueError(f"the matched identifiability table lacks columns {missing}")
+    check_columns(table, ("activation", "seed", "split", "match", "end_to_end", "accuracy", "layer1_near_linear",
+                          RATIO_COLUMN), "the matched identifiability table")
     claims = []
-    for act in dict.fromkeys(table["activation"]):
-        t = table[(table["activation"] == act) & (table["split"] == HELDOUT)]
+    for act, t in heldout_rows(table):
         out = t[t["match"] != IN_BAND]
         kind, note = theorem_note(act)
         claim = (f"Identifiability effect at matched end-to-end error: saturated units fit the recovered action "

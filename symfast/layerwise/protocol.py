@@ -13,7 +13,8 @@ that it is written once:
   `mean_interval`);
 - verdicts: intervals against bars fixed before the first sweep ran (`SLOPE_BAR`, `EXACT_RATIO_BAR`,
   `MIN_DECADES`, `TRAINED_ACCURACY`), combined into one `Claim` row per question (`slope_and_ratio`,
-  `combine_verdicts`, `verdict_claim`);
+  `combine_verdicts`, `verdict_claim`), each read on one activation's or task's held-out rows
+  (`check_columns`, `heldout_rows`);
 - reports: markdown tables (`rows_markdown`, also the layerwise experiments' own), of per-point
   medians and of the verdict rows (`seed_medians`, `markdown_table`, `claims_markdown`).
 """
@@ -31,9 +32,10 @@ pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["TEST_FRACTION", "SPLIT_SEED", "LAW_SEED", "FIT", "HELDOUT", "SPLITS", "SLOPE_BAR", "EXACT_RATIO_BAR",
            "MIN_DECADES", "TRAINED_ACCURACY", "STUDY", "train_test_split", "law_generator", "seed_roles",
-           "check_seed_offset", "check_sweep_settings", "seeds_text", "fit_slope", "mean_interval", "slope_fits", "slope_cells",
-           "interval_text", "slope_and_ratio", "combine_verdicts", "theorem_note", "verdict_claim",
-           "no_heldout_claim", "seed_medians", "rows_markdown", "markdown_table", "claims_markdown"]
+           "check_seed_offset", "check_sweep_settings", "seeds_text", "fit_slope", "mean_interval", "slope_fits",
+           "slope_cells", "interval_text", "check_columns", "heldout_rows", "slope_and_ratio", "combine_verdicts",
+           "theorem_note", "verdict_claim", "no_heldout_claim", "seed_medians", "rows_markdown", "markdown_table",
+           "claims_markdown"]
 
 # ---- data and seeds -------------------------------------------------------------------------------
 
@@ -171,6 +173,19 @@ MIN_DECADES = 1.0  # the held-out end-to-end errors must span at least this many
 # penalty weight must reach this (chance is 0.1 on the 10 digit classes).
 TRAINED_ACCURACY = 0.5
 STUDY = "layerwise"  # the study every verdict row of these sweeps belongs to
+
+
+def check_columns(table: pd.DataFrame, need, what: str) -> None:
+    """ValueError when `table` lacks any of the columns `need`; `what` names the table ("the exactness table")."""
+    missing = [c for c in need if c not in table.columns]
+    if missing:
+        raise ValueError(f"{what} lacks columns {missing}")
+
+
+def heldout_rows(table: pd.DataFrame, key: str = "activation") -> list:
+    """[(value, rows)] per value of column `key` (in order of appearance in the whole table): the
+    held-out rows of that value, all that its verdict row reads (empty when it has only fit rows)."""
+    return [(v, table[(table[key] == v) & (table["split"] == HELDOUT)]) for v in dict.fromkeys(table[key])]
 
 
 def slope_and_ratio(t: pd.DataFrame, error_col: str, ratio_col: str, bootstrap: int,
