@@ -43,8 +43,8 @@ pd = require("pandas", "the layerwise sweeps (their tables)")
 __all__ = ["IdentifiabilitySettings", "IdentifiabilityResult", "identifiability_sweep", "identifiability_claims",
            "trained_cells", "trained_groups", "group_comparison", "group_claim", "effect_test", "regime_summary",
            "format_identifiability", "plot_identifiability", "scaled", "summary_formats", "group_fit_done",
-           "group_interval", "group_cells", "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE", "EFFECT_MARGIN",
-           "RATIO_COLUMN", "SUMMARY_COLUMNS"]
+           "group_interval", "group_cells", "GROUPS_TEXT", "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE",
+           "EFFECT_MARGIN", "RATIO_COLUMN", "SUMMARY_COLUMNS"]
 
 # Fixed in the code before the first sweep ran. Groups by the layer-1 near-linear fraction
 # (`near_linear_fraction` on the covering inputs): the identifiable group lies below SATURATED_BELOW,
@@ -58,6 +58,9 @@ EFFECT_MARGIN = 0.1
 # The ratio the verdict reads: layer 1 of the identifiable sub-model (dead / duplicated units removed),
 # the network the theorem speaks about.
 RATIO_COLUMN = "layer1_ratio_reduced"
+# The two groups in words, as the report heads of both identifiability sweeps state them.
+GROUPS_TEXT = (f"Groups: layer-1 near-linear fraction < {SATURATED_BELOW:g} (identifiable) and > {LINEAR_ABOVE:g} "
+               f"(near-linear), trained nets only (test accuracy >= {TRAINED_ACCURACY:g})")
 
 # tanh and sigmoid: identifiability proven; relu (conjectural) is accepted too.
 ACTIVATIONS = ("tanh", "sigmoid")
@@ -312,14 +315,10 @@ def format_identifiability(res: IdentifiabilityResult) -> str:
     head = (f"Input scales {list(s.scales)} x AdamW weight decays {list(s.weight_decays)}; MLP {list(s.sizes)} "
             f"hidden; penalty continuation {list(s.lams)} ({s.steps} steps, then {max(1, s.steps // 2)} per further "
             f"weight), read at lam = {max(s.lams):g}; {seeds_text(s.seeds, s.heldout_seeds, s.seed_offset)}. "
-            f"Groups: layer-1 near-linear fraction < {SATURATED_BELOW:g} "
-            f"(identifiable) and > {LINEAR_ABOVE:g} (near-linear), trained nets only (test accuracy >= "
-            f"{TRAINED_ACCURACY:g}).")
+            f"{GROUPS_TEXT}.")
     summ = regime_summary(res.table)
-    eff = []
-    for _, f in res.fits.iterrows():
-        eff.append({"activation": f["activation"], "seeds": f["split"], "trained / nets": f"{f['trained']} / {f['nets']}",
-                    **group_cells(f)})
+    eff = [{"activation": f["activation"], "seeds": f["split"], "trained / nets": f"{f['trained']} / {f['nets']}",
+            **group_cells(f)} for _, f in res.fits.iterrows()]
     lines = [head, "", "### Medians over the fit seeds", "", markdown_table(summ, summary_formats(summ)), "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets", "",
              markdown_table(pd.DataFrame(eff)), "",

@@ -33,13 +33,13 @@ import numpy as np
 from symfast._optional import require
 from symfast._progress import Progress
 from symfast.layerwise.data import ImageData, flip_matrix
-from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, LINEAR_ABOVE, RATIO_COLUMN,
+from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, GROUPS_TEXT, LINEAR_ABOVE, RATIO_COLUMN,
                                                SATURATED_BELOW, SUMMARY_COLUMNS, IdentifiabilitySettings, group_claim,
-                                               group_cells, group_comparison, plot_identifiability,
-                                               summary_formats, trained_cells, trained_groups)
+                                               group_cells, group_comparison, plot_identifiability, summary_formats,
+                                               trained_cells, trained_groups)
 from symfast.layerwise.measurement import measure
-from symfast.layerwise.protocol import (FIT, SPLITS, TRAINED_ACCURACY, check_columns, claims_markdown, heldout_rows,
-                                        markdown_table, seed_medians, seeds_text, theorem_note)
+from symfast.layerwise.protocol import (FIT, SPLITS, check_columns, claims_markdown, heldout_rows, markdown_table,
+                                        seed_medians, seeds_text, theorem_note)
 from symfast.layerwise.projection import equivariance_error
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -284,16 +284,12 @@ def format_matched(res: MatchedResult) -> str:
             f"hidden; penalty ladder {list(g.lams)} ({g.steps} steps, then {max(1, g.steps // 2)} per further "
             f"weight); each net read at the weight with end-to-end error in [{lo:.2e}, {hi:.2e}] (+- {s.band:g} "
             f"decade), the one closest to {s.target:.1e} if several, others excluded; "
-            f"{seeds_text(g.seeds, g.heldout_seeds, g.seed_offset)}. Groups: layer-1 near-linear "
-            f"fraction < {SATURATED_BELOW:g} (identifiable) and > {LINEAR_ABOVE:g} (near-linear), trained nets only (test "
-            f"accuracy >= {TRAINED_ACCURACY:g}); matched if the groups' mean log10 end-to-end errors differ by < "
-            f"{MATCH_TOLERANCE:g} decade.")
+            f"{seeds_text(g.seeds, g.heldout_seeds, g.seed_offset)}. {GROUPS_TEXT}; matched if the groups' mean "
+            f"log10 end-to-end errors differ by < {MATCH_TOLERANCE:g} decade.")
     summ = matched_summary(res.table)
-    eff = []
-    for _, f in res.fits.iterrows():
-        eff.append({"activation": f["activation"], "seeds": f["split"], "reading": f["reading"],
-                    "in band / nets": f"{f['nets']} / {f['nets'] + f['excluded']}",
-                    "excluded": f["excluded"], "trained": f["trained"], **group_cells(f, e2e=True)})
+    eff = [{"activation": f["activation"], "seeds": f["split"], "reading": f["reading"],
+            "in band / nets": f"{f['nets']} / {f['nets'] + f['excluded']}", "excluded": f["excluded"],
+            "trained": f["trained"], **group_cells(f, e2e=True)} for _, f in res.fits.iterrows()]
     lines = [head, "", "### Medians over the fit seeds' in-band nets", "", markdown_table(summ, summary_formats(summ)),
              "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets (e2e: "
