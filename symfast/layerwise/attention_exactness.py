@@ -36,7 +36,8 @@ from symfast.layerwise.attention import Attention, planted_attention, permutatio
 from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED, SLOPE_BAR, SPLITS, check_columns,
                                         check_sweep_settings, claims_markdown, combine_verdicts, fit_slope,
                                         heldout_rows, markdown_table, no_heldout_claim, seed_medians, seed_roles,
-                                        seeds_text, slope_and_ratio, slope_cells, slope_fits, verdict_claim)
+                                        seeds_text, slope_and_ratio, slope_cells, slope_fits, stage_steps,
+                                        verdict_claim)
 from symfast.ops.matching import assign
 from symfast.report.claim import Verdict
 
@@ -161,7 +162,7 @@ def _train_path(task, lams, seeds, s):
     R = torch.as_tensor(RHO, dtype=torch.float32)
     out_nets = {}
     for i, lam in enumerate(lams):
-        steps = s.steps if i == 0 else max(1, s.steps // 2)
+        steps = stage_steps(s.steps, i)
         opt = torch.optim.Adam(params, lr=s.lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
         for _ in range(steps):
@@ -351,7 +352,7 @@ def format_attention_exactness(res: AttentionExactnessResult) -> str:
     s = res.settings
     head = (f"Attention {s.heads} heads, d = {s.d}, k = {s.k}, {s.tokens} Gaussian tokens, rho = swap of features "
             f"(0, 1), (2, 3); penalty weights {list(s.lams)}; {s.steps} steps for the first weight, "
-            f"{max(1, s.steps // 2)} per further weight (continuation), Adam lr {s.lr:g}, batch {s.batch}; "
+            f"{stage_steps(s.steps, 1)} per further weight (continuation), Adam lr {s.lr:g}, batch {s.batch}; "
             f"{seeds_text(s.seeds, s.heldout_seeds, s.seed_offset)}.")
     fmt = lambda c: (lambda v: f"{v:.2e}") if c in ("end_to_end", "task_loss") else (lambda v: f"{v:.3g}")  # noqa: E731
     lines = [head]

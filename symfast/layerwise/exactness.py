@@ -32,8 +32,8 @@ from symfast.layerwise.penalty_training import ExactnessSettings, covering_input
 from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, SLOPE_BAR, TRAINED_ACCURACY, check_columns,
                                         claims_markdown, combine_verdicts, fit_slope, heldout_rows, law_generator,
                                         markdown_table, no_heldout_claim, seed_medians, seed_roles, seeds_text,
-                                        slope_and_ratio, slope_cells, slope_fits, theorem_note, train_test_split,
-                                        verdict_claim)
+                                        slope_and_ratio, slope_cells, slope_fits, stage_steps, theorem_note,
+                                        train_test_split, verdict_claim)
 from symfast.report.claim import Verdict
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -159,7 +159,7 @@ def format_exactness(res: ExactnessResult) -> str:
     """Markdown: the per-point medians (fit seeds), the slopes, the verdict rows (held-out seeds)."""
     s = res.settings
     head = (f"Penalty weights {list(s.lams)}; MLP {list(s.sizes)} hidden; {s.steps} steps for the first weight, "
-            f"{max(1, s.steps // 2)} per further weight (continuation); penalty on data + {s.covering} off-data "
+            f"{stage_steps(s.steps, 1)} per further weight (continuation); penalty on data + {s.covering} off-data "
             f"samples; {seeds_text(s.seeds, s.heldout_seeds, s.seed_offset)}."
             + (f" Polish stage: penalty weights {list(s.polish_lams)}, each {s.polish_iters} full-batch L-BFGS "
                f"iterations (float64, memory {s.polish_history}) on the training digits + {s.polish_samples} fixed "

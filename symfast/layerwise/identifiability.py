@@ -35,7 +35,7 @@ from symfast.layerwise.measurement import measure
 from symfast.layerwise.penalty_training import ExactnessSettings, covering_inputs, train_sweep
 from symfast.layerwise.protocol import (FIT, SPLITS, STUDY, TRAINED_ACCURACY, check_columns, claims_markdown,
                                         heldout_rows, interval_text, law_generator, markdown_table, seed_medians,
-                                        seed_roles, seeds_text, theorem_note, train_test_split)
+                                        seed_roles, seeds_text, stage_steps, theorem_note, train_test_split)
 from symfast.report.claim import MIN_SEEDS, Claim
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -313,7 +313,7 @@ def format_identifiability(res: IdentifiabilityResult) -> str:
     """Markdown: settings, medians per regime (fit seeds), group comparisons (both splits), verdict rows."""
     s = res.settings
     head = (f"Input scales {list(s.scales)} x AdamW weight decays {list(s.weight_decays)}; MLP {list(s.sizes)} "
-            f"hidden; penalty continuation {list(s.lams)} ({s.steps} steps, then {max(1, s.steps // 2)} per further "
+            f"hidden; penalty continuation {list(s.lams)} ({s.steps} steps, then {stage_steps(s.steps, 1)} per further "
             f"weight), read at lam = {max(s.lams):g}; {seeds_text(s.seeds, s.heldout_seeds, s.seed_offset)}. "
             f"{GROUPS_TEXT}.")
     summ = regime_summary(res.table)

@@ -39,7 +39,7 @@ from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, GROUP
                                                trained_cells, trained_groups)
 from symfast.layerwise.measurement import measure
 from symfast.layerwise.protocol import (FIT, SPLITS, check_columns, claims_markdown, heldout_rows, markdown_table,
-                                        seed_medians, seeds_text, theorem_note)
+                                        seed_medians, seeds_text, stage_steps, theorem_note)
 from symfast.layerwise.projection import equivariance_error
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -281,7 +281,7 @@ def format_matched(res: MatchedResult) -> str:
     s, g = res.settings, res.settings.grid
     lo, hi = s.limits
     head = (f"Input scales {list(g.scales)} x AdamW weight decays {list(g.weight_decays)}; MLP {list(g.sizes)} "
-            f"hidden; penalty ladder {list(g.lams)} ({g.steps} steps, then {max(1, g.steps // 2)} per further "
+            f"hidden; penalty ladder {list(g.lams)} ({g.steps} steps, then {stage_steps(g.steps, 1)} per further "
             f"weight); each net read at the weight with end-to-end error in [{lo:.2e}, {hi:.2e}] (+- {s.band:g} "
             f"decade), the one closest to {s.target:.1e} if several, others excluded; "
             f"{seeds_text(g.seeds, g.heldout_seeds, g.seed_offset)}. {GROUPS_TEXT}; matched if the groups' mean "

@@ -20,7 +20,7 @@ from symfast.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
 from symfast.layerwise.experiments import build_mlp
 from symfast.layerwise.network import MLP, as_mlp
-from symfast.layerwise.protocol import check_sweep_settings
+from symfast.layerwise.protocol import check_sweep_settings, stage_steps
 
 __all__ = ["ExactnessSettings", "covering_inputs", "train_sweep", "polish_net"]
 
@@ -163,7 +163,7 @@ def _train_path(train: ImageData, activation: str, lams, seeds, s: ExactnessSett
 
     out_nets = {}
     for k, lam in enumerate(lams):
-        steps = s.steps if k == 0 else max(1, s.steps // 2)
+        steps = stage_steps(s.steps, k)
         # AdamW only with decay: plain Adam keeps the sweep without decay exactly as it was
         opt = (torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay) if s.weight_decay > 0
                else torch.optim.Adam(params, lr=s.lr))

@@ -8,7 +8,8 @@ that it is written once:
   (`train_test_split`); held-out covering inputs are drawn from one fixed generator (`law_generator`);
 - seeds: fit seeds 0..seeds-1 give the tables, figures and reported slopes; held-out seeds from
   `seed_offset` on, never overlapping them, give the verdicts (`seed_roles`, `check_seed_offset`,
-  checked with the other settings every sweep shares by `check_sweep_settings`);
+  checked with the other settings every sweep shares by `check_sweep_settings`); training: Adam steps
+  per weight of the penalty continuation (`stage_steps`);
 - statistics: log-log slopes and means with 95 % bootstrap intervals over seeds (`fit_slope`,
   `mean_interval`);
 - verdicts: intervals against bars fixed before the first sweep ran (`SLOPE_BAR`, `EXACT_RATIO_BAR`,
@@ -32,10 +33,10 @@ pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["TEST_FRACTION", "SPLIT_SEED", "LAW_SEED", "FIT", "HELDOUT", "SPLITS", "SLOPE_BAR", "EXACT_RATIO_BAR",
            "MIN_DECADES", "TRAINED_ACCURACY", "STUDY", "train_test_split", "law_generator", "seed_roles",
-           "check_seed_offset", "check_sweep_settings", "seeds_text", "fit_slope", "mean_interval", "slope_fits",
-           "slope_cells", "interval_text", "check_columns", "heldout_rows", "slope_and_ratio", "combine_verdicts",
-           "theorem_note", "verdict_claim", "no_heldout_claim", "seed_medians", "rows_markdown", "markdown_table",
-           "claims_markdown"]
+           "check_seed_offset", "check_sweep_settings", "stage_steps", "seeds_text", "fit_slope", "mean_interval",
+           "slope_fits", "slope_cells", "interval_text", "check_columns", "heldout_rows", "slope_and_ratio",
+           "combine_verdicts", "theorem_note", "verdict_claim", "no_heldout_claim", "seed_medians", "rows_markdown",
+           "markdown_table", "claims_markdown"]
 
 # ---- data and seeds -------------------------------------------------------------------------------
 
@@ -81,6 +82,12 @@ def check_sweep_settings(s, *counts: str) -> None:
         if int(getattr(s, name)) < 1:
             raise ValueError(f"{name} must be >= 1, got {getattr(s, name)}")
     check_seed_offset(s.seeds, s.seed_offset)
+
+
+def stage_steps(steps: int, stage: int) -> int:
+    """Adam steps of stage `stage` (0, 1, ...) of a penalty continuation: `steps` for the first weight,
+    half as many (at least 1) for each further one, which starts from the previous weight's net."""
+    return steps if stage == 0 else max(1, steps // 2)
 
 
 def seeds_text(seeds: int, heldout_seeds: int, seed_offset: int) -> str:
