@@ -283,10 +283,12 @@ def attention_experiment(steps: int = 600, seed: int = 0) -> list:
 
 def format_attention(rows: list) -> str:
     """Markdown table of `attention_experiment` rows."""
-    out = ["| variant | qk error | ov error | parameter error | random heads | end-to-end err | task err | "
-           "heads fixed/cycled |", "|" + "---|" * 8]
-    for r in rows:
-        out.append(f"| {r['variant']} | {r['qk_error']:.3f} | {r['ov_error']:.3f} | {r['param_error']:.3f} | "
-                   f"{r['random']:.3f} | {r['end_to_end']:.3f} | {r['task_error']:.3f} | "
-                   f"{r['heads']['fixed']}/{r['heads']['cycled']} |")
-    return "\n".join(out)
+    # Imported here: the protocol needs pandas, the attention blocks themselves do not.
+    from symfast.layerwise.protocol import rows_markdown
+
+    return rows_markdown(
+        ["variant", "qk error", "ov error", "parameter error", "random heads", "end-to-end err", "task err",
+         "heads fixed/cycled"],
+        [(r["variant"], *(f"{r[k]:.3f}" for k in ("qk_error", "ov_error", "param_error", "random", "end_to_end",
+                                                   "task_error")), f"{r['heads']['fixed']}/{r['heads']['cycled']}")
+         for r in rows])

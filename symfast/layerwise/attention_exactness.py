@@ -33,10 +33,11 @@ import torch
 from symfast._optional import require
 from symfast._progress import Progress, reporter
 from symfast.layerwise.attention import Attention, planted_attention, permutation_param_error, recover_attention_action
-from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED, SLOPE_BAR, SPLITS,
-                                        check_seed_offset, claims_markdown, combine_verdicts, fit_slope,
-                                        markdown_table, no_heldout_claim, seed_medians, seed_roles, seeds_text,
-                                        slope_and_ratio, slope_cells, slope_fits, verdict_claim)
+from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED, SLOPE_BAR, SPLITS, check_columns,
+                                        check_sweep_settings, claims_markdown, combine_verdicts, fit_slope,
+                                        heldout_rows, markdown_table, no_heldout_claim, seed_medians, seed_roles,
+                                        seeds_text, slope_and_ratio, slope_cells, slope_fits, stage_steps,
+                                        verdict_claim)
 from symfast.ops.matching import assign
 from symfast.report.claim import Verdict
 
@@ -91,13 +92,7 @@ class AttentionExactnessSettings:
     bootstrap: int = 1000
 
     def __post_init__(self):
-        if not self.lams or any(not np.isfinite(w) or w <= 0 for w in self.lams):
-            raise ValueError(f"penalty weights must be finite and > 0, got {list(self.lams)}")
-        for name in ("seeds", "heldout_seeds", "heads", "k", "tokens", "steps", "batch", "test", "random_draws",
-                     "bootstrap"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        check_seed_offset(self.seeds, self.seed_offset)
+        check_sweep_settings(self, "heads", "k", "tokens", "test", "random_draws")
         if self.d != len(RHO):
             raise ValueError(f"d must be {len(RHO)} (rho swaps features (0, 1) and (2, 3)), got {self.d}")
         if self.k > self.d or (self.heads - TEACHER_FIXED) % 2 or self.heads < TEACHER_FIXED:
@@ -167,7 +162,7 @@ def _train_path(task, lams, seeds, s):
     R = torch.as_tensor(RHO, dtype=torch.float32)
     out_nets = {}
     for i, lam in enumerate(lams):
-        steps = s.steps if i == 0 else max(1, s.steps // 2)
+        steps = stage_steps(s.steps, i)
         opt = torch.optim.Adam(params, lr=s.lr)
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
         for _ in range(steps):
@@ -256,13 +251,10 @@ def attention_exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> li
     comparable when the blocks did not train (median task error >= `TRAINED_BAR` at the largest lam),
     with too few seeds, overlapping intervals, or less than `MIN_DECADES` decades of end-to-end error.
     """
-    missing = [c for c in ("task", "lam", "seed", "split", "end_to_end", "task_error", "head_error", "head_ratio",
-                           "perm_true") if c not in table.columns]
-    if missing:
-        raise ValueError(f"the attention exactness table lacks columns {missing}")
+    check_columns(table, ("task", "lam", "seed", "split", "end_to_end", "task_error", "head_error", "head_ratio",
+                          "perm_true"), "the attention exactness table")
     claims = []
-    for task in dict.fromkeys(table["task"]):
-        t = table[(table["task"] == task) & (table["split"] == HELDOUT)]
+    for task, t in heldout_rows(table, "task"):
         claim = f"Attention: head permutation recovered as end-to-end error -> 0 ({task} task)"
         has_truth = t["perm_true"].notna().any()
         expected = (f"log-log slope of head parameter error vs end-to-end error > {SLOPE_BAR:g} and head error / "
@@ -360,7 +352,7 @@ def format_attention_exactness(res: AttentionExactnessResult) -> str:
     s = res.settings
     head = (f"Attention {s.heads} heads, d = {s.d}, k = {s.k}, {s.tokens} Gaussian tokens, rho = swap of features "
             f"(0, 1), (2, 3); penalty weights {list(s.lams)}; {s.steps} steps for the first weight, "
-            f"{max(1, s.steps // 2)} per further weight (continuation), Adam lr {s.lr:g}, batch {s.batch}; "
+            f"{stage_steps(s.steps, 1)} per further weight (continuation), Adam lr {s.lr:g}, batch {s.batch}; "
             f"{seeds_text(s.seeds, s.heldout_seeds, s.seed_offset)}.")
     fmt = lambda c: (lambda v: f"{v:.2e}") if c in ("end_to_end", "task_loss") else (lambda v: f"{v:.3g}")  # noqa: E731
     lines = [head]

@@ -21,16 +21,10 @@ from symfast.layerwise.recovery import LatentActions, relative_error
 from symfast.activations import activation as activation_entry
 from symfast.layerwise.neuron_matching import best_scales, match_neurons, post_action
 from symfast.layerwise.layer_action import DEFAULT_THRESHOLD, LayerAction, check_threshold
+from symfast.layerwise.network import float_array
 
 __all__ = ["CNN", "ConvNet", "as_cnn", "recover_conv_actions", "conv_data_errors", "project_conv",
            "planted_cnn", "conv_equivariance_error"]
-
-
-def _np(x, name):
-    a = np.asarray(x.detach().cpu().double() if isinstance(x, torch.Tensor) else x, dtype=np.float64)
-    if not np.isfinite(a).all():
-        raise ValueError(f"{name} has NaN or inf entries")
-    return a
 
 
 @dataclass
@@ -54,7 +48,7 @@ class CNN:
             raise ValueError("a CNN needs at least one convolution")
         clean = []
         for l, (W, b) in enumerate(self.convs):
-            W, b = _np(W, f"conv W[{l}]"), _np(b, f"conv b[{l}]")
+            W, b = float_array(W, f"conv W[{l}]"), float_array(b, f"conv b[{l}]")
             if W.ndim != 4 or b.shape != (W.shape[0],):
                 raise ValueError(f"conv {l}: W must be [C_out, C_in, k, k] and b [C_out], got "
                                  f"{list(W.shape)}, {list(b.shape)}")
@@ -62,7 +56,7 @@ class CNN:
                 raise ValueError(f"conv {l} has {W.shape[1]} input channels, previous has {clean[-1][0].shape[0]}")
             clean.append((W, b))
         self.convs = clean
-        Wh, bh = _np(self.head[0], "head W"), _np(self.head[1], "head b")
+        Wh, bh = float_array(self.head[0], "head W"), float_array(self.head[1], "head b")
         if Wh.ndim != 2 or Wh.shape[1] != clean[-1][0].shape[0] or bh.shape != (Wh.shape[0],):
             raise ValueError(f"head must be ([d_out, {clean[-1][0].shape[0]}], [d_out]), got "
                              f"{list(Wh.shape)}, {list(bh.shape)}")
@@ -70,7 +64,7 @@ class CNN:
         self.channels = [clean[0][0].shape[1]] + [W.shape[0] for W, _ in clean]
 
     def _check(self, x) -> torch.Tensor:
-        x = torch.as_tensor(_np(x, "x"))
+        x = torch.as_tensor(float_array(x, "x"))
         if x.ndim != 4 or x.shape[1] != self.channels[0]:
             raise ValueError(f"x must be [N, {self.channels[0]}, H, W], got {list(x.shape)}")
         return x
@@ -143,8 +137,8 @@ def recover_conv_actions(net, rho_in=None, rho_out=None, threshold: float = DEFA
     net = as_cnn(net)
     ent = activation_entry(net.activation)
     C0, dL = net.channels[0], net.head[0].shape[0]
-    rho_in = np.eye(C0) if rho_in is None else _np(rho_in, "rho_in")
-    rho_out = np.eye(dL) if rho_out is None else _np(rho_out, "rho_out")
+    rho_in = np.eye(C0) if rho_in is None else float_array(rho_in, "rho_in")
+    rho_out = np.eye(dL) if rho_out is None else float_array(rho_out, "rho_out")
     if rho_in.shape != (C0, C0) or rho_out.shape != (dL, dL):
         raise ValueError(f"rho_in must be [{C0}, {C0}] and rho_out [{dL}, {dL}]")
     rng = np.random.default_rng(seed)

@@ -29,10 +29,11 @@ from symfast.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
 from symfast.layerwise.measurement import measure
 from symfast.layerwise.penalty_training import ExactnessSettings, covering_inputs, train_sweep
-from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, SLOPE_BAR, TRAINED_ACCURACY, claims_markdown,
-                                        combine_verdicts, fit_slope, law_generator, markdown_table, no_heldout_claim,
-                                        seed_medians, seed_roles, seeds_text, slope_and_ratio, slope_cells, slope_fits,
-                                        theorem_note, train_test_split, verdict_claim)
+from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, SLOPE_BAR, TRAINED_ACCURACY, check_columns,
+                                        claims_markdown, combine_verdicts, fit_slope, heldout_rows, law_generator,
+                                        markdown_table, no_heldout_claim, seed_medians, seed_roles, seeds_text,
+                                        slope_and_ratio, slope_cells, slope_fits, stage_steps, theorem_note,
+                                        train_test_split, verdict_claim)
 from symfast.report.claim import Verdict
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -68,14 +69,11 @@ def exactness_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
     Returns:
         list of `Claim` (study "layerwise"), per activation in the table one per measure.
     """
-    missing = [c for c in ("activation", "lam", "seed", "split", "end_to_end", "layer1_error", "layer1_ratio")
-               if c not in table.columns]
-    if missing:
-        raise ValueError(f"the exactness table lacks columns {missing}")
+    check_columns(table, ("activation", "lam", "seed", "split", "end_to_end", "layer1_error", "layer1_ratio"),
+                  "the exactness table")
     e2e_cols = [c for c in E2E_MEASURES if c in table.columns]  # the law's only where it was measured
     claims = []
-    for act in dict.fromkeys(table["activation"]):
-        t = table[(table["activation"] == act) & (table["split"] == HELDOUT)]
+    for act, t in heldout_rows(table):
         kind, note = theorem_note(act)
         for col in e2e_cols:
             claim = f"Layer error -> 0 as {E2E_MEASURES[col]} -> 0 ({act}, identifiability {kind})"
@@ -161,7 +159,7 @@ def format_exactness(res: ExactnessResult) -> str:
     """Markdown: the per-point medians (fit seeds), the slopes, the verdict rows (held-out seeds)."""
     s = res.settings
     head = (f"Penalty weights {list(s.lams)}; MLP {list(s.sizes)} hidden; {s.steps} steps for the first weight, "
-            f"{max(1, s.steps // 2)} per further weight (continuation); penalty on data + {s.covering} off-data "
+            f"{stage_steps(s.steps, 1)} per further weight (continuation); penalty on data + {s.covering} off-data "
             f"samples; {seeds_text(s.seeds, s.heldout_seeds, s.seed_offset)}."
             + (f" Polish stage: penalty weights {list(s.polish_lams)}, each {s.polish_iters} full-batch L-BFGS "
                f"iterations (float64, memory {s.polish_history}) on the training digits + {s.polish_samples} fixed "

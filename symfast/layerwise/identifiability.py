@@ -33,9 +33,9 @@ from symfast.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
 from symfast.layerwise.measurement import measure
 from symfast.layerwise.penalty_training import ExactnessSettings, covering_inputs, train_sweep
-from symfast.layerwise.protocol import (FIT, HELDOUT, SPLITS, STUDY, TRAINED_ACCURACY, claims_markdown, interval_text,
-                                        law_generator, markdown_table, seed_medians, seed_roles, seeds_text,
-                                        theorem_note, train_test_split)
+from symfast.layerwise.protocol import (FIT, SPLITS, STUDY, TRAINED_ACCURACY, check_columns, claims_markdown,
+                                        heldout_rows, interval_text, law_generator, markdown_table, seed_medians,
+                                        seed_roles, seeds_text, stage_steps, theorem_note, train_test_split)
 from symfast.report.claim import MIN_SEEDS, Claim
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -43,8 +43,8 @@ pd = require("pandas", "the layerwise sweeps (their tables)")
 __all__ = ["IdentifiabilitySettings", "IdentifiabilityResult", "identifiability_sweep", "identifiability_claims",
            "trained_cells", "trained_groups", "group_comparison", "group_claim", "effect_test", "regime_summary",
            "format_identifiability", "plot_identifiability", "scaled", "summary_formats", "group_fit_done",
-           "group_interval", "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE", "EFFECT_MARGIN", "RATIO_COLUMN",
-           "SUMMARY_COLUMNS"]
+           "group_interval", "group_cells", "GROUPS_TEXT", "ACTIVATIONS", "SATURATED_BELOW", "LINEAR_ABOVE",
+           "EFFECT_MARGIN", "RATIO_COLUMN", "SUMMARY_COLUMNS"]
 
 # Fixed in the code before the first sweep ran. Groups by the layer-1 near-linear fraction
 # (`near_linear_fraction` on the covering inputs): the identifiable group lies below SATURATED_BELOW,
@@ -58,6 +58,9 @@ EFFECT_MARGIN = 0.1
 # The ratio the verdict reads: layer 1 of the identifiable sub-model (dead / duplicated units removed),
 # the network the theorem speaks about.
 RATIO_COLUMN = "layer1_ratio_reduced"
+# The two groups in words, as the report heads of both identifiability sweeps state them.
+GROUPS_TEXT = (f"Groups: layer-1 near-linear fraction < {SATURATED_BELOW:g} (identifiable) and > {LINEAR_ABOVE:g} "
+               f"(near-linear), trained nets only (test accuracy >= {TRAINED_ACCURACY:g})")
 
 # tanh and sigmoid: identifiability proven; relu (conjectural) is accepted too.
 ACTIVATIONS = ("tanh", "sigmoid")
@@ -280,13 +283,10 @@ def identifiability_claims(table: pd.DataFrame, bootstrap: int = 1000) -> list:
     Returns:
         list of `Claim` (study "layerwise"), one per activation in the table.
     """
-    need = ("activation", "seed", "split", "accuracy", "layer1_near_linear", RATIO_COLUMN)
-    missing = [c for c in need if c not in table.columns]
-    if missing:
-        raise ValueError(f"the identifiability table lacks columns {missing}")
+    check_columns(table, ("activation", "seed", "split", "accuracy", "layer1_near_linear", RATIO_COLUMN),
+                  "the identifiability table")
     claims = []
-    for act in dict.fromkeys(table["activation"]):
-        t = table[(table["activation"] == act) & (table["split"] == HELDOUT)]
+    for act, t in heldout_rows(table):
         kind, note = theorem_note(act)
         claim = f"Identifiability effect: saturated units fit the recovered action better ({act}, identifiability {kind})"
         expected = (f"layer-1 error / random (identifiable sub-model) of nets with near-linear fraction < "
@@ -313,20 +313,12 @@ def format_identifiability(res: IdentifiabilityResult) -> str:
     """Markdown: settings, medians per regime (fit seeds), group comparisons (both splits), verdict rows."""
     s = res.settings
     head = (f"Input scales {list(s.scales)} x AdamW weight decays {list(s.weight_decays)}; MLP {list(s.sizes)} "
-            f"hidden; penalty continuation {list(s.lams)} ({s.steps} steps, then {max(1, s.steps // 2)} per further "
+            f"hidden; penalty continuation {list(s.lams)} ({s.steps} steps, then {stage_steps(s.steps, 1)} per further "
             f"weight), read at lam = {max(s.lams):g}; {seeds_text(s.seeds, s.heldout_seeds, s.seed_offset)}. "
-            f"Groups: layer-1 near-linear fraction < {SATURATED_BELOW:g} "
-            f"(identifiable) and > {LINEAR_ABOVE:g} (near-linear), trained nets only (test accuracy >= "
-            f"{TRAINED_ACCURACY:g}).")
+            f"{GROUPS_TEXT}.")
     summ = regime_summary(res.table)
-    eff = []
-    for _, f in res.fits.iterrows():
-        has = group_fit_done(f)
-        iv = lambda k: group_interval(f, k)  # noqa: E731
-        eff.append({"activation": f["activation"], "seeds": f["split"], "trained / nets": f"{f['trained']} / {f['nets']}",
-                    "n identifiable": f["n_identifiable"], "ratio identifiable": iv("ident"),
-                    "n near-linear": f["n_linear"], "ratio near-linear": iv("linear"),
-                    "difference": iv("diff"), "rule": f["verdict"] if has else "a group is empty"})
+    eff = [{"activation": f["activation"], "seeds": f["split"], "trained / nets": f"{f['trained']} / {f['nets']}",
+            **group_cells(f)} for _, f in res.fits.iterrows()]
     lines = [head, "", "### Medians over the fit seeds", "", markdown_table(summ, summary_formats(summ)), "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets", "",
              markdown_table(pd.DataFrame(eff)), "",
@@ -348,6 +340,22 @@ def group_fit_done(f) -> bool:
 def group_interval(f, key: str) -> str:
     """'mean [lo, hi]' of column `key` of a group-comparison row, '-' when a group is empty."""
     return interval_text(f[key], f[key + "_lo"], f[key + "_hi"]) if group_fit_done(f) else "-"
+
+
+def group_cells(f, e2e: bool = False) -> dict:
+    """The cells of a group-comparison row `f` in a report's group table: per group (identifiable, then
+    near-linear) its size, with `e2e` its geometric-mean end-to-end error, and its mean ratio; then
+    the difference and the rule applied ("a group is empty" when one is)."""
+    cells = {}
+    # (label, column suffix of the size and end-to-end error, key of the ratio's interval)
+    for label, col, key in (("identifiable", "identifiable", "ident"), ("near-linear", "linear", "linear")):
+        cells[f"n {label}"] = f[f"n_{col}"]
+        if e2e:
+            cells[f"e2e {label}"] = f"{f[f'e2e_{col}']:.2e}"
+        cells[f"ratio {label}"] = group_interval(f, key)
+    cells["difference"] = group_interval(f, "diff")
+    cells["rule"] = f["verdict"] if group_fit_done(f) else "a group is empty"
+    return cells
 
 
 def plot_identifiability(table: pd.DataFrame, path=None):

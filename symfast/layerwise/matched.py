@@ -33,13 +33,13 @@ import numpy as np
 from symfast._optional import require
 from symfast._progress import Progress
 from symfast.layerwise.data import ImageData, flip_matrix
-from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, LINEAR_ABOVE, RATIO_COLUMN,
+from symfast.layerwise.identifiability import (ACTIVATIONS, EFFECT_MARGIN, GROUPS_TEXT, LINEAR_ABOVE, RATIO_COLUMN,
                                                SATURATED_BELOW, SUMMARY_COLUMNS, IdentifiabilitySettings, group_claim,
-                                               group_comparison, group_fit_done, group_interval, plot_identifiability,
-                                               summary_formats, trained_cells, trained_groups)
+                                               group_cells, group_comparison, plot_identifiability, summary_formats,
+                                               trained_cells, trained_groups)
 from symfast.layerwise.measurement import measure
-from symfast.layerwise.protocol import (FIT, HELDOUT, SPLITS, TRAINED_ACCURACY, claims_markdown, markdown_table,
-                                        seed_medians, seeds_text, theorem_note)
+from symfast.layerwise.protocol import (FIT, SPLITS, check_columns, claims_markdown, heldout_rows, markdown_table,
+                                        seed_medians, seeds_text, stage_steps, theorem_note)
 from symfast.layerwise.projection import equivariance_error
 
 pd = require("pandas", "the layerwise sweeps (their tables)")
@@ -236,13 +236,10 @@ def matched_claims(table: pd.DataFrame, settings: MatchedSettings | None = None)
     """
     s = settings or MatchedSettings()
     lo, hi = s.limits
-    need = ("activation", "seed", "split", "match", "end_to_end", "accuracy", "layer1_near_linear", RATIO_COLUMN)
-    missing = [c for c in need if c not in table.columns]
-    if missing:
-        raise ValueError(f"the matched identifiability table lacks columns {missing}")
+    check_columns(table, ("activation", "seed", "split", "match", "end_to_end", "accuracy", "layer1_near_linear",
+                          RATIO_COLUMN), "the matched identifiability table")
     claims = []
-    for act in dict.fromkeys(table["activation"]):
-        t = table[(table["activation"] == act) & (table["split"] == HELDOUT)]
+    for act, t in heldout_rows(table):
         out = t[t["match"] != IN_BAND]
         kind, note = theorem_note(act)
         claim = (f"Identifiability effect at matched end-to-end error: saturated units fit the recovered action "
@@ -284,25 +281,15 @@ def format_matched(res: MatchedResult) -> str:
     s, g = res.settings, res.settings.grid
     lo, hi = s.limits
     head = (f"Input scales {list(g.scales)} x AdamW weight decays {list(g.weight_decays)}; MLP {list(g.sizes)} "
-            f"hidden; penalty ladder {list(g.lams)} ({g.steps} steps, then {max(1, g.steps // 2)} per further "
+            f"hidden; penalty ladder {list(g.lams)} ({g.steps} steps, then {stage_steps(g.steps, 1)} per further "
             f"weight); each net read at the weight with end-to-end error in [{lo:.2e}, {hi:.2e}] (+- {s.band:g} "
             f"decade), the one closest to {s.target:.1e} if several, others excluded; "
-            f"{seeds_text(g.seeds, g.heldout_seeds, g.seed_offset)}. Groups: layer-1 near-linear "
-            f"fraction < {SATURATED_BELOW:g} (identifiable) and > {LINEAR_ABOVE:g} (near-linear), trained nets only (test "
-            f"accuracy >= {TRAINED_ACCURACY:g}); matched if the groups' mean log10 end-to-end errors differ by < "
-            f"{MATCH_TOLERANCE:g} decade.")
+            f"{seeds_text(g.seeds, g.heldout_seeds, g.seed_offset)}. {GROUPS_TEXT}; matched if the groups' mean "
+            f"log10 end-to-end errors differ by < {MATCH_TOLERANCE:g} decade.")
     summ = matched_summary(res.table)
-    eff = []
-    for _, f in res.fits.iterrows():
-        has = group_fit_done(f)
-        iv = lambda k: group_interval(f, k)  # noqa: E731
-        eff.append({"activation": f["activation"], "seeds": f["split"], "reading": f["reading"],
-                    "in band / nets": f"{f['nets']} / {f['nets'] + f['excluded']}",
-                    "excluded": f["excluded"], "trained": f["trained"],
-                    "n identifiable": f["n_identifiable"], "e2e identifiable": f"{f['e2e_identifiable']:.2e}",
-                    "ratio identifiable": iv("ident"), "n near-linear": f["n_linear"],
-                    "e2e near-linear": f"{f['e2e_linear']:.2e}", "ratio near-linear": iv("linear"),
-                    "difference": iv("diff"), "rule": f["verdict"] if has else "a group is empty"})
+    eff = [{"activation": f["activation"], "seeds": f["split"], "reading": f["reading"],
+            "in band / nets": f"{f['nets']} / {f['nets'] + f['excluded']}", "excluded": f["excluded"],
+            "trained": f["trained"], **group_cells(f, e2e=True)} for _, f in res.fits.iterrows()]
     lines = [head, "", "### Medians over the fit seeds' in-band nets", "", markdown_table(summ, summary_formats(summ)),
              "",
              f"### Layer-1 error / random ({RATIO_COLUMN}) by group, 95 % bootstrap intervals over nets (e2e: "

@@ -14,7 +14,7 @@ import torch
 from symfast.activations import ACTIVATION_TABLE
 from symfast.activations import activation as activation_entry
 
-__all__ = ["MLP", "as_mlp", "ACTIVATIONS", "Act", "check_rho"]
+__all__ = ["MLP", "as_mlp", "ACTIVATIONS", "Act", "check_rho", "float_array"]
 
 ACTIVATIONS = {k: a.fn for k, a in ACTIVATION_TABLE.items()}
 _MODULES = {"Tanh": "tanh", "ReLU": "relu", "Sigmoid": "sigmoid", "SiLU": "silu", "Identity": "identity",
@@ -44,7 +44,9 @@ def _module_activation(mod) -> str | None:
     return _MODULES.get(type(mod).__name__)
 
 
-def _np(x, name: str) -> np.ndarray:
+def float_array(x, name: str) -> np.ndarray:
+    """`x` (array or tensor) as a float64 numpy array; TypeError if complex, ValueError if any entry is
+    NaN or inf (`name` says which input in the message)."""
     if x.is_complex() if isinstance(x, torch.Tensor) else np.iscomplexobj(x):
         raise TypeError(f"{name} must be real, got a complex array")
     if isinstance(x, torch.Tensor):
@@ -80,7 +82,7 @@ class MLP:
         for l, layer in enumerate(self.layers):
             if not isinstance(layer, (tuple, list)) or len(layer) != 2:
                 raise ValueError(f"layer {l} must be a (W, b) pair")
-            W, b = _np(layer[0], f"W[{l}]"), _np(layer[1], f"b[{l}]")
+            W, b = float_array(layer[0], f"W[{l}]"), float_array(layer[1], f"b[{l}]")
             if W.ndim != 2:
                 raise ValueError(f"W[{l}] must be [out, in], got shape {list(W.shape)}")
             if b.shape != (W.shape[0],):
@@ -97,7 +99,7 @@ class MLP:
 
     def hidden(self, x, pre: bool = False) -> list:
         """Activations of every hidden layer on x: [N, d0] -> list of [N, H_l] (pre-activations if pre)."""
-        h = _np(x, "x")
+        h = float_array(x, "x")
         if h.ndim != 2 or h.shape[1] != self.sizes[0]:
             raise ValueError(f"x must be [N, {self.sizes[0]}], got shape {list(h.shape)}")
         act, out = ACTIVATIONS[self.activation], []
@@ -110,7 +112,7 @@ class MLP:
     def __call__(self, x) -> np.ndarray:
         """Forward pass: [N, d0] -> [N, d_out] float64."""
         hs = self.hidden(x)
-        h = hs[-1] if hs else _np(x, "x")
+        h = hs[-1] if hs else float_array(x, "x")
         W, b = self.layers[-1]
         y = h @ W.T + b
         return ACTIVATIONS[self.output_activation](y) if self.output_activation else y
@@ -170,7 +172,7 @@ def as_mlp(layers, activation: str | None = None) -> MLP:
 
 def check_rho(rho, n: int, name: str, tol: float = 1e-6) -> np.ndarray:
     """Validate an orthogonal [n, n] representation matrix; returns float64 numpy."""
-    r = _np(rho, name)
+    r = float_array(rho, name)
     if r.shape != (n, n):
         raise ValueError(f"{name} must be [{n}, {n}], got shape {list(r.shape)}")
     err = np.abs(r.T @ r - np.eye(n)).max()

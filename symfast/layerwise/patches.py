@@ -238,13 +238,14 @@ def patch_study(s: PatchSettings, progress: Progress = False, data: ImageData | 
 
 def format_patch_study(rows: list, s: PatchSettings) -> str:
     """Markdown table of `patch_study` rows with the settings in a header line."""
+    from symfast.layerwise.protocol import rows_markdown  # here: the protocol needs pandas, the patches do not
+
     head = (f"{s.count} {s.color} {s.size}x{s.size} patches (data seed {s.data_seed}, flip-closed {s.flip_closed}, "
             f"pixel std {s.scale:g}), "
             f"{s.activation} autoencoder d-128-32-128-d, {s.steps} steps, equivariance weight {s.equivariance_weight}, "
             f"weight decay {s.weight_decay}, threshold {s.threshold}")
     cols = ["variant", "seed", "s+", "s-", "paired", "unmatched", "matching s+/s-/paired", "layer1_error",
             "layer1_random", "layer1_data_error", "near_linear", "mse", "equivariance"]
-    lines = [head, "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        lines.append("| " + " | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
-    return "\n".join(lines)
+    table = rows_markdown(cols, ([f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols]
+                                 for r in rows))
+    return "\n".join([head, "", table])

@@ -20,7 +20,7 @@ from symfast.activations import activation as activation_entry
 from symfast.layerwise.data import ImageData, flip_permutation
 from symfast.layerwise.experiments import build_mlp
 from symfast.layerwise.network import MLP, as_mlp
-from symfast.layerwise.protocol import check_seed_offset
+from symfast.layerwise.protocol import check_sweep_settings, stage_steps
 
 __all__ = ["ExactnessSettings", "covering_inputs", "train_sweep", "polish_net"]
 
@@ -65,16 +65,10 @@ class ExactnessSettings:
     weight_decay: float = 0.0
 
     def __post_init__(self):
-        if not self.lams or any(not np.isfinite(w) or w <= 0 for w in self.lams):
-            raise ValueError(f"penalty weights must be finite and > 0, got {list(self.lams)}")
+        check_sweep_settings(self, "polish_iters", "polish_samples", "polish_history")
         if any(not np.isfinite(w) or w <= max(self.lams) for w in self.polish_lams):
             raise ValueError(f"polish penalty weights must be finite and > max(lams) = {max(self.lams):g}, "
                              f"got {list(self.polish_lams)}")
-        for name in ("seeds", "heldout_seeds", "steps", "batch", "bootstrap", "polish_iters", "polish_samples",
-                     "polish_history"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        check_seed_offset(self.seeds, self.seed_offset)
         if self.covering not in ("uniform", "gaussian"):
             raise ValueError(f"covering must be 'uniform' or 'gaussian', got {self.covering!r}")
         if not (np.isfinite(self.weight_decay) and self.weight_decay >= 0):
@@ -169,7 +163,7 @@ def _train_path(train: ImageData, activation: str, lams, seeds, s: ExactnessSett
 
     out_nets = {}
     for k, lam in enumerate(lams):
-        steps = s.steps if k == 0 else max(1, s.steps // 2)
+        steps = stage_steps(s.steps, k)
         # AdamW only with decay: plain Adam keeps the sweep without decay exactly as it was
         opt = (torch.optim.AdamW(params, lr=s.lr, weight_decay=s.weight_decay) if s.weight_decay > 0
                else torch.optim.Adam(params, lr=s.lr))

@@ -7,14 +7,17 @@ that it is written once:
 - data: every net trains on the same shuffled 75 % of the data and is read on the other 25 %
   (`train_test_split`); held-out covering inputs are drawn from one fixed generator (`law_generator`);
 - seeds: fit seeds 0..seeds-1 give the tables, figures and reported slopes; held-out seeds from
-  `seed_offset` on, never overlapping them, give the verdicts (`seed_roles`, `check_seed_offset`);
+  `seed_offset` on, never overlapping them, give the verdicts (`seed_roles`, `check_seed_offset`,
+  checked with the other settings every sweep shares by `check_sweep_settings`); training: Adam steps
+  per weight of the penalty continuation (`stage_steps`);
 - statistics: log-log slopes and means with 95 % bootstrap intervals over seeds (`fit_slope`,
   `mean_interval`);
 - verdicts: intervals against bars fixed before the first sweep ran (`SLOPE_BAR`, `EXACT_RATIO_BAR`,
   `MIN_DECADES`, `TRAINED_ACCURACY`), combined into one `Claim` row per question (`slope_and_ratio`,
-  `combine_verdicts`, `verdict_claim`);
-- reports: markdown tables of per-point medians and of the verdict rows (`seed_medians`,
-  `markdown_table`, `claims_markdown`).
+  `combine_verdicts`, `verdict_claim`), each read on one activation's or task's held-out rows
+  (`check_columns`, `heldout_rows`);
+- reports: markdown tables (`rows_markdown`, also the layerwise experiments' own), of per-point
+  medians and of the verdict rows (`seed_medians`, `markdown_table`, `claims_markdown`).
 """
 from __future__ import annotations
 
@@ -30,9 +33,10 @@ pd = require("pandas", "the layerwise sweeps (their tables)")
 
 __all__ = ["TEST_FRACTION", "SPLIT_SEED", "LAW_SEED", "FIT", "HELDOUT", "SPLITS", "SLOPE_BAR", "EXACT_RATIO_BAR",
            "MIN_DECADES", "TRAINED_ACCURACY", "STUDY", "train_test_split", "law_generator", "seed_roles",
-           "check_seed_offset", "seeds_text", "fit_slope", "mean_interval", "slope_fits", "slope_cells",
-           "interval_text", "slope_and_ratio", "combine_verdicts", "theorem_note", "verdict_claim",
-           "no_heldout_claim", "seed_medians", "markdown_table", "claims_markdown"]
+           "check_seed_offset", "check_sweep_settings", "stage_steps", "seeds_text", "fit_slope", "mean_interval",
+           "slope_fits", "slope_cells", "interval_text", "check_columns", "heldout_rows", "slope_and_ratio",
+           "combine_verdicts", "theorem_note", "verdict_claim", "no_heldout_claim", "seed_medians", "rows_markdown",
+           "markdown_table", "claims_markdown"]
 
 # ---- data and seeds -------------------------------------------------------------------------------
 
@@ -66,6 +70,24 @@ def check_seed_offset(seeds: int, seed_offset: int) -> None:
     if seed_offset < seeds:
         raise ValueError(f"held-out seeds start at seed_offset={seed_offset}, inside the fit seeds "
                          f"0..{seeds - 1}: pick seed_offset >= {seeds}")
+
+
+def check_sweep_settings(s, *counts: str) -> None:
+    """ValueError unless the settings `s` of a sweep pass the checks every sweep shares: penalty weights
+    `s.lams` finite and > 0; seeds, heldout_seeds, steps, batch, bootstrap and the attributes named in
+    `counts` >= 1; held-out seeds clear of the fit seeds (`check_seed_offset`)."""
+    if not s.lams or any(not np.isfinite(w) or w <= 0 for w in s.lams):
+        raise ValueError(f"penalty weights must be finite and > 0, got {list(s.lams)}")
+    for name in ("seeds", "heldout_seeds", "steps", "batch", "bootstrap", *counts):
+        if int(getattr(s, name)) < 1:
+            raise ValueError(f"{name} must be >= 1, got {getattr(s, name)}")
+    check_seed_offset(s.seeds, s.seed_offset)
+
+
+def stage_steps(steps: int, stage: int) -> int:
+    """Adam steps of stage `stage` (0, 1, ...) of a penalty continuation: `steps` for the first weight,
+    half as many (at least 1) for each further one, which starts from the previous weight's net."""
+    return steps if stage == 0 else max(1, steps // 2)
 
 
 def seeds_text(seeds: int, heldout_seeds: int, seed_offset: int) -> str:
@@ -160,6 +182,19 @@ TRAINED_ACCURACY = 0.5
 STUDY = "layerwise"  # the study every verdict row of these sweeps belongs to
 
 
+def check_columns(table: pd.DataFrame, need, what: str) -> None:
+    """ValueError when `table` lacks any of the columns `need`; `what` names the table ("the exactness table")."""
+    missing = [c for c in need if c not in table.columns]
+    if missing:
+        raise ValueError(f"{what} lacks columns {missing}")
+
+
+def heldout_rows(table: pd.DataFrame, key: str = "activation") -> list:
+    """[(value, rows)] per value of column `key` (in order of appearance in the whole table): the
+    held-out rows of that value, all that its verdict row reads (empty when it has only fit rows)."""
+    return [(v, table[(table[key] == v) & (table["split"] == HELDOUT)]) for v in dict.fromkeys(table[key])]
+
+
 def slope_and_ratio(t: pd.DataFrame, error_col: str, ratio_col: str, bootstrap: int,
                     e2e_col: str = "end_to_end") -> dict:
     """The two tests of one sweep's held-out rows `t` (columns lam, seed, e2e_col, error_col, ratio_col).
@@ -224,12 +259,22 @@ def seed_medians(t: pd.DataFrame, keys: list, cols: list) -> pd.DataFrame:
     return out
 
 
+def rows_markdown(header, rows) -> str:
+    """A markdown table: the `header` cells, the separator line, then one line per row of `rows` (each a
+    sequence of cell strings, as many as the header's)."""
+    header, rows = list(header), [list(r) for r in rows]
+    if any(len(r) != len(header) for r in rows):
+        raise ValueError(f"every row needs {len(header)} cells (one per header cell), got "
+                         f"{sorted({len(r) for r in rows})}")
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+                     + ["| " + " | ".join(r) + " |" for r in rows])
+
+
 def markdown_table(df: pd.DataFrame, fmt: dict | None = None) -> str:
     """`df` as a markdown table; float cells by `fmt[column]` (a function of the value) where given, else str."""
     fmt = fmt or {}
-    cells = [[fmt.get(c, str)(v) if isinstance(v, float) else str(v) for c, v in r.items()] for _, r in df.iterrows()]
-    return "\n".join(["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-                     + ["| " + " | ".join(r) + " |" for r in cells])
+    return rows_markdown(df.columns, ([fmt.get(c, str)(v) if isinstance(v, float) else str(v) for c, v in r.items()]
+                                      for _, r in df.iterrows()))
 
 
 def claims_markdown(claims) -> str:

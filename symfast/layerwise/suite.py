@@ -16,7 +16,7 @@ from symfast._progress import Progress, reporter
 from symfast.layerwise.cnn_experiments import analyse_cnn, train_cnn
 from symfast.layerwise.data import ImageData
 from symfast.layerwise.experiments import analyse, train_equivariant
-from symfast.layerwise.protocol import train_test_split
+from symfast.layerwise.protocol import rows_markdown, train_test_split
 
 __all__ = ["run_suite", "format_suite", "autoencoder_regimes", "format_regimes", "plot_regimes"]
 
@@ -75,14 +75,12 @@ def run_suite(data: ImageData, models=("mlp", "cnn"), activations=("tanh", "sigm
 
 def format_suite(rows: list) -> str:
     """Markdown table of `run_suite` rows (layer 1; counts at the weight level, residual < threshold)."""
-    out = ["| model | activation | variant | L1 weight err | random | L1 data err | end-to-end err | "
-           "sym/anti/paired (weights) | accuracy | projected | random proj. |", "|" + "---|" * 11]
-    for r in rows:
-        a = r["accuracy"]
-        out.append(f"| {r['model']} | {r['activation']} | {r['variant']} | {r['weight_error']:.3f} | "
-                   f"{r['random']:.3f} | {r['data_error']:.3f} | {r['end_to_end']:.3f} | {_counts(r['counts'])} | "
-                   f"{a[0]:.3f} | {a[1]:.3f} | {a[2]:.3f} |")
-    return "\n".join(out)
+    return rows_markdown(
+        ["model", "activation", "variant", "L1 weight err", "random", "L1 data err", "end-to-end err",
+         "sym/anti/paired (weights)", "accuracy", "projected", "random proj."],
+        [(r["model"], r["activation"], r["variant"],
+          *(f"{r[k]:.3f}" for k in ("weight_error", "random", "data_error", "end_to_end")), _counts(r["counts"]),
+          *(f"{a:.3f}" for a in r["accuracy"])) for r in rows])
 
 
 def autoencoder_regimes(data: ImageData, scales=(1.0, 4.0), weight_decays=(0.0, 0.5), activation: str = "tanh",
@@ -112,13 +110,12 @@ def autoencoder_regimes(data: ImageData, scales=(1.0, 4.0), weight_decays=(0.0, 
 
 
 def format_regimes(rows: list) -> str:
-    out = ["| input scale | weight decay | near-linear (layer 1) | L1 weight err | random | L1 data err | "
-           "sym/anti/paired (weights) | sym/anti/paired (data) | relative MSE |", "|" + "---|" * 9]
-    for r in rows:
-        out.append(f"| {r['scale']:g} | {r['weight_decay']:g} | {r['near_linear'][0]:.2f} | {r['weight_error']:.3f} | "
-                   f"{r['random']:.3f} | {r['data_error']:.3f} | {_counts(r['counts'])} | "
-                   f"{_counts(r['counts_data'])} | {r['relative_mse']:.3f} |")
-    return "\n".join(out)
+    return rows_markdown(
+        ["input scale", "weight decay", "near-linear (layer 1)", "L1 weight err", "random", "L1 data err",
+         "sym/anti/paired (weights)", "sym/anti/paired (data)", "relative MSE"],
+        [(f"{r['scale']:g}", f"{r['weight_decay']:g}", f"{r['near_linear'][0]:.2f}",
+          *(f"{r[k]:.3f}" for k in ("weight_error", "random", "data_error")), _counts(r["counts"]),
+          _counts(r["counts_data"]), f"{r['relative_mse']:.3f}") for r in rows])
 
 
 def plot_regimes(rows: list, path=None, axes=None):

@@ -58,6 +58,8 @@ def test_cnn_bad_inputs():
         CNN([(W, np.zeros(4)), (np.zeros((2, 3, 3, 3)), np.zeros(2))], (np.zeros((1, 2)), np.zeros(1)))
     with pytest.raises(ValueError, match="NaN"):
         CNN([(W * np.nan, np.zeros(4))], (np.zeros((1, 4)), np.zeros(1)))
+    with pytest.raises(TypeError, match="must be real"):
+        CNN([(W * 1j, np.zeros(4))], (np.zeros((1, 4)), np.zeros(1)))
     net = CNN([(W, np.zeros(4))], (np.zeros((1, 4)), np.zeros(1)))
     with pytest.raises(ValueError, match=r"x must be \[N, 1, H, W\]"):
         net(np.zeros((2, 8, 8)))

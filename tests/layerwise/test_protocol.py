@@ -7,8 +7,8 @@ import torch
 from symfast.layerwise.data import ImageData, load_digits
 from symfast.layerwise.protocol import (EXACT_RATIO_BAR, FIT, HELDOUT, LAW_SEED, MIN_DECADES, SLOPE_BAR, STUDY,
                                         TEST_FRACTION, check_seed_offset, claims_markdown, combine_verdicts, fit_slope,
-                                        law_generator, markdown_table, mean_interval, no_heldout_claim, seed_medians,
-                                        seed_roles, seeds_text, slope_and_ratio, slope_cells, slope_fits,
+                                        law_generator, markdown_table, mean_interval, no_heldout_claim, rows_markdown,
+                                        seed_medians, seed_roles, seeds_text, slope_and_ratio, slope_cells, slope_fits,
                                         theorem_note, train_test_split, verdict_claim)
 from symfast.report.claim import Claim, Verdict
 
@@ -135,6 +135,14 @@ def test_markdown_tables_format_float_cells_only():
     rows = claims_markdown([Claim(STUDY, "c", "e", "m", "not comparable", reason="not converged")])
     assert rows.split("\n") == ["| claim | measured | verdict |", "|---|---|---|",
                                  "| c | m | not comparable: not converged |"]
+
+
+def test_rows_markdown_draws_header_separator_and_rows_and_refuses_a_short_row():
+    assert rows_markdown(["a", "b"], [("1", "x"), ["2", "y"]]).split("\n") == ["| a | b |", "|---|---|", "| 1 | x |",
+                                                                            "| 2 | y |"]
+    assert rows_markdown(["a"], []) == "| a |\n|---|"
+    with pytest.raises(ValueError, match="2 cells"):
+        rows_markdown(["a", "b"], [("1",)])
 
 
 def test_seed_medians_keep_the_group_order_and_count_the_seeds():
