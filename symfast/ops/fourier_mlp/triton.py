@@ -109,6 +109,13 @@ if triton is not None:
             u += tl.load(X_ptr + rn * D + i, mask=mn, other=0.0)[:, None] * tl.load(F_ptr + i * MP + rm)[None, :]
         return u + tl.load(F_ptr + D * MP + rm)[None, :]
 
+    @triton.jit
+    def forward_tile(N, BLOCK_N: tl.constexpr):
+        """A forward program's place in its (tiles, B) grid: (tile index, model b, points rn, mask mn)."""
+        pid_n = tl.program_id(0)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        return pid_n, tl.program_id(1).to(tl.int64), rn, rn < N
+
     # The backward kernels unroll hidden layers 2..4 by hand (Triton has no lists of tensors). Layer l
     # counts from 0 (W1s/W1c), so w2 is l = 1; the helpers do nothing for a layer the model lacks
     # (l >= NH, a constexpr test), so it compiles away.
@@ -185,10 +192,7 @@ if triton is not None:
                                 ACT: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
         """y[b, n] = wo_b . act(... act(sin(u) W1s_b + cos(u) W1c_b + b1_b) ...) + bo_b,
         u = x[b, n] @ F[:D] + F[D]  (W1s/W1c: the sin/cos rows of W_1, zero-padded to MP)."""
-        pid_n = tl.program_id(0)
-        b = tl.program_id(1).to(tl.int64)
-        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mn = rn < N
+        _, b, rn, mn = forward_tile(N, BLOCK_N)
         rm = tl.arange(0, MP)
         rh = tl.arange(0, H)
         u = pe_argument(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D)

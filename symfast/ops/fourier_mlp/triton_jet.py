@@ -38,8 +38,8 @@ from symfast.ops.fourier_mlp.triton import triton
 if triton is not None:
     import triton.language as tl
 
-    from symfast.ops.fourier_mlp.triton import (act_fn, act_grad_fn, hidden_layer, model_params, pe_argument,
-                                                store_grads, tile_dot, zero_grads)
+    from symfast.ops.fourier_mlp.triton import (act_fn, act_grad_fn, forward_tile, hidden_layer, model_params,
+                                                pe_argument, store_grads, tile_dot, zero_grads)
 
 BLOCK_N = 16
 
@@ -120,10 +120,7 @@ if triton is not None:
                                     ACT: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr,
                                     D: tl.constexpr, DP: tl.constexpr):
         """f[b, n] and g[b, n, :] = grad_x f of one tile (forward-mode tangents, see the module docstring)."""
-        pid_n = tl.program_id(0)
-        b = tl.program_id(1).to(tl.int64)
-        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mn = rn < N
+        pid_n, b, rn, mn = forward_tile(N, BLOCK_N)
         rm = tl.arange(0, MP)
         rh = tl.arange(0, H)
         rr = tl.arange(0, DP * BLOCK_N)  # tangent rows: direction rr // BLOCK_N of point rr % BLOCK_N
