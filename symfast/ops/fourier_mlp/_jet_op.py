@@ -25,15 +25,14 @@ import numbers
 import torch
 
 from symfast.ops import _checks, _dispatch
-from symfast.ops.fourier_mlp import cpu, reference
-from symfast.ops.fourier_mlp._op import (auto, backward_outputs, check_finite, check_finite_params, nan_past_overflow,
-                                         reference_instead, triton_or_reference, validate)
+from symfast.ops.fourier_mlp import reference
+from symfast.ops.fourier_mlp._op import (auto, backward_outputs, check_finite_params, fused_kernels, nan_past_overflow,
+                                         validate)
 
 
 def _triton_jet():
     from symfast.ops.fourier_mlp import triton_jet
     return triton_jet
-
 
 
 def validate_jet(x, frequencies, phases, weights, biases, activation, targets=None, cf=None, cg=None,
@@ -66,43 +65,32 @@ def overflowed(f: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
 
 # ---- fourier_mlp_jet ----
 
+def _jet_check(x, frequencies, phases, weights, biases, activation, backend):
+    validate_jet(x, frequencies, phases, weights, biases, activation)
+    check_finite_params(weights, biases, frequencies, phases)
+    return x, weights
+
+
+def _jet_fused(impl, x, frequencies, phases, weights, biases, activation, backend):
+    f, g = impl.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
+    return nan_past_overflow(overflowed(f, g), [f, g])
+
+
 def _jet_reference(x, frequencies, phases, weights, biases, activation, backend):
-    validate_jet(x, frequencies, phases, weights, biases, activation)
-    check_finite_params(weights, biases, frequencies, phases)
-    f, g = reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
-    return nan_past_overflow(overflowed(f, g), [f, g])
+    _jet_check(x, frequencies, phases, weights, biases, activation, backend)
+    # reference.fourier_mlp_jet takes the kernels' arguments
+    return _jet_fused(reference, x, frequencies, phases, weights, biases, activation, backend)
 
 
-def _jet_cpu(x, frequencies, phases, weights, biases, activation, backend):
-    validate_jet(x, frequencies, phases, weights, biases, activation)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "cpu"):
-        return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
-    f, g = cpu.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
-    return nan_past_overflow(overflowed(f, g), [f, g])
-
-
-def _jet_triton(x, frequencies, phases, weights, biases, activation, backend):
-    validate_jet(x, frequencies, phases, weights, biases, activation)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "triton"):
-        return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
-    check_finite(x, "x")
-    def run():
-        f, g = _triton_jet().fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
-        return nan_past_overflow(overflowed(f, g), [f, g])
-    return triton_or_reference("fourier_mlp_jet", run,
-                               lambda: _jet_reference(x, frequencies, phases, weights, biases, activation, backend))
-
-
-@torch.library.custom_op(f"symfast::fourier_mlp_jet", mutates_args=())
+@torch.library.custom_op("symfast::fourier_mlp_jet", mutates_args=())
 def fourier_mlp_jet_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Tensor,
                        weights: list[torch.Tensor], biases: list[torch.Tensor], activation: str,
                        backend: str) -> list[torch.Tensor]:
     return _jet_reference(x, frequencies, phases, weights, biases, activation, backend)
 
 
-_dispatch.register_kernels(fourier_mlp_jet_op, _jet_reference, {"cpu": _jet_cpu, "triton": _jet_triton}, auto)
+_dispatch.register_kernels(fourier_mlp_jet_op, _jet_reference, fused_kernels(
+    "fourier_mlp_jet", _jet_check, _jet_reference, _jet_fused, lambda x, *_: [(x, "x")], _triton_jet), auto)
 
 
 @fourier_mlp_jet_op.register_fake
@@ -114,49 +102,36 @@ def _(x, frequencies, phases, weights, biases, activation, backend):
 
 # ---- fourier_mlp_jet_backward ----
 
-def _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+def _jet_bwd_check(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
     validate_jet(x, frequencies, phases, weights, biases, activation, cf=cf, cg=cg)
     check_finite_params(weights, biases, frequencies, phases)
+    return x, weights
+
+
+def _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    _jet_bwd_check(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
     f, g = reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
     out = backward_outputs(x, *reference.fourier_mlp_jet_vjp(cf, cg, x, frequencies, phases, weights, biases,
                                                              activation, need_dx))
     return nan_past_overflow(overflowed(f, g), out)
 
 
-def _jet_bwd_cpu(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
-    validate_jet(x, frequencies, phases, weights, biases, activation, cf=cf, cg=cg)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "cpu"):
-        return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
-    dx, dw, db, f, g = cpu.fourier_mlp_jet_bwd(cf.contiguous(), cg.contiguous(), x, frequencies, phases, weights,
-                                               biases, activation, need_dx)
+def _jet_bwd_fused(impl, cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    dx, dw, db, f, g = impl.fourier_mlp_jet_bwd(cf.contiguous(), cg.contiguous(), x, frequencies, phases, weights,
+                                                biases, activation, need_dx)
     return nan_past_overflow(overflowed(f, g), backward_outputs(x, dx, dw, db))
 
 
-def _jet_bwd_triton(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx):
-    validate_jet(x, frequencies, phases, weights, biases, activation, cf=cf, cg=cg)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "triton"):
-        return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
-    for t, name in ((x, "x"), (cf, "the gradient of f"), (cg, "the gradient of g")):
-        check_finite(t, name)
-    def run():
-        dx, dw, db, f, g = _triton_jet().fourier_mlp_jet_bwd(cf, cg, x, frequencies, phases, weights, biases,
-                                                             activation, need_dx)
-        return nan_past_overflow(overflowed(f, g), backward_outputs(x, dx, dw, db))
-    return triton_or_reference("fourier_mlp_jet_backward", run, lambda: _jet_bwd_reference(
-        cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx))
-
-
-@torch.library.custom_op(f"symfast::fourier_mlp_jet_backward", mutates_args=())
+@torch.library.custom_op("symfast::fourier_mlp_jet_backward", mutates_args=())
 def fourier_mlp_jet_backward_op(cf: torch.Tensor, cg: torch.Tensor, x: torch.Tensor, frequencies: torch.Tensor,
                                 phases: torch.Tensor, weights: list[torch.Tensor], biases: list[torch.Tensor],
                                 activation: str, backend: str, need_dx: bool) -> list[torch.Tensor]:
     return _jet_bwd_reference(cf, cg, x, frequencies, phases, weights, biases, activation, backend, need_dx)
 
 
-_dispatch.register_kernels(fourier_mlp_jet_backward_op, _jet_bwd_reference,
-                           {"cpu": _jet_bwd_cpu, "triton": _jet_bwd_triton}, auto)
+_dispatch.register_kernels(fourier_mlp_jet_backward_op, _jet_bwd_reference, fused_kernels(
+    "fourier_mlp_jet_backward", _jet_bwd_check, _jet_bwd_reference, _jet_bwd_fused,
+    lambda cf, cg, x, *_: [(x, "x"), (cf, "the gradient of f"), (cg, "the gradient of g")], _triton_jet), auto)
 
 
 @fourier_mlp_jet_backward_op.register_fake
@@ -216,10 +191,15 @@ def eikonal_outputs(terms, dw, db, n_points: int) -> list:
     return nan_past_overflow(bad, [terms, *dw, *db])
 
 
-def _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
+def _eik_check(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
     validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
                  eikonal=eikonal, normal=normal)
     check_finite_params(weights, biases, frequencies, phases)
+    return x, weights
+
+
+def _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
+    _eik_check(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend)
     # The hand-written jet backward, not autograd: autograd does not record inside an op's kernel.
     f, g = reference.fourier_mlp_jet(x, frequencies, phases, weights, biases, activation)
     cf, cg = reference.eikonal_cotangents(f, g, targets, normals, eikonal, normal)
@@ -227,37 +207,12 @@ def _eik_reference(x, targets, normals, frequencies, phases, weights, biases, ac
     return eikonal_outputs(reference.eikonal_terms(f, g, targets, normals), dw, db, x.shape[-2])
 
 
-def _eik_cpu(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
-    validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
-                 eikonal=eikonal, normal=normal)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "cpu"):
-        return _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal,
-                              normal, backend)
-    terms, dw, db = cpu.eikonal_train_step(x, targets, frequencies, phases, weights, biases, activation, eikonal,
-                                           normals, normal)
-    return eikonal_outputs(terms, dw, db, x.shape[-2])
+def _eik_fused(impl, x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
+    return eikonal_outputs(*impl.eikonal_train_step(x, targets, frequencies, phases, weights, biases, activation,
+                                                    eikonal, normals, normal), x.shape[-2])
 
 
-def _eik_triton(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal, normal, backend):
-    validate_jet(x, frequencies, phases, weights, biases, activation, targets=targets, normals=normals,
-                 eikonal=eikonal, normal=normal)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "triton"):
-        return _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal,
-                              normal, backend)
-    for t, name in ((x, "x"), (targets, "targets"), (normals, "normals")):
-        if t is not None:
-            check_finite(t, name)
-    return triton_or_reference(
-        "fourier_mlp_eikonal_step",
-        lambda: eikonal_outputs(*_triton_jet().eikonal_train_step(x, targets, frequencies, phases, weights, biases,
-                                                                  activation, eikonal, normals, normal), x.shape[-2]),
-        lambda: _eik_reference(x, targets, normals, frequencies, phases, weights, biases, activation, eikonal,
-                               normal, backend))
-
-
-@torch.library.custom_op(f"symfast::fourier_mlp_eikonal_step", mutates_args=())
+@torch.library.custom_op("symfast::fourier_mlp_eikonal_step", mutates_args=())
 def fourier_mlp_eikonal_step_op(x: torch.Tensor, targets: torch.Tensor, normals: torch.Tensor | None,
                                 frequencies: torch.Tensor, phases: torch.Tensor, weights: list[torch.Tensor],
                                 biases: list[torch.Tensor], activation: str, eikonal: float, normal: float,
@@ -266,8 +221,9 @@ def fourier_mlp_eikonal_step_op(x: torch.Tensor, targets: torch.Tensor, normals:
                           backend)
 
 
-_dispatch.register_kernels(fourier_mlp_eikonal_step_op, _eik_reference, {"cpu": _eik_cpu, "triton": _eik_triton},
-                           auto)
+_dispatch.register_kernels(fourier_mlp_eikonal_step_op, _eik_reference, fused_kernels(
+    "fourier_mlp_eikonal_step", _eik_check, _eik_reference, _eik_fused,
+    lambda x, targets, normals, *_: [(x, "x"), (targets, "targets"), (normals, "normals")], _triton_jet), auto)
 _dispatch.not_differentiable(fourier_mlp_eikonal_step_op)
 
 

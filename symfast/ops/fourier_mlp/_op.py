@@ -169,6 +169,32 @@ def triton_or_reference(op: str, run, reference):
         return reference()
 
 
+def fused_kernels(op: str, check, reference, fused, finite, triton_module=None) -> dict:
+    """The "cpu" and "triton" kernels of the family's op `op` (for `_dispatch.register_kernels`), each
+    taking the op's arguments. check(*args) validates them and returns (x, weights); a call with no
+    points runs reference(*args) (`reference_instead`); fused(impl, *args) runs the op on impl: the
+    module `cpu`, or the Triton one, triton_module() (by default triton.py). The Triton kernels do not
+    check their inputs as they read them (the C++ kernel does), so the (tensor, name) pairs of
+    finite(*args) that are given must be finite first; a model the GPU refuses runs the reference."""
+    def cpu_kernel(*args):
+        x, weights = check(*args)
+        if reference_instead(x, weights, "cpu"):
+            return reference(*args)
+        return fused(cpu, *args)
+
+    def triton_kernel(*args):
+        x, weights = check(*args)
+        if reference_instead(x, weights, "triton"):
+            return reference(*args)
+        for t, name in finite(*args):
+            if t is not None:
+                check_finite(t, name)
+        impl = (triton_module or _triton)()
+        return triton_or_reference(op, lambda: fused(impl, *args), lambda: reference(*args))
+
+    return {"cpu": cpu_kernel, "triton": triton_kernel}
+
+
 def nan_past_overflow(bad: torch.Tensor, tensors) -> list:
     """`tensors` with model b's entries set to NaN wherever bad[b] (bad: [B] bool; each tensor's first
     dimension is the model, except a dx of points shared by all models, [N, D], which is all NaN
@@ -198,32 +224,22 @@ def step_outputs(loss, dw, db, n_points: int) -> list:
     return nan_past_overflow(bad, [loss, *dw, *db])
 
 
-# Each op's kernels, one signature per op: the default implementation (any device) is the
-# reference; `_dispatch.register_kernels` routes "cpu" / "triton" to the CPU and CUDA kernels.
+# Each op's parts, one signature per op: the default implementation (any device) is the
+# reference; `_dispatch.register_kernels` routes "cpu" / "triton" to the `fused_kernels`.
 
-def _fwd_reference(x, frequencies, phases, weights, biases, activation, backend):
+def _fwd_check(x, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation)
     check_finite_params(weights, biases, frequencies, phases)
+    return x, weights
+
+
+def _fwd_reference(x, frequencies, phases, weights, biases, activation, backend):
+    _fwd_check(x, frequencies, phases, weights, biases, activation, backend)
     return reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
 
 
-def _fwd_cpu(x, frequencies, phases, weights, biases, activation, backend):
-    validate(x, frequencies, phases, weights, biases, activation)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "cpu"):
-        return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
-    return cpu.fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
-
-
-def _fwd_triton(x, frequencies, phases, weights, biases, activation, backend):
-    validate(x, frequencies, phases, weights, biases, activation)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "triton"):
-        return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
-    check_finite(x, "x")
-    return triton_or_reference(
-        "fourier_mlp", lambda: _triton().fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation),
-        lambda: _fwd_reference(x, frequencies, phases, weights, biases, activation, backend))
+def _fwd_fused(impl, x, frequencies, phases, weights, biases, activation, backend):
+    return impl.fourier_mlp_fwd(x, frequencies, phases, weights, biases, activation)
 
 
 @torch.library.custom_op(f"{_LIB}::fourier_mlp", mutates_args=())
@@ -233,7 +249,8 @@ def fourier_mlp_op(x: torch.Tensor, frequencies: torch.Tensor, phases: torch.Ten
     return _fwd_reference(x, frequencies, phases, weights, biases, activation, backend)
 
 
-_dispatch.register_kernels(fourier_mlp_op, _fwd_reference, {"cpu": _fwd_cpu, "triton": _fwd_triton}, auto)
+_dispatch.register_kernels(fourier_mlp_op, _fwd_reference, fused_kernels(
+    "fourier_mlp", _fwd_check, _fwd_reference, _fwd_fused, lambda x, *_: [(x, "x")]), auto)
 
 
 @fourier_mlp_op.register_fake
@@ -251,35 +268,21 @@ def backward_outputs(x, dx, dw, db):
     return [dx, *dw, *db]
 
 
-def _check_bwd(grad, x, frequencies, phases, weights, biases, activation):
+def _bwd_check(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
     validate(x, frequencies, phases, weights, biases, activation, grad=grad)
     check_finite_params(weights, biases, frequencies, phases)
+    return x, weights
 
 
 def _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
-    _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
+    _bwd_check(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
     return backward_outputs(x, *reference.fourier_mlp_vjp(grad, x, frequencies, phases, weights, biases,
                                                       activation, need_dx))
 
 
-def _bwd_cpu(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
-    _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
-    if reference_instead(x, weights, "cpu"):
-        return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
-    return backward_outputs(x, *cpu.fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights, biases,
-                                                activation, need_dx))
-
-
-def _bwd_triton(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
-    _check_bwd(grad, x, frequencies, phases, weights, biases, activation)
-    if reference_instead(x, weights, "triton"):
-        return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
-    check_finite(grad, "the incoming gradient")
-    return triton_or_reference(
-        "fourier_mlp_backward",
-        lambda: backward_outputs(x, *_triton().fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights,
-                                                               biases, activation, need_dx)),
-        lambda: _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx))
+def _bwd_fused(impl, grad, x, frequencies, phases, weights, biases, activation, backend, need_dx):
+    return backward_outputs(x, *impl.fourier_mlp_bwd(grad.contiguous(), x, frequencies, phases, weights, biases,
+                                                 activation, need_dx))
 
 
 @torch.library.custom_op(f"{_LIB}::fourier_mlp_backward", mutates_args=())
@@ -289,8 +292,9 @@ def fourier_mlp_backward_op(grad: torch.Tensor, x: torch.Tensor, frequencies: to
     return _bwd_reference(grad, x, frequencies, phases, weights, biases, activation, backend, need_dx)
 
 
-_dispatch.register_kernels(fourier_mlp_backward_op, _bwd_reference, {"cpu": _bwd_cpu, "triton": _bwd_triton},
-                           auto)
+_dispatch.register_kernels(fourier_mlp_backward_op, _bwd_reference, fused_kernels(
+    "fourier_mlp_backward", _bwd_check, _bwd_reference, _bwd_fused, lambda grad, *_: [(grad, "the incoming gradient")]),
+    auto)
 
 
 @fourier_mlp_backward_op.register_fake
@@ -383,9 +387,14 @@ def _differentiable_backward(ctx, grad, x, frequencies, phases, weights, biases,
 fourier_mlp_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend):
+def _step_check(x, targets, frequencies, phases, weights, biases, activation, backend):
     validate(x, frequencies, phases, weights, biases, activation, targets=targets)
     check_finite_params(weights, biases, frequencies, phases)
+    return x, weights
+
+
+def _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend):
+    _step_check(x, targets, frequencies, phases, weights, biases, activation, backend)
     # The hand-written backward, not autograd: autograd does not record inside an op's kernel.
     y = reference.fourier_mlp(x, frequencies, phases, weights, biases, activation)
     _, dw, db = reference.fourier_mlp_vjp(2 * (y - targets) / y[0].numel(), x, frequencies, phases, weights,
@@ -393,27 +402,9 @@ def _step_reference(x, targets, frequencies, phases, weights, biases, activation
     return step_outputs(reference.mse_loss(y, targets), dw, db, x.shape[-2])
 
 
-def _step_cpu(x, targets, frequencies, phases, weights, biases, activation, backend):
-    validate(x, frequencies, phases, weights, biases, activation, targets=targets)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "cpu"):
-        return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
-    loss, dw, db = cpu.fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation)
-    return step_outputs(loss, dw, db, x.shape[-2])
-
-
-def _step_triton(x, targets, frequencies, phases, weights, biases, activation, backend):
-    validate(x, frequencies, phases, weights, biases, activation, targets=targets)
-    check_finite_params(weights, biases, frequencies, phases)
-    if reference_instead(x, weights, "triton"):
-        return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
-    check_finite(x, "x")
-    check_finite(targets, "targets")
-    return triton_or_reference(
-        "fourier_mlp_train_step",
-        lambda: step_outputs(*_triton().fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases,
-                                                               activation), x.shape[-2]),
-        lambda: _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend))
+def _step_fused(impl, x, targets, frequencies, phases, weights, biases, activation, backend):
+    return step_outputs(*impl.fourier_mlp_train_step(x, targets, frequencies, phases, weights, biases, activation),
+                        x.shape[-2])
 
 
 @torch.library.custom_op(f"{_LIB}::fourier_mlp_train_step", mutates_args=())
@@ -423,8 +414,9 @@ def fourier_mlp_train_step_op(x: torch.Tensor, targets: torch.Tensor, frequencie
     return _step_reference(x, targets, frequencies, phases, weights, biases, activation, backend)
 
 
-_dispatch.register_kernels(fourier_mlp_train_step_op, _step_reference, {"cpu": _step_cpu, "triton": _step_triton},
-                           auto)
+_dispatch.register_kernels(fourier_mlp_train_step_op, _step_reference, fused_kernels(
+    "fourier_mlp_train_step", _step_check, _step_reference, _step_fused,
+    lambda x, targets, *_: [(x, "x"), (targets, "targets")]), auto)
 
 
 @fourier_mlp_train_step_op.register_fake

@@ -110,15 +110,89 @@ if triton is not None:
         return u + tl.load(F_ptr + D * MP + rm)[None, :]
 
     @triton.jit
+    def forward_tile(N, BLOCK_N: tl.constexpr):
+        """A forward program's place in its (tiles, B) grid: (tile index, model b, points rn, mask mn)."""
+        pid_n = tl.program_id(0)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        return pid_n, tl.program_id(1).to(tl.int64), rn, rn < N
+
+    # The backward kernels unroll hidden layers 2..4 by hand (Triton has no lists of tensors). Layer l
+    # counts from 0 (W1s/W1c), so w2 is l = 1; the helpers do nothing for a layer the model lacks
+    # (l >= NH, a constexpr test), so it compiles away.
+
+    @triton.jit
+    def hidden_layer(WH_ptr, BH_ptr, b, l: tl.constexpr, NH: tl.constexpr, H: tl.constexpr):
+        """Model b's hidden layer l (W [H, H], bias [H]); placeholders, never read, when l >= NH."""
+        if l < NH:
+            rh = tl.arange(0, H)
+            hh = rh[:, None] * H + rh[None, :]
+            return tl.load(WH_ptr + (b * (NH - 1) + l - 1) * H * H + hh), tl.load(BH_ptr + (b * NH + l) * H + rh)
+        else:
+            return 0.0, 0.0
+
+    @triton.jit
+    def model_params(W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr, b, MP: tl.constexpr, H: tl.constexpr,
+                     NH: tl.constexpr):
+        """Model b's parameters in `pack_model`'s layout: (w1s, w1c, b1, w2, b2, w3, b3, w4, b4, wo, bo)."""
+        rm = tl.arange(0, MP)
+        rh = tl.arange(0, H)
+        w2, b2 = hidden_layer(WH_ptr, BH_ptr, b, 1, NH, H)
+        w3, b3 = hidden_layer(WH_ptr, BH_ptr, b, 2, NH, H)
+        w4, b4 = hidden_layer(WH_ptr, BH_ptr, b, 3, NH, H)
+        return (tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :]),
+                tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :]), tl.load(BH_ptr + b * NH * H + rh),
+                w2, b2, w3, b3, w4, b4, tl.load(WO_ptr + b * H + rh), tl.load(BO_ptr + b))
+
+    @triton.jit
+    def zero_grads(MP: tl.constexpr, H: tl.constexpr, BLOCK_N: tl.constexpr):
+        """Zeroed gradient accumulators (g1s, g1c, g1b, g2w, g2b, g3w, g3b, g4w, g4b, gwo, gbo [BLOCK_N]);
+        real tensors even for layers the model lacks, as a loop may carry them (they compile away). Tensors
+        are values, so the accumulators can start from one zeros tensor."""
+        hw = tl.zeros([H, H], tl.float32)
+        hb = tl.zeros([H], tl.float32)
+        return (tl.zeros([MP, H], tl.float32), tl.zeros([MP, H], tl.float32), hb, hw, hb, hw, hb, hw, hb, hb,
+                tl.zeros([BLOCK_N], tl.float32))
+
+    @triton.jit
+    def _store_hidden(GWH_ptr, GBH_ptr, p, gw, gb, l: tl.constexpr, NH: tl.constexpr, H: tl.constexpr):
+        if l < NH:
+            rh = tl.arange(0, H)
+            hh = rh[:, None] * H + rh[None, :]
+            tl.store(GWH_ptr + (p * (NH - 1) + l - 1) * H * H + hh, gw)
+            tl.store(GBH_ptr + (p * NH + l) * H + rh, gb)
+
+    @triton.jit
+    def store_grads(GW1S_ptr, GW1C_ptr, GWH_ptr, GBH_ptr, GWO_ptr, GBO_ptr, p, g1s, g1c, g1b, g2w, g2b, g3w, g3b,
+                    g4w, g4b, gwo, gbo, MP: tl.constexpr, H: tl.constexpr, NH: tl.constexpr):
+        """Store `zero_grads`' accumulators in partial slot p of the `gradient_partials` buffers."""
+        rm = tl.arange(0, MP)
+        rh = tl.arange(0, H)
+        tl.store(GBO_ptr + p, tl.sum(gbo, axis=0))
+        tl.store(GWO_ptr + p * H + rh, gwo)
+        tl.store(GW1S_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1s)
+        tl.store(GW1C_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1c)
+        tl.store(GBH_ptr + p * NH * H + rh, g1b)
+        _store_hidden(GWH_ptr, GBH_ptr, p, g2w, g2b, 1, NH, H)
+        _store_hidden(GWH_ptr, GBH_ptr, p, g3w, g3b, 2, NH, H)
+        _store_hidden(GWH_ptr, GBH_ptr, p, g4w, g4b, 3, NH, H)
+
+    @triton.jit
+    def _hidden_fwd(a, w, bias, l: tl.constexpr, NH: tl.constexpr, ACT: tl.constexpr, TF32: tl.constexpr):
+        """Hidden layer l on the previous activations a: (z, act(z)); past the model's last layer a passes
+        through, so the last returned activations always feed the output layer."""
+        if l < NH:
+            z = tile_dot(a, w, TF32) + bias[None, :]
+            return z, act_fn(z, ACT)
+        else:
+            return 0.0, a
+
+    @triton.jit
     def _fourier_mlp_fwd_kernel(X_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr, Y_ptr,
                                 N, stride_xb, MP: tl.constexpr, H: tl.constexpr, NH: tl.constexpr,
                                 ACT: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr, D: tl.constexpr):
         """y[b, n] = wo_b . act(... act(sin(u) W1s_b + cos(u) W1c_b + b1_b) ...) + bo_b,
         u = x[b, n] @ F[:D] + F[D]  (W1s/W1c: the sin/cos rows of W_1, zero-padded to MP)."""
-        pid_n = tl.program_id(0)
-        b = tl.program_id(1).to(tl.int64)
-        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mn = rn < N
+        _, b, rn, mn = forward_tile(N, BLOCK_N)
         rm = tl.arange(0, MP)
         rh = tl.arange(0, H)
         u = pe_argument(X_ptr + b * stride_xb, F_ptr, rn, mn, rm, MP, D)
@@ -127,16 +201,20 @@ if triton is not None:
         h = tile_dot(tl.sin(u), w1s, TF32) + tile_dot(tl.cos(u), w1c, TF32) + tl.load(BH_ptr + b * NH * H + rh)[None, :]
         h = act_fn(h, ACT)
         for l in tl.static_range(1, NH):
-            w = tl.load(WH_ptr + (b * (NH - 1) + l - 1) * H * H + rh[:, None] * H + rh[None, :])
-            h = act_fn(tile_dot(h, w, TF32) + tl.load(BH_ptr + (b * NH + l) * H + rh)[None, :], ACT)
+            w, bias = hidden_layer(WH_ptr, BH_ptr, b, l, NH, H)
+            _, h = _hidden_fwd(h, w, bias, l, NH, ACT, TF32)
         y = tl.sum(h * tl.load(WO_ptr + b * H + rh)[None, :], axis=1) + tl.load(BO_ptr + b)
         tl.store(Y_ptr + b * N + rn, y, mask=mn)
 
     @triton.jit
-    def _layer_bwd(da, z, a, prev, w, ACT: tl.constexpr, TF32: tl.constexpr):
-        """One hidden layer's backward over a tile: (dW, db, da_prev)."""
-        dz = da * act_grad_fn(z, a, ACT)
-        return tile_dot(tl.trans(prev), dz, TF32), tl.sum(dz, axis=0), tile_dot(dz, tl.trans(w), TF32)
+    def _hidden_bwd(da, z, a, prev, w, gw, gb, l: tl.constexpr, NH: tl.constexpr, ACT: tl.constexpr,
+                    TF32: tl.constexpr):
+        """Hidden layer l's backward over a tile: (da_prev, gw + dW, gb + db); a pass-through past the last layer."""
+        if l < NH:
+            dz = da * act_grad_fn(z, a, ACT)
+            return tile_dot(dz, tl.trans(w), TF32), gw + tile_dot(tl.trans(prev), dz, TF32), gb + tl.sum(dz, axis=0)
+        else:
+            return da, gw, gb
 
     @triton.jit
     def _fourier_mlp_bwd_kernel(X_ptr, AUX_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr,
@@ -154,33 +232,9 @@ if triton is not None:
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1).to(tl.int64)
         rm = tl.arange(0, MP)
-        rh = tl.arange(0, H)
-        w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
-        w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
-        b1 = tl.load(BH_ptr + b * NH * H + rh)
-        wo = tl.load(WO_ptr + b * H + rh)
-        bo = tl.load(BO_ptr + b)
-        hh = rh[:, None] * H + rh[None, :]
-        if NH >= 2:
-            w2 = tl.load(WH_ptr + (b * (NH - 1)) * H * H + hh)
-            b2 = tl.load(BH_ptr + (b * NH + 1) * H + rh)
-            g2w = tl.zeros([H, H], tl.float32)
-            g2b = tl.zeros([H], tl.float32)
-        if NH >= 3:
-            w3 = tl.load(WH_ptr + (b * (NH - 1) + 1) * H * H + hh)
-            b3 = tl.load(BH_ptr + (b * NH + 2) * H + rh)
-            g3w = tl.zeros([H, H], tl.float32)
-            g3b = tl.zeros([H], tl.float32)
-        if NH >= 4:
-            w4 = tl.load(WH_ptr + (b * (NH - 1) + 2) * H * H + hh)
-            b4 = tl.load(BH_ptr + (b * NH + 3) * H + rh)
-            g4w = tl.zeros([H, H], tl.float32)
-            g4b = tl.zeros([H], tl.float32)
-        g1s = tl.zeros([MP, H], tl.float32)
-        g1c = tl.zeros([MP, H], tl.float32)
-        g1b = tl.zeros([H], tl.float32)
-        gwo = tl.zeros([H], tl.float32)
-        gbo = tl.zeros([BLOCK_N], tl.float32)
+        w1s, w1c, b1, w2, b2, w3, b3, w4, b4, wo, bo = model_params(W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr,
+                                                                   b, MP, H, NH)
+        g1s, g1c, g1b, g2w, g2b, g3w, g3b, g4w, g4b, gwo, gbo = zero_grads(MP, H, BLOCK_N)
         lacc = tl.zeros([BLOCK_N], tl.float32)
         for it in range(TILES):
             rn = (c * TILES + it) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -190,20 +244,10 @@ if triton is not None:
             co = tl.cos(u)
             z1 = tile_dot(s, w1s, TF32) + tile_dot(co, w1c, TF32) + b1[None, :]
             a1 = act_fn(z1, ACT)
-            aL = a1
-            if NH >= 2:
-                z2 = tile_dot(a1, w2, TF32) + b2[None, :]
-                a2 = act_fn(z2, ACT)
-                aL = a2
-            if NH >= 3:
-                z3 = tile_dot(a2, w3, TF32) + b3[None, :]
-                a3 = act_fn(z3, ACT)
-                aL = a3
-            if NH >= 4:
-                z4 = tile_dot(a3, w4, TF32) + b4[None, :]
-                a4 = act_fn(z4, ACT)
-                aL = a4
-            y = tl.sum(aL * wo[None, :], axis=1) + bo
+            z2, a2 = _hidden_fwd(a1, w2, b2, 1, NH, ACT, TF32)
+            z3, a3 = _hidden_fwd(a2, w3, b3, 2, NH, ACT, TF32)
+            z4, a4 = _hidden_fwd(a3, w4, b4, 3, NH, ACT, TF32)
+            y = tl.sum(a4 * wo[None, :], axis=1) + bo
             if MODE == 1:
                 t = tl.load(AUX_ptr + b * N + rn, mask=mn, other=0.0)
                 e = tl.where(mn, y - t, 0.0)
@@ -211,21 +255,12 @@ if triton is not None:
                 g = 2.0 * inv_n * e
             else:
                 g = tl.load(AUX_ptr + b * N + rn, mask=mn, other=0.0)
-            gwo += tl.sum(aL * g[:, None], axis=0)
+            gwo += tl.sum(a4 * g[:, None], axis=0)
             gbo += g
             da = g[:, None] * wo[None, :]
-            if NH >= 4:
-                dw, db, da = _layer_bwd(da, z4, a4, a3, w4, ACT, TF32)
-                g4w += dw
-                g4b += db
-            if NH >= 3:
-                dw, db, da = _layer_bwd(da, z3, a3, a2, w3, ACT, TF32)
-                g3w += dw
-                g3b += db
-            if NH >= 2:
-                dw, db, da = _layer_bwd(da, z2, a2, a1, w2, ACT, TF32)
-                g2w += dw
-                g2b += db
+            da, g4w, g4b = _hidden_bwd(da, z4, a4, a3, w4, g4w, g4b, 3, NH, ACT, TF32)
+            da, g3w, g3b = _hidden_bwd(da, z3, a3, a2, w3, g3w, g3b, 2, NH, ACT, TF32)
+            da, g2w, g2b = _hidden_bwd(da, z2, a2, a1, w2, g2w, g2b, 1, NH, ACT, TF32)
             dz = da * act_grad_fn(z1, a1, ACT)
             g1s += tile_dot(tl.trans(s), dz, TF32)
             g1c += tile_dot(tl.trans(co), dz, TF32)
@@ -237,21 +272,8 @@ if triton is not None:
                              mask=mn)
         p = b * C + c  # partial slot
         tl.store(LOSS_ptr + p, tl.sum(lacc, axis=0))
-        tl.store(GBO_ptr + p, tl.sum(gbo, axis=0))
-        tl.store(GWO_ptr + p * H + rh, gwo)
-        tl.store(GW1S_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1s)
-        tl.store(GW1C_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1c)
-        tl.store(GBH_ptr + p * NH * H + rh, g1b)
-        if NH >= 2:
-            tl.store(GWH_ptr + (p * (NH - 1)) * H * H + hh, g2w)
-            tl.store(GBH_ptr + (p * NH + 1) * H + rh, g2b)
-        if NH >= 3:
-            tl.store(GWH_ptr + (p * (NH - 1) + 1) * H * H + hh, g3w)
-            tl.store(GBH_ptr + (p * NH + 2) * H + rh, g3b)
-        if NH >= 4:
-            tl.store(GWH_ptr + (p * (NH - 1) + 2) * H * H + hh, g4w)
-            tl.store(GBH_ptr + (p * NH + 3) * H + rh, g4b)
-
+        store_grads(GW1S_ptr, GW1C_ptr, GWH_ptr, GBH_ptr, GWO_ptr, GBO_ptr, p, g1s, g1c, g1b, g2w, g2b, g3w, g3b, g4w,
+                    g4b, gwo, gbo, MP, H, NH)
 
 def pack_model(freq, phase, weights, biases):
     """Kernel layout: F [D + 1, MP] (frequency coordinates f_0..f_{D-1}, then phases; zero-padded),

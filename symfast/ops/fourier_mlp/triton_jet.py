@@ -38,11 +38,10 @@ from symfast.ops.fourier_mlp.triton import triton
 if triton is not None:
     import triton.language as tl
 
-    from symfast.ops.fourier_mlp.triton import act_fn, act_grad_fn, tile_dot, pe_argument
+    from symfast.ops.fourier_mlp.triton import (act_fn, act_grad_fn, forward_tile, hidden_layer, model_params,
+                                                pe_argument, store_grads, tile_dot, zero_grads)
 
 BLOCK_N = 16
-
-
 
 
 if triton is not None:
@@ -90,13 +89,30 @@ if triton is not None:
         return cz, tl.reshape(ct3 * s1[None, :, :], [DP * BLOCK_N, H])
 
     @triton.jit
-    def _jet_layer_bwd(ch, ct, z, zd, a, h, t, w, ACT: tl.constexpr, TF32: tl.constexpr, DP: tl.constexpr,
-                       BLOCK_N: tl.constexpr, H: tl.constexpr):
-        """One hidden layer h -> a = act(h W + b) with input tangents t: (dW, db, ch_prev, ct_prev)."""
-        cz, czd = _jet_act_bwd(ch, ct, z, zd, a, ACT, DP, BLOCK_N, H)
-        wt = tl.trans(w)
-        return (tile_dot(tl.trans(h), cz, TF32) + tile_dot(tl.trans(t), czd, TF32), tl.sum(cz, axis=0),
-                tile_dot(cz, wt, TF32), tile_dot(czd, wt, TF32))
+    def _jet_hidden_fwd(a, t, w, bias, l: tl.constexpr, NH: tl.constexpr, ACT: tl.constexpr, TF32: tl.constexpr,
+                        DP: tl.constexpr, BLOCK_N: tl.constexpr, H: tl.constexpr):
+        """Hidden layer l on the previous activations a and their tangents t: (z, zd, a', t'); past the
+        model's last layer (l >= NH) a and t pass through (`triton` unrolls the layers so)."""
+        if l < NH:
+            z = tile_dot(a, w, TF32) + bias[None, :]
+            zd = tile_dot(t, w, TF32)
+            an, tn = _jet_act(z, zd, ACT, DP, BLOCK_N, H)
+            return z, zd, an, tn
+        else:
+            return 0.0, 0.0, a, t
+
+    @triton.jit
+    def _jet_hidden_bwd(ch, ct, z, zd, a, h, t, w, gw, gb, l: tl.constexpr, NH: tl.constexpr, ACT: tl.constexpr,
+                        TF32: tl.constexpr, DP: tl.constexpr, BLOCK_N: tl.constexpr, H: tl.constexpr):
+        """Hidden layer l (h -> a = act(h W + b), input tangents t) backward: (ch_prev, ct_prev, gw + dW,
+        gb + db); a pass-through past the model's last layer."""
+        if l < NH:
+            cz, czd = _jet_act_bwd(ch, ct, z, zd, a, ACT, DP, BLOCK_N, H)
+            wt = tl.trans(w)
+            return (tile_dot(cz, wt, TF32), tile_dot(czd, wt, TF32),
+                    gw + (tile_dot(tl.trans(h), cz, TF32) + tile_dot(tl.trans(t), czd, TF32)), gb + tl.sum(cz, axis=0))
+        else:
+            return ch, ct, gw, gb
 
     @triton.jit
     def _fourier_mlp_jet_fwd_kernel(X_ptr, F_ptr, W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr, FO_ptr, GO_ptr,
@@ -104,10 +120,7 @@ if triton is not None:
                                     ACT: tl.constexpr, TF32: tl.constexpr, BLOCK_N: tl.constexpr,
                                     D: tl.constexpr, DP: tl.constexpr):
         """f[b, n] and g[b, n, :] = grad_x f of one tile (forward-mode tangents, see the module docstring)."""
-        pid_n = tl.program_id(0)
-        b = tl.program_id(1).to(tl.int64)
-        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mn = rn < N
+        pid_n, b, rn, mn = forward_tile(N, BLOCK_N)
         rm = tl.arange(0, MP)
         rh = tl.arange(0, H)
         rr = tl.arange(0, DP * BLOCK_N)  # tangent rows: direction rr // BLOCK_N of point rr % BLOCK_N
@@ -119,9 +132,8 @@ if triton is not None:
         z = tile_dot(s, w1s, TF32) + tile_dot(c, w1c, TF32) + tl.load(BH_ptr + b * NH * H + rh)[None, :]
         a, t = _jet_act(z, tile_dot(ts, w1s, TF32) + tile_dot(tc, w1c, TF32), ACT, DP, BLOCK_N, H)
         for l in tl.static_range(1, NH):
-            w = tl.load(WH_ptr + (b * (NH - 1) + l - 1) * H * H + rh[:, None] * H + rh[None, :])
-            z = tile_dot(a, w, TF32) + tl.load(BH_ptr + (b * NH + l) * H + rh)[None, :]
-            a, t = _jet_act(z, tile_dot(t, w, TF32), ACT, DP, BLOCK_N, H)
+            w, bias = hidden_layer(WH_ptr, BH_ptr, b, l, NH, H)
+            _, _, a, t = _jet_hidden_fwd(a, t, w, bias, l, NH, ACT, TF32, DP, BLOCK_N, H)
         wo = tl.load(WO_ptr + b * H + rh)
         tl.store(FO_ptr + b * N + rn, tl.sum(a * wo[None, :], axis=1) + tl.load(BO_ptr + b), mask=mn)
         tl.store(GO_ptr + (b * N + rn_row) * D + rd_row, tl.sum(t * wo[None, :], axis=1),
@@ -147,35 +159,11 @@ if triton is not None:
         b = tl.program_id(0).to(tl.int64)
         c = tl.program_id(1).to(tl.int64)
         rm = tl.arange(0, MP)
-        rh = tl.arange(0, H)
         rr = tl.arange(0, DP * BLOCK_N)
         rd_row = rr // BLOCK_N
-        hh = rh[:, None] * H + rh[None, :]
-        w1s = tl.load(W1S_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
-        w1c = tl.load(W1C_ptr + b * MP * H + rm[:, None] * H + rh[None, :])
-        b1 = tl.load(BH_ptr + b * NH * H + rh)
-        wo = tl.load(WO_ptr + b * H + rh)
-        bo = tl.load(BO_ptr + b)
-        if NH >= 2:
-            w2 = tl.load(WH_ptr + (b * (NH - 1)) * H * H + hh)
-            b2 = tl.load(BH_ptr + (b * NH + 1) * H + rh)
-            g2w = tl.zeros([H, H], tl.float32)
-            g2b = tl.zeros([H], tl.float32)
-        if NH >= 3:
-            w3 = tl.load(WH_ptr + (b * (NH - 1) + 1) * H * H + hh)
-            b3 = tl.load(BH_ptr + (b * NH + 2) * H + rh)
-            g3w = tl.zeros([H, H], tl.float32)
-            g3b = tl.zeros([H], tl.float32)
-        if NH >= 4:
-            w4 = tl.load(WH_ptr + (b * (NH - 1) + 2) * H * H + hh)
-            b4 = tl.load(BH_ptr + (b * NH + 3) * H + rh)
-            g4w = tl.zeros([H, H], tl.float32)
-            g4b = tl.zeros([H], tl.float32)
-        g1s = tl.zeros([MP, H], tl.float32)
-        g1c = tl.zeros([MP, H], tl.float32)
-        g1b = tl.zeros([H], tl.float32)
-        gwo = tl.zeros([H], tl.float32)
-        gbo = tl.zeros([BLOCK_N], tl.float32)
+        w1s, w1c, b1, w2, b2, w3, b3, w4, b4, wo, bo = model_params(W1S_ptr, W1C_ptr, WH_ptr, BH_ptr, WO_ptr, BO_ptr,
+                                                                   b, MP, H, NH)
+        g1s, g1c, g1b, g2w, g2b, g3w, g3b, g4w, g4b, gwo, gbo = zero_grads(MP, H, BLOCK_N)
         l_mse = tl.zeros([BLOCK_N], tl.float32)
         l_eik = tl.zeros([BLOCK_N], tl.float32)
         l_nrm = tl.zeros([DP * BLOCK_N], tl.float32)
@@ -189,28 +177,11 @@ if triton is not None:
             z1 = tile_dot(s, w1s, TF32) + tile_dot(co, w1c, TF32) + b1[None, :]
             zd1 = tile_dot(ts, w1s, TF32) + tile_dot(tc, w1c, TF32)
             a1, t1 = _jet_act(z1, zd1, ACT, DP, BLOCK_N, H)
-            aL = a1
-            tL = t1
-            if NH >= 2:
-                z2 = tile_dot(a1, w2, TF32) + b2[None, :]
-                zd2 = tile_dot(t1, w2, TF32)
-                a2, t2 = _jet_act(z2, zd2, ACT, DP, BLOCK_N, H)
-                aL = a2
-                tL = t2
-            if NH >= 3:
-                z3 = tile_dot(a2, w3, TF32) + b3[None, :]
-                zd3 = tile_dot(t2, w3, TF32)
-                a3, t3 = _jet_act(z3, zd3, ACT, DP, BLOCK_N, H)
-                aL = a3
-                tL = t3
-            if NH >= 4:
-                z4 = tile_dot(a3, w4, TF32) + b4[None, :]
-                zd4 = tile_dot(t3, w4, TF32)
-                a4, t4 = _jet_act(z4, zd4, ACT, DP, BLOCK_N, H)
-                aL = a4
-                tL = t4
-            f = tl.sum(aL * wo[None, :], axis=1) + bo
-            g = tl.sum(tL * wo[None, :], axis=1)
+            z2, zd2, a2, t2 = _jet_hidden_fwd(a1, t1, w2, b2, 1, NH, ACT, TF32, DP, BLOCK_N, H)
+            z3, zd3, a3, t3 = _jet_hidden_fwd(a2, t2, w3, b3, 2, NH, ACT, TF32, DP, BLOCK_N, H)
+            z4, zd4, a4, t4 = _jet_hidden_fwd(a3, t3, w4, b4, 3, NH, ACT, TF32, DP, BLOCK_N, H)
+            f = tl.sum(a4 * wo[None, :], axis=1) + bo
+            g = tl.sum(t4 * wo[None, :], axis=1)
             if MODE == 2:
                 tl.store(FO_ptr + b * N + rn, f, mask=mn)
                 tl.store(GO_ptr + (b * N + rn_row) * D + rd_row, g, mask=mr)
@@ -230,22 +201,16 @@ if triton is not None:
                     dn = tl.where(mr, g - tl.load(CG_ptr + (b * N + rn_row) * D + rd_row, mask=mr, other=0.0), 0.0)
                     l_nrm += dn * dn
                     cg += 2.0 * inv_n * nrm_w * dn
-            gwo += tl.sum(aL * cf[:, None], axis=0) + tl.sum(tL * cg[:, None], axis=0)
+            gwo += tl.sum(a4 * cf[:, None], axis=0) + tl.sum(t4 * cg[:, None], axis=0)
             gbo += cf
             ch = cf[:, None] * wo[None, :]
             ct = cg[:, None] * wo[None, :]
-            if NH >= 4:
-                dw, db, ch, ct = _jet_layer_bwd(ch, ct, z4, zd4, a4, a3, t3, w4, ACT, TF32, DP, BLOCK_N, H)
-                g4w += dw
-                g4b += db
-            if NH >= 3:
-                dw, db, ch, ct = _jet_layer_bwd(ch, ct, z3, zd3, a3, a2, t2, w3, ACT, TF32, DP, BLOCK_N, H)
-                g3w += dw
-                g3b += db
-            if NH >= 2:
-                dw, db, ch, ct = _jet_layer_bwd(ch, ct, z2, zd2, a2, a1, t1, w2, ACT, TF32, DP, BLOCK_N, H)
-                g2w += dw
-                g2b += db
+            ch, ct, g4w, g4b = _jet_hidden_bwd(ch, ct, z4, zd4, a4, a3, t3, w4, g4w, g4b, 3, NH, ACT, TF32,
+                                               DP, BLOCK_N, H)
+            ch, ct, g3w, g3b = _jet_hidden_bwd(ch, ct, z3, zd3, a3, a2, t2, w3, g3w, g3b, 2, NH, ACT, TF32,
+                                               DP, BLOCK_N, H)
+            ch, ct, g2w, g2b = _jet_hidden_bwd(ch, ct, z2, zd2, a2, a1, t1, w2, g2w, g2b, 1, NH, ACT, TF32,
+                                               DP, BLOCK_N, H)
             cz, czd = _jet_act_bwd(ch, ct, z1, zd1, a1, ACT, DP, BLOCK_N, H)
             g1s += tile_dot(tl.trans(s), cz, TF32) + tile_dot(tl.trans(ts), czd, TF32)
             g1c += tile_dot(tl.trans(co), cz, TF32) + tile_dot(tl.trans(tc), czd, TF32)
@@ -265,20 +230,8 @@ if triton is not None:
             tl.store(TERMS_ptr + p * 3, tl.sum(l_mse, axis=0))
             tl.store(TERMS_ptr + p * 3 + 1, tl.sum(l_eik, axis=0))
             tl.store(TERMS_ptr + p * 3 + 2, tl.sum(l_nrm, axis=0))
-        tl.store(GBO_ptr + p, tl.sum(gbo, axis=0))
-        tl.store(GWO_ptr + p * H + rh, gwo)
-        tl.store(GW1S_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1s)
-        tl.store(GW1C_ptr + p * MP * H + rm[:, None] * H + rh[None, :], g1c)
-        tl.store(GBH_ptr + p * NH * H + rh, g1b)
-        if NH >= 2:
-            tl.store(GWH_ptr + (p * (NH - 1)) * H * H + hh, g2w)
-            tl.store(GBH_ptr + (p * NH + 1) * H + rh, g2b)
-        if NH >= 3:
-            tl.store(GWH_ptr + (p * (NH - 1) + 1) * H * H + hh, g3w)
-            tl.store(GBH_ptr + (p * NH + 2) * H + rh, g3b)
-        if NH >= 4:
-            tl.store(GWH_ptr + (p * (NH - 1) + 2) * H * H + hh, g4w)
-            tl.store(GBH_ptr + (p * NH + 3) * H + rh, g4b)
+        store_grads(GW1S_ptr, GW1C_ptr, GWH_ptr, GBH_ptr, GWO_ptr, GBO_ptr, p, g1s, g1c, g1b, g2w, g2b, g3w, g3b, g4w,
+                    g4b, gwo, gbo, MP, H, NH)
 
 
 def _dp(D: int) -> int:
