@@ -105,9 +105,11 @@ def _time_line(run: dict) -> str:
     for key, label in (("main", "main"), ("heldout", "held-out")):
         t = run["timing"][key]
         total = t["train_seconds"] + t["readout_seconds"]
+        split = ("the adaptive rule's training and readouts are not timed apart" if run[key].get("budget") == "auto"
+                 else f"training {t['train_seconds']:.0f} s, readout {t['readout_seconds']:.0f} s = "
+                      f"{100 * t['readout_seconds'] / total:.1f} %")
         parts.append(f"{label} population: {t['fields']} fields in {t['batches']} batches, {total:.0f} s "
-                     f"({total / 60:.1f} min; training {t['train_seconds']:.0f} s, readout "
-                     f"{t['readout_seconds']:.0f} s = {100 * t['readout_seconds'] / total:.1f} %)")
+                     f"({total / 60:.1f} min; {split})")
     return ("Time (summed from each run's timing.csv: training and readout of every batch, without start-up): "
             + "; ".join(parts) + ".")
 
@@ -124,6 +126,31 @@ def _interval_line(calib: pd.DataFrame) -> str:
                f"over ±{GOAL_HALF_WIDTH}: {', '.join(wide)} (too few trials of that kind in the population)")
     return (f"Overall 95% interval half-widths: {', '.join(rows)}; {verdict}. The per-kind, per-n and "
             "per-epsilon rows rest on fewer trials and are wider.")
+
+
+def _alpha_check(calib: pd.DataFrame, alpha: float) -> list[str]:
+    """Expected, measured, held: every rate per shape family at or below alpha, in the main and the held-out
+    population (the goal of the adaptive budget; alpha was fixed before the runs)."""
+    from symfast.readout.sweeps.rates import with_keys
+
+    c = with_keys(calib)
+    rows = c[(c.encoding == "all") & (c.family != "all") & (c.element_kind == "all") & (c.n == "all")
+             & (c.epsilon == "all")]
+    lines = ["## Expected and measured: the rates at the adaptive budget", "",
+             f"Expected: every rate of every shape family at or below alpha = {alpha:g}, in the main and the held-out "
+             "population. Held when both rates are; where an upper end of a 95% interval is above alpha, the note "
+             "says so: too few trials, or a rate too close to alpha, to show it.", "",
+             "| family | metric | expected | main | held out | verdict | note |", "|---|---|---|---|---|---|---|"]
+    for r in rows.itertuples(index=False):
+        held_out = "" if pd.isna(r.heldout_rate) else f"{r.heldout_rate:.3f} (upper {r.heldout_ci_high:.3f})"
+        verdict = ("no held-out trials" if pd.isna(r.heldout_rate) else
+                   "held" if max(r.rate, r.heldout_rate) <= alpha else "missed")
+        upper = max(r.ci_high, r.heldout_ci_high if not pd.isna(r.heldout_rate) else 0.0)
+        note = (f"upper 95% end {upper:.3f} > alpha ({int(r.trials)} and {int(r.heldout_trials or 0)} trials)"
+                if verdict == "held" and upper > alpha else "")
+        lines.append(f"| {r.family} | {r.metric} | <= {alpha:g} | {r.rate:.3f} (upper {r.ci_high:.3f}) | "
+                     f"{held_out} | {verdict} | {note} |")
+    return lines + [""]
 
 
 def _budget(m: dict) -> str:
@@ -167,11 +194,12 @@ def page(data: str) -> str:
         "",
         _interval_line(calib),
         "",
+        *(_alpha_check(calib, m["alpha"]) if m.get("budget") == "auto" else []),
         "The commands:", "", "```bash", *run["commands"], "```", "",
-        f"![near-symmetry curve]({FIGURE})", "",
-        "The near-symmetry curve: the share of near-symmetries (a symmetric shape broken by a radial "
-        "displacement of size epsilon) that the readout reports observed, main population solid, held-out "
-        "dashed.", "",
+        *([f"![near-symmetry curve]({FIGURE})", "",
+           "The near-symmetry curve: the share of near-symmetries (a symmetric shape broken by a radial "
+           "displacement of size epsilon) that the readout reports observed, main population solid, held-out "
+           "dashed.", ""] if _has_near(calib) else []),
         "What each rate counts, and how to run this on your own settings: "
         "[the readout-decisions guide](../../guide/readout-decisions.md#error-rates-on-a-shape-population). "
         "Intervals treat the elements of one shape as independent trials, which they are not (one seed ensemble "
@@ -188,8 +216,15 @@ def render(data: str, out_dir: str) -> list[str]:
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, PAGE), "w", encoding="utf-8", newline="\n") as f:
         f.write(page(data))
-    plot_near(_load(data)[1], os.path.join(out_dir, FIGURE))
+    calib = _load(data)[1]
+    if not _has_near(calib):  # no near-symmetric members: no curve
+        return [PAGE]
+    plot_near(calib, os.path.join(out_dir, FIGURE))
     return [PAGE, FIGURE]
+
+
+def _has_near(calib: pd.DataFrame) -> bool:
+    return bool((calib["metric"] == "near_FPR").any())
 
 
 def main(argv: list[str]) -> int:
