@@ -28,6 +28,10 @@ def add_arguments(p) -> None:
     p.add_argument("--budget", default="fixed", choices=["fixed", "auto"],
                    help="fixed: every model --seeds x --steps; auto: the adaptive rule, from 8 seeds x steps/3 "
                         "up to --seeds x --steps per shape while a decision is unsettled")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help="the asymmetry (relative to the Gram, like the score) an observed element must be resolved "
+                        "to; with --budget auto the rule trains on until it is, and an element still above it at "
+                        "the caps is reported unresolved (default: none)")
     p.add_argument("--families", default=None,
                    help="comma-separated families to keep of the first N members: dihedral, cyclic, near, "
                         "asymmetric (default: all)")
@@ -52,7 +56,7 @@ def spec_from_args(args):
                               activation=args.activation, steps=args.steps, points=args.points, lr=args.lr,
                               observable=args.observable, alpha=args.alpha, max_batch=args.max_batch,
                               keep_weights=args.keep_weights, budget=args.budget,
-                              families=_families(args.families))
+                              families=_families(args.families), tolerance=args.tolerance)
 
 
 def _families(text):
@@ -115,6 +119,10 @@ def write_calibration(out: str, heldout: str | None = None) -> str:
     budget_line = (" Adaptive budget: each shape from {} seeds x {} steps ".format(*spec.auto_start()) +
                    "up to the seeds and steps above while a decision is unsettled (the mean budget per row is "
                    "in its last column)." if spec.budget == "auto" else "")
+    if spec.tolerance is not None:
+        budget_line += (f" Tolerance {spec.tolerance:g}: an observed element must be resolved to an asymmetry of "
+                        f"{spec.tolerance:g}; one still above it at the caps is unresolved, counted apart and not as "
+                        "a false positive.")
     held_line = ""
     if heldout:
         with input_errors(f"--heldout {heldout}"):

@@ -76,6 +76,10 @@ def add_arguments(p) -> None:
                    help="fixed: --seeds x --steps per shape; auto: start at 8 seeds x a third of --steps and "
                         "give each shape with unsettled decisions more steps (up to --steps), then 4 more "
                         "seeds at a time (up to --seeds)")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help="the asymmetry (relative to the observable, like the score) an observed element must be "
+                        "resolved to: --budget auto trains on until it is; readout.csv gets a 'resolved' column, "
+                        "and elements still above it are listed as unresolved (default: none)")
 
 
 def _check_out(out: str) -> None:
@@ -139,6 +143,8 @@ def run(args) -> int:
         raise UsageError(f"--seeds x shapes = {args.seeds * len(shape_names)} models, more than {MAX_CELLS}")
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha must be in (0, 1), got {args.alpha}")
+    if args.tolerance is not None and not (math.isfinite(args.tolerance) and args.tolerance > 0):
+        raise UsageError(f"--tolerance must be a positive number, got {args.tolerance}")
     for name in ("eikonal", "normals"):
         if not (math.isfinite(getattr(args, name)) and getattr(args, name) >= 0):
             raise UsageError(f"--{name} must be a finite weight >= 0, got {getattr(args, name)}")
@@ -198,7 +204,7 @@ def run(args) -> int:
                                            observable=args.observable, hidden=hidden,
                                            activation=args.activation, lr=args.lr, device=args.device,
                                            backend=args.backend, sampler=sampler, directory=directory,
-                                           progress=not args.quiet)
+                                           tolerance=args.tolerance, progress=not args.quiet)
             except FloatingPointError as e:
                 raise UsageError(f"{e} (--lr {args.lr:g})") from None
             except ValueError as e:  # only complaints about the checkpoint files are input errors
@@ -240,10 +246,24 @@ def run(args) -> int:
 
     r = readout(ensembles, observable=args.observable, aggregate=args.aggregate, sweep=args.sweep,
                 alpha=args.alpha, sweep_axis=axis)
+    if args.tolerance is not None:
+        _mark_resolved(r.table, args.tolerance)
     with output_errors(args.out):
         _write_outputs(r, args.out, ensembles if args.dim == 3 else None)
     _print_tables(r, args, t0, t_train)
     return 0
+
+
+def _mark_resolved(table, tolerance: float) -> None:
+    """Add the `resolved` column and say which observed elements the budget left above the tolerance."""
+    from symfast.readout.budget import resolved
+
+    table["resolved"] = resolved(table, tolerance)
+    open_rows = table[~table["resolved"]]
+    if len(open_rows):  # a result, not progress: shown under --quiet too
+        names = ", ".join(f"{r.shape}/{r.pe}/{r.element} ({r.resolution:.3f})" for r in open_rows.itertuples())
+        print(f"unresolved at tolerance {tolerance:g} (observed, but an asymmetry up to the resolution in brackets "
+              f"is not ruled out; more seeds lower it): {names}", file=sys.stderr)
 
 
 def _check_checkpoint(path: str) -> None:

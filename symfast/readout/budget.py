@@ -17,6 +17,14 @@ symmetries (a mirror 2 degrees from a true one) pass small budgets with adjusted
 p-values below 1/2 to more training costs little and removes those false positives (measured
 on the grid; see the docs' readout-decisions guide).
 
+A p-value settles nothing about a near-symmetry whose asymmetry the budget cannot resolve: a
+perturbation of 1-2 % of a shape's radius passes every budget up to 32 seeds with p near 1. With
+a `tolerance`, an observed element is settled only once the budget's resolution (the asymmetry
+the test rejects with probability >= 1 - alpha; `symfast.readout.decision.resolution`) is at
+most the tolerance; an element still above it at the caps is *unresolved*. An element with an
+asymmetry of `tolerance` or more is then called observed with probability at most alpha, at
+the cost of the seeds the resolution needs (it falls as 1 / sqrt(seeds)).
+
 Compute is counted in model-steps (seeds x steps per shape), which is what training time is
 proportional to for a fixed architecture and point count.
 """
@@ -37,7 +45,7 @@ from symfast.readout.readout import Readout, readout
 from symfast.readout.checkpoint import checkpoint_subset
 from symfast.readout.training import fit_sdf
 
-__all__ = ["AdaptiveResult", "CheckpointedTrainer", "adaptive_readout", "settled", "concat"]
+__all__ = ["AdaptiveResult", "CheckpointedTrainer", "adaptive_readout", "settled", "resolved", "concat"]
 
 log = logging.getLogger("symfast.budget")
 
@@ -60,12 +68,24 @@ class AdaptiveResult:
         return int(self.history.groupby("shape", sort=False)["model_steps"].last().sum())
 
 
-def settled(table: pd.DataFrame, alpha: float) -> pd.Series:
+def settled(table: pd.DataFrame, alpha: float, tolerance: float | None = None) -> pd.Series:
     """Per row: True when the decision is settled (see the module docstring); rows without an exact
-    lift are not decided, so they count as settled."""
+    lift are not decided, so they count as settled. With a tolerance, the observed side also needs
+    the row's resolution at or below it."""
     p = table["p_adjusted"]
     upper = min(1.0, max(SETTLED_OBSERVED, alpha * SETTLE))
-    return (p <= alpha / SETTLE) | (p > upper) | ~table["liftable"].astype(bool)
+    observed = p > upper
+    if tolerance is not None:
+        observed &= table["resolution"] <= tolerance
+    return (p <= alpha / SETTLE) | observed | ~table["liftable"].astype(bool)
+
+
+def resolved(table: pd.DataFrame, tolerance: float | None) -> pd.Series:
+    """Per row: False for an observed element whose resolution is above `tolerance` (unresolved: the
+    budget could not rule out an asymmetry of that size); True otherwise, and everywhere without one."""
+    if tolerance is None:
+        return pd.Series(True, index=table.index)
+    return ~table["observed"].astype(bool) | (table["resolution"] <= tolerance)
 
 
 def concat(ensembles: list) -> Ensemble:
@@ -127,7 +147,7 @@ def adaptive_readout(shapes, pe, alpha: float = 0.05, start_seeds: int = 8, add_
                      max_seeds: int = 32, steps: int = 1500, start_steps: int | None = None,
                      add_steps: int | None = None, first_seed: int = 0, points: int = 2048, candidates=None,
                      observable: str = "gram", num_null: int = 64, train=None, directory=None,
-                     **fit_kw) -> AdaptiveResult:
+                     tolerance: float | None = None, **fit_kw) -> AdaptiveResult:
     """Train and read out in rounds, per shape, until every candidate's decision is settled.
 
     Args:
@@ -149,6 +169,9 @@ def adaptive_readout(shapes, pe, alpha: float = 0.05, start_seeds: int = 8, add_
             `CheckpointedTrainer` in `directory` (a temporary one when None, removed at the end;
             give a directory to resume an interrupted run). A replaying stand-in lets a
             measurement take members from a pre-trained pool.
+        tolerance: optional; an observed element is settled only when the budget resolves an
+            asymmetry of this size (the readout's `resolution` column, relative to the observable's
+            norm like `score`); see the module docstring and `resolved`.
         fit_kw: passed to `fit_sdf` by the default trainer (hidden, activation, lr, backend, ...).
 
     Returns:
@@ -164,6 +187,8 @@ def adaptive_readout(shapes, pe, alpha: float = 0.05, start_seeds: int = 8, add_
         raise ValueError(f"need 0 < start_steps <= steps and add_steps > 0, got {start_steps}, {add_steps}, {steps}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    if tolerance is not None and not (isinstance(tolerance, (int, float)) and 0 < tolerance < float("inf")):
+        raise ValueError(f"tolerance must be a positive number or None, got {tolerance!r}")
     shapes = list(shapes)
     names = {getattr(s, "name", s): s for s in shapes}
     if len(names) != len(shapes):
@@ -175,11 +200,11 @@ def adaptive_readout(shapes, pe, alpha: float = 0.05, start_seeds: int = 8, add_
             os.makedirs(directory, exist_ok=True)
             train = CheckpointedTrainer(directory, **fit_kw)
         return _rounds(names, pe, alpha, start_seeds, add_seeds, max_seeds, steps, start_steps, add_steps,
-                       int(first_seed), points, candidates, observable, num_null, train)
+                       int(first_seed), points, candidates, observable, num_null, train, tolerance)
 
 
 def _rounds(names, pe, alpha, start_seeds, add_seeds, max_seeds, steps, start_steps, add_steps, first_seed, points,
-            candidates, observable, num_null, train) -> AdaptiveResult:
+            candidates, observable, num_null, train, tolerance) -> AdaptiveResult:
     first = list(range(first_seed, first_seed + start_seeds))
     ens = train(list(names.values()), pe, seeds=first, steps=start_steps, points=points)
     parts = {s: [ens.subset(ens.indices(s))] for s in names}
@@ -189,7 +214,7 @@ def _rounds(names, pe, alpha, start_seeds, add_seeds, max_seeds, steps, start_st
     read = partial(readout, candidates=candidates, observable=observable, sweep=0, alpha=alpha, num_null=num_null)
     while True:
         r = read(concat([p for s in names for p in parts[s]]))
-        ok = settled(r.table, alpha)
+        ok = settled(r.table, alpha, tolerance)
         grow = []
         for s in active:
             rows = r.table["shape"] == s

@@ -27,6 +27,20 @@ missing true symmetries (readout false negatives, per family); the rate of false
 elements that are not rejected (readout false positives) is the test's power
 failure: it falls with the budget and is measured, not chosen (see
 `symfast.readout.calibration`).
+
+Resolution: "not rejected" says only that no asymmetry was detected, and a near-symmetry
+(a small perturbation of a true one) leaves an asymmetry a > 0 of the expected observable
+that a small budget cannot see. Each decided element therefore carries the budget's
+resolution r: the asymmetry the test rejects with probability at least 1 - alpha. The score
+of the seed mean is ||A + n|| with ||A|| = a and seed noise n, so score^2 = a^2 + 2 a n_A + ||n||^2,
+n_A the noise along A. The test rejects when score > threshold; with ||n||^2 at or above its
+lower alpha/2-quantile q (the null's Student-t fit, as for the p-values) and n_A >= -z sigma_A
+(z the normal alpha/2 point; sigma_A^2 = E||n||^2 / D, D = 2 E[||n||^2]^2 / Var ||n||^2 the noise's
+effective dimension, both from the null draws), each with probability 1 - alpha/2, it rejects
+whenever a^2 - 2 a z sigma_A + q > threshold^2, that is for
+a >= r = z sigma_A + sqrt(z^2 sigma_A^2 + threshold^2 - q). r falls as 1 / sqrt(seeds). An observed
+element reads "no asymmetry of r or more", and `symfast.readout.budget` can train until r is
+below a stated tolerance.
 """
 from __future__ import annotations
 
@@ -35,7 +49,7 @@ import math
 import numpy as np
 
 __all__ = ["Decision", "decide", "null_pvalues", "holm", "split_halves", "pairings", "CALIBRATED_SEEDS", "CALIBRATED_STEPS",
-           "budget_shortfall"]
+           "budget_shortfall", "resolution"]
 
 # Rounding slack for exactly symmetric weights, whose score and null are both ~1e-16.
 ATOL = 1e-9
@@ -133,6 +147,30 @@ def _critical_score(null: np.ndarray, level: np.ndarray, n: int) -> np.ndarray:
     return np.where(degenerate, _degenerate_threshold(null), np.clip(y, 0, None) ** 1.5)
 
 
+def resolution(null, threshold, alpha: float, n_eff: int | None = None) -> np.ndarray:
+    """The asymmetry [E] that a test with critical scores `threshold` [E] rejects with probability
+    >= 1 - alpha, given null draws [N, E] of the noise's score (see the module docstring).
+
+    Zero-spread nulls (exactly symmetric weights) give the threshold itself."""
+    null = np.asarray(null, dtype=np.float64)
+    thr = np.asarray(threshold, dtype=np.float64)
+    if null.ndim != 2 or thr.shape != null.shape[1:]:
+        raise ValueError(f"need null [N, E] and threshold [E], got {list(null.shape)} and {list(thr.shape)}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    from scipy.stats import norm
+
+    n = _n_eff(null, n_eff)
+    loc, spread, degenerate = _fit(null, n)
+    low = np.clip(loc + spread * _student_t().ppf(alpha / 2, n - 1), 0, None) ** 1.5  # ||n||'s lower quantile
+    sq = null ** 2
+    mean, var = sq.mean(0), sq.var(0, ddof=1)
+    dim = np.where(var > 0, 2 * mean ** 2 / np.where(var > 0, var, 1.0), 1.0)  # chi-square: Var = 2 mean^2 / D
+    z_sigma = norm.isf(alpha / 2) * np.sqrt(mean / np.maximum(dim, 1.0))
+    r = z_sigma + np.sqrt(z_sigma ** 2 + np.clip(thr ** 2 - low ** 2, 0, None))
+    return np.where(degenerate, thr, r)
+
+
 def _fit(null: np.ndarray, n: int):
     """Per element: (mean, predictive scale sd * sqrt(1 + 1/n), degenerate) of null^(2/3)."""
     y = null ** (2 / 3)
@@ -196,7 +234,8 @@ def decide(score, null, alpha: float = 0.05, family=None, n_eff: int | None = No
         A `Decision` of [E] arrays: p_value (raw), p_adjusted (Holm), z (null-sd units above the
         null mean), threshold (the score whose p-value equals the Holm level the element faces),
         margin (threshold - score; > 0 means room to spare; it agrees with `observed` except
-        where Holm's step-down stopped before this element), observed.
+        where Holm's step-down stopped before this element), resolution (the asymmetry this
+        budget rejects with probability >= 1 - alpha; see the module docstring), observed.
     """
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha}")
@@ -205,7 +244,7 @@ def decide(score, null, alpha: float = 0.05, family=None, n_eff: int | None = No
     if fam.shape != score.shape:
         raise ValueError(f"family mask must be [E] = {list(score.shape)}, got {list(fam.shape)}")
     out = Decision({k: np.full(score.shape, np.nan) for k in ("p_value", "p_adjusted", "z", "threshold",
-                                                                 "margin")})
+                                                                 "margin", "resolution")})
     out["observed"] = np.zeros(score.shape, dtype=bool)
     if not fam.any():
         return out
@@ -214,7 +253,7 @@ def decide(score, null, alpha: float = 0.05, family=None, n_eff: int | None = No
     rejected, adjusted, level = holm(p, alpha)
     thr = _critical_score(null[:, fam], level, n)
     for key, val in (("p_value", p), ("p_adjusted", adjusted), ("z", z), ("threshold", thr),
-                     ("margin", thr - score[fam])):
+                     ("margin", thr - score[fam]), ("resolution", resolution(null[:, fam], thr, alpha, n))):
         out[key][fam] = val
     out["observed"][fam] = ~rejected
     return out

@@ -309,7 +309,7 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
         if num_null:
             warnings.warn(f"{shape}/{pe_name}: {S} model(s) give no usable noise floor; nothing is marked observed")
         floor = nan
-        dec = approx = {k: nan for k in ("p_value", "p_adjusted", "z", "threshold", "margin")}
+        dec = approx = {k: nan for k in ("p_value", "p_adjusted", "z", "threshold", "margin", "resolution")}
         dec["observed"] = approx["observed"] = np.zeros(len(lifts), dtype=bool)
     rows = []
     for i, (g, _, ex, res) in enumerate(lifts):
@@ -321,6 +321,7 @@ def _rows(phi, lifts, aggregate, num_null, gen, shape, pe_name, obs, group, alph
                          score_std=float(spread[i]), noise_floor=float(floor[i]), z=float(approx["z"][i]),
                          p_value=float(approx["p_value"][i]), p_adjusted=float(dec["p_adjusted"][i]),
                          threshold=float(dec["threshold"][i]), margin=float(dec["margin"][i]),
+                         resolution=float(dec["resolution"][i]),
                          observed=bool(dec["observed"][i]), p_adjusted_all=float(approx["p_adjusted"][i]),
                          approx_observed=bool(approx["observed"][i]), alpha=alpha, n_models=S))
     return rows

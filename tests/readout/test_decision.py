@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from symfast.readout.decision import decide, holm, null_pvalues, pairings, split_halves
+from symfast.readout.decision import decide, holm, null_pvalues, pairings, resolution, split_halves
 
 
 def chi_scores(rng, shape, dof=200, scale=0.01):
@@ -129,3 +129,48 @@ def test_pair_null_has_as_many_distinct_draws_as_pairings(S):
     phi = a + a.transpose(1, 2)
     null = pair_null(phi / phi.flatten(1).norm(dim=1)[:, None, None], rho, 400, g)[:, 0].numpy()
     assert len(np.unique(null.round(12))) == pairings(S)
+
+
+def test_resolution_is_the_asymmetry_rejected_with_power_one_minus_alpha():
+    # a planted asymmetry A of norm a plus Gaussian seed noise: the score is ||A + n||
+    rng = np.random.default_rng(7)
+    dof, scale, alpha, reps = 200, 0.01, 0.05, 400
+
+    def rejection_rate(a):
+        rejected, r = 0, []
+        for _ in range(reps):
+            null = chi_scores(rng, (64, 1), dof, scale)
+            u = rng.standard_normal(dof)
+            noise = scale * rng.standard_normal(dof) / np.sqrt(dof)
+            score = np.array([np.linalg.norm(a * u / np.linalg.norm(u) + noise)])
+            d = decide(score, null, alpha)
+            rejected += not d.observed[0]
+            r.append(d.resolution[0])
+        return rejected / reps, float(np.median(r))
+
+    _, r = rejection_rate(0.0)
+    assert 0 < r < scale  # a fraction of the noise level: the noise's norm varies little in 200 dimensions
+    power_at_r, _ = rejection_rate(r)
+    power_at_half, _ = rejection_rate(r / 2)
+    assert power_at_r >= 1 - alpha - 3 * np.sqrt(alpha * (1 - alpha) / reps), power_at_r
+    assert power_at_half < 0.5, power_at_half  # below the resolution, most asymmetries pass as symmetric
+
+
+def test_resolution_falls_as_one_over_sqrt_seeds():
+    rng = np.random.default_rng(8)
+    r = [np.median([decide(chi_scores(rng, (1,), scale=s), chi_scores(rng, (64, 1), scale=s), 0.05).resolution[0]
+                    for _ in range(50)]) for s in (0.02, 0.01)]  # noise halves when the seeds quadruple
+    assert r[1] == pytest.approx(r[0] / 2, rel=0.1)
+
+
+def test_resolution_outside_the_family_and_for_degenerate_nulls():
+    rng = np.random.default_rng(9)
+    null = chi_scores(rng, (32, 3))
+    d = decide(chi_scores(rng, (3,)), null, family=[True, False, True])
+    assert np.isnan(d.resolution[1]) and np.isfinite(d.resolution[[0, 2]]).all()
+    flat = decide(np.zeros(2), np.zeros((8, 2)))
+    assert flat.observed.all() and np.array_equal(flat.resolution, flat.threshold)
+    with pytest.raises(ValueError, match="threshold"):
+        resolution(null, np.ones(2), 0.05)
+    with pytest.raises(ValueError, match="alpha"):
+        resolution(null, np.ones(3), 1.5)

@@ -41,6 +41,48 @@ def test_settled_rule():
         [False, True, False, False, False, True, True]  # above 1/2 the upper bound is 3 alpha
 
 
+def test_tolerance_settles_observed_rows_only_when_resolved():
+    t = pd.DataFrame(dict(p_adjusted=[0.9, 0.9, 0.001, 0.9], resolution=[0.01, 0.2, 0.2, float("nan")],
+                          liftable=[True, True, True, False], observed=[True, True, False, False]))
+    assert budget.settled(t, 0.05).tolist() == [True, True, True, True]
+    assert budget.settled(t, 0.05, tolerance=0.05).tolist() == [True, False, True, True]
+    assert budget.resolved(t, 0.05).tolist() == [True, False, True, True]  # only an observed row can be unresolved
+    assert budget.resolved(t, None).all()
+
+
+def noisy_trainer(groups):
+    """`planted_trainer` plus per-model noise that no symmetry survives: each member is exactly
+    symmetric only on average over seeds, as trained fields are."""
+    exact = planted_trainer(groups, [])
+
+    def train(shapes, pe, seeds, steps, points):
+        ens = exact(shapes, pe, seeds, steps, points)
+        g = torch.Generator().manual_seed(7 + seeds[0])
+        ens.weights[0] = ens.weights[0] + 0.3 * torch.randn(ens.weights[0].shape, generator=g, dtype=torch.float64)
+        return ens
+
+    return train
+
+
+def test_tolerance_buys_seeds_until_the_resolution_reaches_it():
+    groups = {"square": sf.dihedral(4)}
+    free = budget.adaptive_readout(["square"], sf.DyadicAxisPE(), start_seeds=6, add_seeds=4, max_seeds=40,
+                                   steps=10, start_steps=10, train=noisy_trainer(groups))
+    r6 = free.readout.table.query("liftable & observed")["resolution"].max()
+    res = budget.adaptive_readout(["square"], sf.DyadicAxisPE(), start_seeds=6, add_seeds=4, max_seeds=40,
+                                  steps=10, start_steps=10, tolerance=0.6 * r6, train=noisy_trainer(groups))
+    seeds = res.history["seeds"].iloc[-1]
+    assert 6 < seeds < 40 and res.history["settled"].iloc[-1]  # 1 / sqrt(seeds): about 3x the seeds
+    assert (res.readout.table.query("liftable & observed")["resolution"] <= 0.6 * r6).all()
+    capped = budget.adaptive_readout(["square"], sf.DyadicAxisPE(), start_seeds=6, add_seeds=4, max_seeds=10,
+                                     steps=10, start_steps=10, tolerance=r6 / 100, train=noisy_trainer(groups))
+    assert capped.history["seeds"].iloc[-1] == 10 and not capped.history["settled"].iloc[-1]
+    t = capped.readout.table
+    unresolved = ~budget.resolved(t, r6 / 100)
+    assert unresolved[t["observed"] & (t["element"] != "r0")].all()  # the identity's score is exactly 0: resolved
+    assert not unresolved[t["element"] == "r0"].any()
+
+
 def test_exact_symmetry_settles_in_the_first_round():
     calls = []
     train = planted_trainer({"square": sf.dihedral(4), "triangle": sf.dihedral(2)}, calls)
@@ -56,8 +98,8 @@ def test_unsettled_shape_gets_more_seeds_until_cap(monkeypatch):
     train = planted_trainer({"square": sf.dihedral(4), "triangle": sf.dihedral(2)}, calls)
     real = budget.settled
 
-    def never_for_triangle(table, alpha):  # the triangle's evidence stays thin
-        return real(table, alpha) & (table["shape"] != "triangle")
+    def never_for_triangle(table, alpha, tolerance=None):  # the triangle's evidence stays thin
+        return real(table, alpha, tolerance) & (table["shape"] != "triangle")
 
     monkeypatch.setattr(budget, "settled", never_for_triangle)
     res = budget.adaptive_readout(["square", "triangle"], sf.DyadicAxisPE(), start_seeds=6, add_seeds=4,
@@ -74,7 +116,7 @@ def test_steps_grow_before_seeds(monkeypatch):
     calls = []
     train = planted_trainer({"square": sf.dihedral(4), "triangle": sf.dihedral(2)}, calls, with_steps=True)
     real = budget.settled
-    monkeypatch.setattr(budget, "settled", lambda table, alpha: real(table, alpha) & (table["shape"] != "triangle"))
+    monkeypatch.setattr(budget, "settled", lambda table, alpha, tolerance=None: real(table, alpha, tolerance) & (table["shape"] != "triangle"))
     res = budget.adaptive_readout(["square", "triangle"], sf.DyadicAxisPE(), start_seeds=6, add_seeds=4,
                                   max_seeds=10, steps=30, start_steps=10, add_steps=10, train=train)
     assert calls == [(["square", "triangle"], list(range(6)), 10), (["triangle"], list(range(6)), 20),
@@ -86,7 +128,7 @@ def test_steps_grow_before_seeds(monkeypatch):
 def test_default_policy_grows_thirds_of_steps_then_seeds_from_first_seed(monkeypatch):
     calls = []
     train = planted_trainer({"square": sf.dihedral(4), "triangle": sf.dihedral(2)}, calls, with_steps=True)
-    monkeypatch.setattr(budget, "settled", lambda table, alpha: table["shape"] == "square")
+    monkeypatch.setattr(budget, "settled", lambda table, alpha, tolerance=None: table["shape"] == "square")
     budget.adaptive_readout(["square", "triangle"], sf.DyadicAxisPE(), max_seeds=12, steps=30, first_seed=100,
                             train=train)
     assert calls == [(["square", "triangle"], list(range(100, 108)), 10), (["triangle"], list(range(100, 108)), 20),
@@ -95,7 +137,7 @@ def test_default_policy_grows_thirds_of_steps_then_seeds_from_first_seed(monkeyp
 
 def test_added_steps_continue_the_same_models_exactly(tmp_path, monkeypatch):
     # the square settles at once, the triangle never: it gets every step and then every seed
-    monkeypatch.setattr(budget, "settled", lambda table, alpha: table["shape"] == "square")
+    monkeypatch.setattr(budget, "settled", lambda table, alpha, tolerance=None: table["shape"] == "square")
     kw = dict(hidden=(16, 16), points=64, backend="reference")
     pe = sf.DyadicAxisPE(3)
     res = budget.adaptive_readout(["square", "triangle"], pe, start_seeds=4, add_seeds=2, max_seeds=6, steps=8,
@@ -119,6 +161,9 @@ def test_budget_errors():
         budget.adaptive_readout(["square"], sf.DyadicAxisPE(), alpha=2)
     with pytest.raises(ValueError, match="start_steps"):
         budget.adaptive_readout(["square"], sf.DyadicAxisPE(), steps=100, start_steps=200)
+    for bad in (0, -1.0, float("nan"), "0.1"):
+        with pytest.raises(ValueError, match="tolerance"):
+            budget.adaptive_readout(["square"], sf.DyadicAxisPE(), tolerance=bad)
 
 
 def test_cli_budget_auto_and_alpha(tmp_path, capsys):
@@ -138,3 +183,19 @@ def test_cli_budget_auto_and_alpha(tmp_path, capsys):
     assert len(list(out.glob("adaptive_dyadic_*"))) == 2
     assert main(["readout", "--out", str(tmp_path / "x"), "--alpha", "1.5"]) == 2
     assert "--alpha must be in (0, 1)" in capsys.readouterr().err
+
+
+def test_cli_tolerance_marks_unresolved_elements(tmp_path, capsys):
+    from symfast.cli import main
+
+    out = tmp_path / "ro"
+    args = ["readout", "--shapes", "square", "--pe", "dyadic", "--seeds", "4", "--steps", "5", "--points", "64",
+            "--hidden", "16", "--sweep", "0", "--out", str(out), "--quiet", "--budget", "auto", "--tolerance", "1e-6"]
+    assert main(args) == 0
+    assert "unresolved at tolerance 1e-06" in capsys.readouterr().err
+    table = pd.read_csv(out / "readout.csv")
+    unresolved = table[~table["resolved"]]
+    assert len(unresolved) and unresolved["observed"].all() and (unresolved["resolution"] > 1e-6).all()
+    for bad in ("0", "-1", "nan"):
+        assert main(args[:-1] + [bad, "--overwrite"]) == 2
+        assert "--tolerance must be a positive number" in capsys.readouterr().err

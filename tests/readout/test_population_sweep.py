@@ -197,6 +197,11 @@ def test_fixed_budget_specs_keep_their_content_id():
     assert "budget" not in old.to_dict() and "families" not in old.to_dict()
     assert old.fingerprint() == "d7698cc12d322a32"  # that folder's spec.json fingerprint
     assert PopulationSpec(seed=0, size=64, steps=100, budget="auto").fingerprint() != old.fingerprint()
+    assert "tolerance" not in old.to_dict()
+    assert PopulationSpec(seed=0, size=64, steps=100, tolerance=0.05).fingerprint() != old.fingerprint()
+    for bad in (0, -0.1, float("inf"), True, "0.1"):
+        with pytest.raises(ValueError, match="tolerance"):
+            PopulationSpec(seed=0, size=64, tolerance=bad)
 
 
 def test_families_keep_only_those_members_of_the_first_n():
@@ -250,6 +255,47 @@ def test_adaptive_budget_rows_record_the_budget_each_member_was_read_at(auto_dir
     assert {"mean_seeds", "mean_steps", "family"} <= set(calib.columns)
     page = (auto_dir / "calibration.md").read_text()
     assert "Adaptive budget: each shape from 4 seeds x 3 steps" in page and "mean seeds x steps" in page
+
+
+def test_tolerance_rows_and_rates(tmp_path):
+    out = tmp_path / "tol"
+    # a tolerance no 4-seed budget reaches: the rule trains to its caps, and every observed element but the
+    # identity (score exactly 0) is unresolved
+    assert main(["population", "0:4", "--out", str(out), "--budget", "auto", "--seeds", "4", "--pe", "triaxis",
+                 "--hidden", "8", "--steps", "9", "--points", "64", "--max-batch", "8", "--quiet",
+                 "--tolerance", "1e-6"]) == 0
+    table = load_population(str(out))
+    assert table["resolution"].notna().all() and (table["steps_used"] == 9).all()
+    observed = table[table["observed"] & (table["element"] != "r0")]
+    assert len(observed) and not observed["resolved"].any() and table.loc[~table["observed"], "resolved"].all()
+    calib = pd.read_csv(out / "calibration.csv")
+    overall = calib[(calib.encoding == "all") & (calib.family == "all") & (calib.element_kind == "all")
+                    & (calib.n == "all") & (calib.epsilon == "all")].set_index("metric")
+    false = table[~table["true_symmetry"] & ~table["near"]]
+    assert overall.at["FPR", "errors"] == 0  # an unresolved element is no claim of a symmetry
+    assert overall.at["FPR", "unresolved"] == int(false["observed"].sum())
+    assert "Tolerance 1e-06" in (out / "calibration.md").read_text()
+
+
+def test_unresolved_rows_are_not_false_positives():
+    rows = pd.DataFrame([
+        dict(encoding="triaxis", kind="near", element="m0", element_kind="reflection", n=4, epsilon=0.01,
+             true_symmetry=False, near=True, observed=True, resolved=False),
+        dict(encoding="triaxis", kind="near", element="r90", element_kind="rotation", n=4, epsilon=0.01,
+             true_symmetry=False, near=True, observed=True, resolved=True),
+        dict(encoding="triaxis", kind="dihedral", element="r90", element_kind="rotation", n=4, epsilon=0.0,
+             true_symmetry=True, near=False, observed=True, resolved=False)])
+    c = calibration(rows)
+    near = c[(c.encoding == "all") & (c.metric == "near_FPR") & (c.family == "all") & (c.element_kind == "all")
+             & (c.n == "all") & (c.epsilon == "all")].iloc[0]
+    assert (near.errors, near.trials, near.unresolved) == (1, 2, 1)
+    fnr = c[(c.encoding == "all") & (c.metric == "FNR") & (c.family == "all") & (c.element_kind == "all")
+            & (c.n == "all")].iloc[0]
+    assert (fnr.errors, fnr.trials, fnr.unresolved) == (0, 1, 1)  # not found broken, not resolved either
+    from symfast.readout.sweeps.rates import markdown
+
+    assert "| unresolved |" in markdown(c, "t", "i")
+    assert "unresolved" not in calibration(rows.drop(columns="resolved")).columns
 
 
 def test_calibration_rates_per_family_and_the_mean_budget():

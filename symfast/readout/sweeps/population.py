@@ -16,7 +16,10 @@ the Ray executor.
 Budget: "fixed" trains every model `steps` steps; "auto" runs the adaptive rule
 (`symfast.readout.budget.adaptive_readout`) on each batch: it starts at min(8, seeds) seeds x steps / 3,
 and a member whose decisions are not settled gets more steps, then more seeds, up to `seeds` x `steps`.
-Each row records the seeds and steps its member was read at.
+Each row records the seeds and steps its member was read at, and each element's resolution (the
+asymmetry the budget rejects with probability 1 - alpha). With a `tolerance`, the rule trains until
+every observed element is resolved to it, and an element still above it at the caps is unresolved:
+the rates count it as neither a false positive nor a true symmetry found.
 
 Candidates: the elements of D4, D6, D8, D10 and D12 (every rotation by a multiple of 30, 36 or 45
 degrees and every mirror at a multiple of 15, 18 or 22.5 degrees) that the encoding lifts exactly;
@@ -37,7 +40,7 @@ import pandas as pd
 from symfast._io import atomic_write_bytes, read_bounded
 from symfast._progress import Progress
 from symfast.groups import Group, dihedral, union
-from symfast.readout.budget import adaptive_readout
+from symfast.readout.budget import adaptive_readout, resolved
 from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
 from symfast.readout.sweeps.run import check_run, execute, write_table
 from symfast.readout.sweeps.spec import (MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_WIDTH, Fingerprinted,
@@ -104,6 +107,9 @@ class PopulationSpec(Fingerprinted):
         budget: "fixed" or "auto" (the adaptive rule; `seeds` and `steps` are then its caps).
         families: None (every member) or the families to keep of the first `size` members (dihedral,
             cyclic, near, asymmetric; e.g. ["near"] for the near-symmetric members only).
+        tolerance: None, or the asymmetry (relative to the observable, like the score) an observed
+            element must be resolved to (`symfast.readout.budget`): under "auto" the rule trains
+            until it is, and a row still above it at the caps is unresolved (`resolved` False).
     """
 
     seed: int = 0
@@ -122,6 +128,7 @@ class PopulationSpec(Fingerprinted):
     kind: str = KIND
     budget: str = "fixed"
     families: list | None = None
+    tolerance: float | None = None
 
     def __post_init__(self):
         pop.describe(self.seed, 1)
@@ -149,6 +156,9 @@ class PopulationSpec(Fingerprinted):
         check_observable(self.observable, [self.hidden])
         if not 0 < self.alpha < 1:
             raise ValueError(f"population spec: alpha must be in (0, 1), got {self.alpha!r}")
+        if self.tolerance is not None and (isinstance(self.tolerance, bool) or not isinstance(self.tolerance, (int, float))
+                                           or not 0 < self.tolerance < math.inf):
+            raise ValueError(f"population spec: tolerance must be a positive number, got {self.tolerance!r}")
         if self.budget not in BUDGETS:
             raise ValueError(f"population spec: budget must be one of {', '.join(BUDGETS)}, got {self.budget!r}")
         if self.families is not None:
@@ -184,7 +194,7 @@ class PopulationSpec(Fingerprinted):
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for key, default in (("budget", "fixed"), ("families", None)):
+        for key, default in (("budget", "fixed"), ("families", None), ("tolerance", None)):
             if d[key] == default:  # populations written before these options keep their content id
                 del d[key]
         return d
@@ -293,7 +303,8 @@ def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device:
             start_seeds, start_steps = spec.auto_start()
             res = adaptive_readout(shapes, pe, alpha=spec.alpha, start_seeds=start_seeds, start_steps=start_steps,
                                    max_seeds=len(batch.seeds), steps=spec.steps, first_seed=batch.seeds[0],
-                                   points=spec.points, candidates=cands, observable=spec.observable, **fit)
+                                   points=spec.points, candidates=cands, observable=spec.observable,
+                                   tolerance=spec.tolerance, **fit)
         ens, table = res.ensemble, res.readout.table
         last = res.history.groupby("shape", sort=False).last()
         used = {s: (int(last.at[s, "seeds"]), int(last.at[s, "steps"])) for s in last.index}
@@ -307,6 +318,7 @@ def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device:
         t2 = time.perf_counter()
         used = {s.name: (len(batch.seeds), spec.steps) for s in shapes}
     losses = ens.losses[-1]
+    table = table.assign(resolved=resolved(table, spec.tolerance))
     rows = []
     for r in table.itertuples(index=False):
         d = draws[r.shape]
@@ -318,6 +330,7 @@ def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device:
                          angle_deg=float(r.angle_deg), true_symmetry=truth,
                          near=(not truth) and r.element in {g.name for g in d.base_group},
                          score=float(r.score), p_adjusted=float(r.p_adjusted), observed=bool(r.observed),
+                         resolution=float(r.resolution), resolved=bool(r.resolved),
                          n_models=int(r.n_models), seeds_used=used[r.shape][0], steps_used=used[r.shape][1]))
     models = [dict(shape=s, seed=int(sd), final_loss=float(losses[i])) for i, (s, sd) in
               enumerate(zip(ens.shapes, ens.seeds))]

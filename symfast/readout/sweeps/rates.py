@@ -11,7 +11,10 @@ Each rate is given overall, per shape family (dihedral, cyclic, near, asymmetric
 drawn), per element kind (rotation, mirror), per order n of the member (its base order for
 near-symmetric members) and, for near_FPR, per perturbation size epsilon; per encoding and pooled over
 encodings ("all"). Where the results record the budget each member was read at (seeds_used,
-steps_used; the adaptive rule picks it per member), each row gives its trials' mean seeds and steps. Intervals are Wilson score intervals at 95%. Elements
+steps_used; the adaptive rule picks it per member), each row gives its trials' mean seeds and steps.
+Where they record whether each observed element was resolved to a tolerance (`resolved`), an
+unresolved element is not a decision: it is no false positive, and each row counts them
+(`unresolved`). Intervals are Wilson score intervals at 95%. Elements
 of one member are decided together (they share its seed ensemble), so the intervals, which treat
 elements as independent trials, are narrower than the truth where decisions are correlated; the
 held-out comparison (`compare`: a population of another seed) is the check.
@@ -56,16 +59,22 @@ def _metric_rows(t: pd.DataFrame):
 
 def calibration(results: pd.DataFrame) -> pd.DataFrame:
     """Rates with Wilson 95% intervals: columns KEYS + errors, trials, rate, ci_low, ci_high (+ mean_seeds,
-    mean_steps when the results have seeds_used and steps_used)."""
+    mean_steps when the results have seeds_used and steps_used; + unresolved when they have resolved)."""
     t = results.copy()
     for col in ("true_symmetry", "near", "observed"):
         t[col] = t[col].astype(bool)
     budget = {"seeds_used", "steps_used"} <= set(t.columns)
+    tolerance = "resolved" in t.columns
+    if tolerance:  # batches written before the column: every decision counts as resolved
+        t["resolved"] = t["resolved"].fillna(True).astype(bool)
     pooled = t.assign(encoding=_ALL)
     out = []
     for enc_table in ([pooled] + [g for _, g in t.groupby("encoding", sort=True)]):
         for metric, rows, error_if_observed in _metric_rows(enc_table):
             err = rows["observed"] if error_if_observed else ~rows["observed"]
+            unresolved = (rows["observed"] & ~rows["resolved"]).to_numpy() if tolerance else None
+            if tolerance and error_if_observed:
+                err = err & rows["resolved"]  # an unresolved element is no claim of a symmetry
             every = np.ones(len(rows), bool)
             splits = [(_ALL, _ALL, _ALL, _ALL, every)]
             if "kind" in rows.columns:  # population rows: the member's family
@@ -86,9 +95,11 @@ def calibration(results: pd.DataFrame) -> pd.DataFrame:
                 if budget:
                     row.update(mean_seeds=float(rows["seeds_used"].to_numpy()[mask].mean()),
                                mean_steps=float(rows["steps_used"].to_numpy()[mask].mean()))
+                if tolerance:
+                    row.update(unresolved=int(unresolved[mask].sum()))
                 out.append(row)
-    columns = KEYS + ["errors", "trials", "rate", "ci_low", "ci_high"] + (["mean_seeds", "mean_steps"] if budget
-                                                                          else [])
+    columns = (KEYS + ["errors", "trials", "rate", "ci_low", "ci_high"] + (["mean_seeds", "mean_steps"] if budget
+                                                                           else []) + (["unresolved"] if tolerance else []))
     return pd.DataFrame(out, columns=columns)
 
 
@@ -126,10 +137,15 @@ def _fmt(rate, lo, hi, errors, trials) -> str:
     return f"{rate:.3f} [{lo:.3f}, {hi:.3f}] ({int(errors)}/{int(trials)})"
 
 
+def _count(x) -> str:
+    return "" if pd.isna(x) else str(int(x))
+
+
 def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
     """A Markdown page of a calibration table (with held-out columns if `compare` made it)."""
     held = "heldout_rate" in calib.columns
     budget = "mean_seeds" in calib.columns
+    tolerance = "unresolved" in calib.columns
     lines = [f"# {title}", "", intro, ""]
     overall = lambda c: (c.family == _ALL) & (c.element_kind == _ALL) & (c.n == _ALL) & (c.epsilon == _ALL)  # noqa: E731
     sections = [("Overall, per encoding", overall),
@@ -145,6 +161,8 @@ def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
         head = ["encoding", "metric", "family", "element kind", "n", "epsilon", "rate [95% CI] (errors/trials)"]
         if budget:
             head += ["mean seeds x steps"]
+        if tolerance:
+            head += ["unresolved"] + (["held-out unresolved"] if held else [])
         if held:
             head += ["held-out rate [95% CI]", "intervals overlap"]
         lines += [f"## {caption}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -153,6 +171,8 @@ def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
                      _fmt(r.rate, r.ci_low, r.ci_high, r.errors, r.trials)]
             if budget:
                 cells += [f"{r.mean_seeds:.1f} x {r.mean_steps:.0f}"]
+            if tolerance:
+                cells += [int(r.unresolved)] + ([_count(r.heldout_unresolved)] if held else [])
             if held:
                 cells += [_fmt(r.heldout_rate, r.heldout_ci_low, r.heldout_ci_high, r.heldout_errors,
                                r.heldout_trials), r.agree]
