@@ -131,8 +131,10 @@ def write_calibration(out: str, heldout: str | None = None) -> str:
         calib = compare(calib, other)
         held_line = f" Held-out columns: population {hspec.seed}:{hspec.size} (another seed)."
     atomic_write_bytes(os.path.join(out, "calibration.csv"), calib.to_csv(index=False).encode())
-    intro = (f"Population {spec.seed}:{spec.size} (N = {spec.size} shapes x {spec.seeds} seeds x "
-             f"{len(spec.encodings)} encoding(s) = {spec.num_cells} fields), "
+    chosen = f"the {', '.join(spec.families)} members of " if spec.families else ""
+    cells = "at most " if spec.budget == "auto" else ""  # the adaptive rule stops below its caps
+    intro = (f"Population {chosen}{spec.seed}:{spec.size} (N = {len(spec.members())} shapes x {spec.seeds} seeds x "
+             f"{len(spec.encodings)} encoding(s) = {cells}{spec.num_cells} fields), "
              f"{spec.steps} steps x {spec.points} points, hidden {spec.hidden}, {spec.observable}, alpha "
              f"{spec.alpha}.{budget_line}{held_line} Rates with Wilson 95% intervals; see the population section of the "
              "readout-decisions guide for what each rate counts.")

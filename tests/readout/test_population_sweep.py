@@ -329,3 +329,18 @@ def test_concatenated_ensembles_of_different_lengths_keep_every_final_loss():
     assert all(t is shapes[0] for t in both.targets)  # the Shape (and its group) is kept, not just its name
     assert torch.equal(both.losses[-1], torch.cat([a.losses[-1], b.losses[-1]]))
     assert both.losses[:3, :2].isnan().all() and not both.losses[3:].isnan().any()
+
+
+def test_calibration_page_counts_the_members_kept(auto_dir, tmp_path):
+    from symfast.commands.population import write_calibration
+
+    spec = open_store(str(auto_dir)).spec
+    page = (auto_dir / "calibration.md").read_text()
+    assert f"(N = {len(spec.members())} shapes x {spec.seeds} seeds x 1 encoding(s) = at most {spec.num_cells} " \
+           "fields)" in page
+    out = tmp_path / "near"
+    assert main(["population", "0:12", "--out", str(out), "--families", "near"] + TINY) == 0
+    near = open_store(str(out)).spec
+    text = (out / "calibration.md").read_text()
+    assert f"Population the near members of 0:12 (N = {len(near.members())} shapes" in text
+    assert len(near.members()) < 12 and write_calibration(str(out)).endswith("calibration.md")
