@@ -37,7 +37,8 @@ def _command(spec: dict, out: str, heldout: str | None = None) -> str:
            f"--pe {','.join(e['name'] for e in spec['encodings'])} --steps {spec['steps']} --points {spec['points']} "
            f"--out {out}" + (f" --families {','.join(spec['families'])}" if spec.get("families") else "")
            + (" --budget auto" if spec.get("budget") == "auto" else "")
-           + (f" --tolerance {spec['tolerance']:g}" if spec.get("tolerance") else ""))
+           + (f" --tolerance {spec['tolerance']:g}" if spec.get("tolerance") else "")
+           + (f" --max-batch {spec['max_batch']}" if spec.get("max_batch", 256) != 256 else ""))
     return cmd + (f" --heldout {heldout}" if heldout else "")
 
 
@@ -129,7 +130,7 @@ def _interval_line(calib: pd.DataFrame) -> str:
             "per-epsilon rows rest on fewer trials and are wider.")
 
 
-def _alpha_check(calib: pd.DataFrame, alpha: float) -> list[str]:
+def _alpha_check(calib: pd.DataFrame, alpha: float, tolerance: float | None = None) -> list[str]:
     """Expected, measured, held: every rate per shape family at or below alpha, in the main and the held-out
     population (the goal of the adaptive budget; alpha was fixed before the runs)."""
     from symfast.readout.sweeps.rates import with_keys
@@ -149,6 +150,9 @@ def _alpha_check(calib: pd.DataFrame, alpha: float) -> list[str]:
         upper = max(r.ci_high, r.heldout_ci_high if not pd.isna(r.heldout_rate) else 0.0)
         note = (f"upper 95% end {upper:.3f} > alpha ({int(r.trials)} and {int(r.heldout_trials or 0)} trials)"
                 if verdict == "held" and upper > alpha else "")
+        if tolerance and r.metric == "near_FPR":
+            note = (note + "; " if note else "") + (f"the strict reading (every near-symmetry false); the table "
+                                                    f"below says which lie under the tolerance {tolerance:g}")
         lines.append(f"| {r.family} | {r.metric} | <= {alpha:g} | {r.rate:.3f} (upper {r.ci_high:.3f}) | "
                      f"{held_out} | {verdict} | {note} |")
     return lines + [""]
@@ -223,7 +227,7 @@ def page(data: str) -> str:
         "",
         _interval_line(calib),
         "",
-        *(_alpha_check(calib, m["alpha"]) if m.get("budget") == "auto" else []),
+        *(_alpha_check(calib, m["alpha"], m.get("tolerance")) if m.get("budget") == "auto" else []),
         *(_tolerance_check(calib, m["tolerance"]) if m.get("tolerance") and _has_near(calib) else []),
         "The commands:", "", "```bash", *run["commands"], "```", "",
         *([f"![near-symmetry curve]({FIGURE})", "",
