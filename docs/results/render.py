@@ -17,8 +17,10 @@ run ran):
   --out folder written as DIR);
 - `<study>/verdicts.md`: each study's verdict table, as `report.md` shows it;
 - `readout/summary.csv`, `readout3d/summary.csv`: the readouts' per-(shape, encoding) sets, as written;
-- `schur/schur_models.csv` as written, and `schur/schur_ablation_summary.csv` cut to the rows the
-  report's effects table reads (the middle alpha, the single blocks and all three; columns unchanged);
+- `schur/schur_models.csv` and `schur/schur_paper_targets.csv` (each verdict re-read on the models that
+  reach the paper's full-model targets) as written, and `schur/schur_ablation_summary.csv` cut to the
+  rows the report's effects table reads (the middle alpha, the single blocks and all three; columns
+  unchanged);
 - `layerwise/suite.md`: the layerwise suite's own tables, as written.
 
 The pages are never edited by hand: tests/test_docs_results.py renders them again from the data and
@@ -143,8 +145,9 @@ def collect(run_dir: str, data: str) -> None:
         if key in ran:
             shutil.copyfile(os.path.join(run_dir, key, "summary.csv"), os.path.join(data, key, "summary.csv"))
     if "schur" in ran:
-        shutil.copyfile(os.path.join(run_dir, "schur", "schur_models.csv"),
-                        os.path.join(data, "schur", "schur_models.csv"))
+        for name in ("schur_models.csv", "schur_paper_targets.csv"):  # the latter: verdicts at the paper's targets
+            if os.path.exists(os.path.join(run_dir, "schur", name)):
+                shutil.copyfile(os.path.join(run_dir, "schur", name), os.path.join(data, "schur", name))
         s = pd.read_csv(os.path.join(run_dir, "schur", "schur_ablation_summary.csv"))
         alphas = sorted(s["alpha"].unique())
         s = s[(s["alpha"] == alphas[len(alphas) // 2]) & s["subset"].isin(MAIN_BLOCKS)]
