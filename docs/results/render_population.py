@@ -158,6 +158,18 @@ def _alpha_check(calib: pd.DataFrame, alpha: float, tolerance: float | None = No
     return lines + [""]
 
 
+def _resolved(tolerance: float) -> str:
+    """What an observed element means under a tolerance."""
+    return (f"An observed element here is one the budget resolved: an asymmetry of {tolerance:g} or more (relative "
+            "to the Gram, like the score) would have been rejected with probability at least 1 - alpha.")
+
+
+def _tolerance_note(tolerance: float) -> list[str]:
+    """A tolerance run without near-symmetric members: what observed and unresolved mean in its tables."""
+    return [_resolved(tolerance) + " An element still above the tolerance at the caps is unresolved: no claim "
+            "either way, so it is no false positive; the tables count such elements in their unresolved columns.", ""]
+
+
 def _tolerance_check(calib: pd.DataFrame, tolerance: float) -> list[str]:
     """Near-symmetries per epsilon under a tolerance: reported observed (resolved below it), unresolved at the
     caps, and rejected, in both populations."""
@@ -167,9 +179,7 @@ def _tolerance_check(calib: pd.DataFrame, tolerance: float) -> list[str]:
     rows = c[(c.encoding == "all") & (c.metric == "near_FPR") & (c.family == "all") & (c.element_kind == "all")
              & (c.n == "all") & (c.epsilon != "all")]
     lines = [f"## Near-symmetries under the tolerance {tolerance:g}", "",
-             f"An observed element here is one the budget resolved: an asymmetry of {tolerance:g} or more (relative "
-             "to the Gram, like the score) would have been rejected with probability at least 1 - alpha. A "
-             "near-symmetry reported observed is therefore one whose asymmetry lies under the tolerance: correct at "
+             _resolved(tolerance) + " A near-symmetry reported observed is therefore one whose asymmetry lies under the tolerance: correct at "
              "this tolerance, and a false positive under the strict reading that the near_FPR rows keep. "
              "Unresolved: still above the tolerance at the caps (no claim either way).", "",
              "| epsilon | trials | observed (rate) | unresolved | rejected | mean seeds | held out: trials, observed, "
@@ -228,7 +238,8 @@ def page(data: str) -> str:
         _interval_line(calib),
         "",
         *(_alpha_check(calib, m["alpha"], m.get("tolerance")) if m.get("budget") == "auto" else []),
-        *(_tolerance_check(calib, m["tolerance"]) if m.get("tolerance") and _has_near(calib) else []),
+        *((_tolerance_check(calib, m["tolerance"]) if _has_near(calib) else _tolerance_note(m["tolerance"]))
+          if m.get("tolerance") else []),
         "The commands:", "", "```bash", *run["commands"], "```", "",
         *([f"![near-symmetry curve]({FIGURE})", "",
            "The near-symmetry curve: the share of near-symmetries (a symmetric shape broken by a radial "
