@@ -7,6 +7,7 @@ import os
 from symfast.commands import UsageError, execution, input_errors, limits, output_errors
 
 NAME = "population"
+DEFAULT_PE = {2: "triaxis", 3: "dyadic3"}  # --pe per --dim
 HELP = ("train and read out neural fields of a random shape population with known groups (streaming, resumable, "
         "shardable) and write the readout's error rates with Wilson 95-percent intervals")
 
@@ -15,7 +16,10 @@ def add_arguments(p) -> None:
     p.add_argument("population", help="SEED:N, the population's seed and size (e.g. 0:625)")
     p.add_argument("--out", required=True, help="directory (created; a rerun resumes; shards may share it)")
     p.add_argument("--seeds", type=int, default=16, help="models per shape (at least 3)")
-    p.add_argument("--pe", default="triaxis", help="comma-separated 2D encodings: dyadic, triaxis, rff")
+    p.add_argument("--dim", type=int, default=2, choices=[2, 3],
+                   help="2: the planar members (default); 3: each member extruded into a prism with its O(3) group")
+    p.add_argument("--pe", default=None, help="comma-separated encodings: 2D dyadic, triaxis, rff; 3D dyadic3, cube4, ico6, rff3 "
+                   "(default: triaxis for --dim 2, dyadic3 for --dim 3)")
     p.add_argument("--hidden", default="64,64", help="hidden widths, comma-separated")
     p.add_argument("--activation", default="relu", help="relu, tanh, silu or sine")
     p.add_argument("--steps", type=int, default=300, help="Adam steps per model")
@@ -48,7 +52,8 @@ def spec_from_args(args):
     with input_errors("population"):
         seed, size = parse_population(args.population)
     hidden = limits.int_list("--hidden", args.hidden, 1, MAX_WIDTH)
-    encodings = [e.strip() for e in args.pe.split(",") if e.strip()]
+    pe = args.pe if args.pe is not None else DEFAULT_PE[args.dim]
+    encodings = [e.strip() for e in pe.split(",") if e.strip()]
     if not encodings:
         raise UsageError("--pe needs at least one encoding")
     with input_errors():
@@ -56,7 +61,7 @@ def spec_from_args(args):
                               activation=args.activation, steps=args.steps, points=args.points, lr=args.lr,
                               observable=args.observable, alpha=args.alpha, max_batch=args.max_batch,
                               keep_weights=args.keep_weights, budget=args.budget,
-                              families=_families(args.families), tolerance=args.tolerance)
+                              families=_families(args.families), tolerance=args.tolerance, dim=args.dim)
 
 
 def _families(text):
@@ -133,7 +138,8 @@ def write_calibration(out: str, heldout: str | None = None) -> str:
     atomic_write_bytes(os.path.join(out, "calibration.csv"), calib.to_csv(index=False).encode())
     chosen = f"the {', '.join(spec.families)} members of " if spec.families else ""
     cells = "at most " if spec.budget == "auto" else ""  # the adaptive rule stops below its caps
-    intro = (f"Population {chosen}{spec.seed}:{spec.size} (N = {len(spec.members())} shapes x {spec.seeds} seeds x "
+    solids = " extruded into prisms (3D)" if spec.dim == 3 else ""
+    intro = (f"Population {chosen}{spec.seed}:{spec.size}{solids} (N = {len(spec.members())} shapes x {spec.seeds} seeds x "
              f"{len(spec.encodings)} encoding(s) = {cells}{spec.num_cells} fields), "
              f"{spec.steps} steps x {spec.points} points, hidden {spec.hidden}, {spec.observable}, alpha "
              f"{spec.alpha}.{budget_line}{held_line} Rates with Wilson 95% intervals; see the population section of the "

@@ -4,9 +4,10 @@ neural fields are fitted to.
 Modules: `base` (`Shape` and its recipe registry), `planar` (2D shapes, O(2) groups), `solids`
 (3D shapes, O(3) groups), `meshes` (watertight triangle meshes and the exact triangle distance),
 `samplers` (points in the disk, ball, box or near a surface), `population` (seeded random planar
-shapes with groups known by construction, exact and near-symmetric).
+shapes with groups known by construction, exact and near-symmetric), `population_solids` (the same members
+extruded into prisms with known O(3) groups).
 """
-from symfast.shapes import population, samplers
+from symfast.shapes import population, population_solids, samplers
 from symfast.shapes.base import Shape
 from symfast.shapes.meshes import mesh
 from symfast.shapes.planar import (circle, ellipse, hexagon, pentagon, polygon, rectangle, regular_polygon, square,
@@ -18,6 +19,7 @@ from symfast.shapes.solids import FACTORIES as _SOLIDS
 
 __all__ = ["Shape", "circle", "square", "rectangle", "ellipse", "regular_polygon", "triangle", "pentagon",
            "hexagon", "star", "polygon", "by_name", "NAMES", "NAMES_3D", "samplers", "population",
+           "population_solids",
            "sphere", "box", "cube", "tetrahedron", "octahedron", "icosahedron", "dodecahedron", "polyhedron",
            "cylinder", "torus", "mesh"]
 

@@ -41,7 +41,7 @@ from symfast.groups import Group, reflection, rotation
 from symfast.shapes.base import Shape, recipe
 from symfast.shapes.planar import polygon
 
-__all__ = ["Draw", "draw", "population", "population_shape", "describe", "KINDS", "EPSILONS", "MAX_N",
+__all__ = ["Draw", "draw", "population", "population_shape", "polar_table", "describe", "KINDS", "EPSILONS", "MAX_N",
            "ROTATION_STEP_DEG", "RHO_MAX", "TABLE_ERROR", "MAX_SEED", "MAX_SIZE"]
 
 KINDS = ("dihedral", "cyclic", "near", "asymmetric")
@@ -207,12 +207,17 @@ class _PolarTable:
         return out.to(x.dtype)
 
 
+def polar_table(d: Draw) -> _PolarTable:
+    """A member's field: its polygon's exact SDF, tabulated on the polar grid of its group."""
+    return _PolarTable(d.vertices, d.rotation, d.n)
+
+
 @recipe("population")
 def population_shape(seed: int, index: int) -> Shape:
     """Member `index` of population `seed` as a Shape (its group exact; `.sdf` the interpolated table).
     It saves and pickles as its recipe {"kind": "population", "seed", "index"}."""
     d = draw(seed, index)
-    return Shape(d.name, _PolarTable(d.vertices, d.rotation, d.n), d.group,
+    return Shape(d.name, polar_table(d), d.group,
                  {"kind": "population", "seed": d.seed, "index": d.index})
 
 

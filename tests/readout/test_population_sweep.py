@@ -344,3 +344,53 @@ def test_calibration_page_counts_the_members_kept(auto_dir, tmp_path):
     text = (out / "calibration.md").read_text()
     assert f"Population the near members of 0:12 (N = {len(near.members())} shapes" in text
     assert len(near.members()) < 12 and write_calibration(str(out)).endswith("calibration.md")
+
+
+SOLIDS = PopulationSpec(seed=0, size=4, seeds=3, encodings=["dyadic3", "rff3"], hidden=[8], steps=10, points=64,
+                        max_batch=6, dim=3)
+
+
+def test_solid_population_end_to_end(tmp_path):
+    """dim=3 trains the prisms under 3D encodings; every row's truth and near flag come from the solid's
+    O(3) group; the candidates are the O_h (dyadic3) or {e, i} (rff3) elements the encoding lifts."""
+    from symfast.shapes import population_solids as ps
+
+    out = tmp_path / "solids"
+    assert main(["population", "0:4", "--dim", "3", "--pe", "dyadic3,rff3", "--out", str(out),
+                 *[a for a in TINY if a not in ("--pe", "triaxis")]]) == 0
+    table = load_population(str(out))
+    assert open_store(str(out)).spec.dim == 3 and set(table["encoding"]) == {"dyadic3", "rff3"}
+    for r in table.itertuples():
+        d = ps.draw_solid(0, r.index)
+        assert r.shape == d.name == f"solid0-{r.index}" and r.group == d.group.name
+        assert r.true_symmetry == (r.element in d.group.names)
+        assert r.near == (r.element in d.base_group.names and not r.true_symmetry)
+    per = table.groupby(["shape", "encoding"]).size()
+    assert set(per.xs("dyadic3", level="encoding")) == {48}
+    assert set(table.loc[table.encoding == "rff3", "element"]) == {"e", "i"}
+    assert {"inversion", "rotoreflection", "reflection"} <= set(table["element_kind"])
+    calib = pd.read_csv(out / "calibration.csv", dtype={"n": str, "epsilon": str})
+    kinds = set(calib.loc[calib.encoding == "dyadic3", "element_kind"])
+    assert {"rotation", "mirror", "inversion", "rotoreflection"} <= kinds
+    fnr = calib[(calib.metric == "FNR") & (calib.encoding == "all") & (calib.family == "all")
+                & (calib.element_kind == "all") & (calib.n == "all")]
+    assert int(fnr["trials"].iloc[0]) == int((table["true_symmetry"] & (table["element"] != "e")).sum())
+    assert "extruded into prisms" in (out / "calibration.md").read_text()
+
+
+def test_dim_is_checked_against_the_encodings_and_kept_out_of_planar_content_ids():
+    assert "dim" not in SPEC.to_dict() and SOLIDS.to_dict()["dim"] == 3
+    assert PopulationSpec(**dict(SPEC.to_dict(), dim=2)).fingerprint() == SPEC.fingerprint()
+    assert len(candidates('{"name": "ico6"}')) == 120 and len(candidates('{"name": "dyadic3"}')) == 48
+    for spec, words in ((dict(SPEC.to_dict(), dim=3), "'triaxis' is not a 3D encoding"),
+                        (dict(SOLIDS.to_dict(), dim=2), "'dyadic3' is not a 2D encoding"),
+                        (dict(SPEC.to_dict(), dim=4), "dim must be 2"),
+                        (dict(SOLIDS.to_dict(), encodings=[{"name": "dyadic3", "K": 4}]), "takes no parameters")):
+        with pytest.raises(ValueError, match=words):
+            PopulationSpec(**spec)
+
+
+def test_cli_dim_3_rejects_planar_encodings(tmp_path, capsys):
+    assert main(["population", "0:4", "--dim", "3", "--pe", "triaxis", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "not a 3D encoding" in err and err.strip().count("\n") == 0

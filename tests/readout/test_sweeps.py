@@ -87,6 +87,11 @@ def test_spec_errors(tmp_path):
     with pytest.raises(ValueError, match="cannot read"):
         load_spec(tmp_path / "missing.toml")
     assert main(["sweep", str(tmp_path / "missing.toml"), "--out", str(tmp_path / "o")]) == 2
+    for shapes, encodings, words in ((["cube"], ["dyadic"], "encodes 2D points but the shapes are 3D"),
+                                     (["circle"], ["dyadic3"], "encodes 3D points but the shapes are 2D"),
+                                     (["circle", "cube"], ["dyadic"], "mixes 2D and 3D")):
+        with pytest.raises(ValueError, match=words):
+            SweepSpec(shapes=shapes, encodings=encodings)
 
 
 def test_table_is_tidy(clean):

@@ -21,9 +21,13 @@ asymmetry the budget rejects with probability 1 - alpha). With a `tolerance`, th
 every observed element is resolved to it, and an element still above it at the caps is unresolved:
 the rates count it as neither a false positive nor a true symmetry found.
 
-Candidates: the elements of D4, D6, D8, D10 and D12 (every rotation by a multiple of 30, 36 or 45
-degrees and every mirror at a multiple of 15, 18 or 22.5 degrees) that the encoding lifts exactly;
-the decision is made over exactly these (`readout`'s `observed`), so the others are not scored.
+Solids: with `dim=3` the members are the population's prisms (`symfast.shapes.population_solids`: each
+planar member extruded along z, with its O(3) group) and the encodings are 3D ones.
+
+Candidates: in 2D the elements of D4, D6, D8, D10 and D12 (every rotation by a multiple of 30, 36 or 45
+degrees and every mirror at a multiple of 15, 18 or 22.5 degrees), in 3D those of O_h and I_h, that the
+encoding lifts exactly; the decision is made over exactly these (`readout`'s `observed`), so the others
+are not scored.
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ import pandas as pd
 
 from symfast._io import atomic_write_bytes, read_bounded
 from symfast._progress import Progress
-from symfast.groups import Group, dihedral, union
+from symfast.groups import Group, dihedral, o3, union
 from symfast.readout.budget import adaptive_readout, resolved
 from symfast.readout.readout import MIN_MODELS_PER_SHAPE, readout
 from symfast.readout.sweeps.run import check_run, execute, write_table
@@ -48,6 +52,7 @@ from symfast.readout.sweeps.spec import (MAX_CELLS, MAX_POINTS, MAX_STEPS, MAX_W
 from symfast.readout.sweeps.store import ROW_BYTES, SLACK, SPEC_BYTES, BatchError, SweepStore
 from symfast.readout.training import check_backend, fit_sdf
 from symfast.shapes import population as pop
+from symfast.shapes import population_solids
 
 __all__ = ["PopulationSpec", "PopulationBatch", "PopulationStore", "parse_population", "candidates",
            "train_population_batch", "run_population", "finalize_population", "load_population", "open_store"]
@@ -74,9 +79,10 @@ def parse_population(text: str) -> tuple[int, int]:
 @functools.lru_cache(maxsize=None)
 def candidates(encoding_json: str) -> Group:
     """The candidate elements of an encoding (given as JSON of its spec dict): those of
-    D4 ∪ D6 ∪ D8 ∪ D10 ∪ D12 it lifts exactly."""
+    D4 ∪ D6 ∪ D8 ∪ D10 ∪ D12 (2D) or O_h ∪ I_h (3D) it lifts exactly."""
     pe = make_encoding(json.loads(encoding_json))
-    grid = union([dihedral(4), dihedral(6), dihedral(8), dihedral(10), dihedral(12)])
+    grid = (union([dihedral(4), dihedral(6), dihedral(8), dihedral(10), dihedral(12)]) if pe.input_dim == 2 else
+            union([o3.octahedral(), o3.icosahedral()]))
     return Group([g for g in grid if pe.lift(g) is not None], name=f"liftable({pe.name})")
 
 
@@ -110,6 +116,7 @@ class PopulationSpec(Fingerprinted):
         tolerance: None, or the asymmetry (relative to the observable, like the score) an observed
             element must be resolved to (`symfast.readout.budget`): under "auto" the rule trains
             until it is, and a row still above it at the caps is unresolved (`resolved` False).
+        dim: 2 (the planar members) or 3 (the members extruded into prisms; 3D encodings).
     """
 
     seed: int = 0
@@ -129,6 +136,7 @@ class PopulationSpec(Fingerprinted):
     budget: str = "fixed"
     families: list | None = None
     tolerance: float | None = None
+    dim: int = 2
 
     def __post_init__(self):
         pop.describe(self.seed, 1)
@@ -142,9 +150,12 @@ class PopulationSpec(Fingerprinted):
         if not isinstance(self.encodings, list) or not self.encodings:
             raise ValueError(f"population spec: encodings must be a non-empty list, got {self.encodings!r}")
         self.encodings = [{"name": e} if isinstance(e, str) else dict(e) for e in self.encodings]
+        if self.dim not in (2, 3) or isinstance(self.dim, bool):
+            raise ValueError(f"population spec: dim must be 2 (planar members) or 3 (prisms), got {self.dim!r}")
         for e in self.encodings:
-            if make_encoding(e).input_dim != 2:
-                raise ValueError(f"population spec: the population is planar; {e['name']!r} is not a 2D encoding")
+            if make_encoding(e).input_dim != self.dim:
+                raise ValueError(f"population spec: the members are {self.dim}D; {e['name']!r} is not a "
+                                 f"{self.dim}D encoding")
         self.hidden = list(self.hidden)
         if not self.hidden or not all(isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= MAX_WIDTH
                                       for w in self.hidden):
@@ -170,7 +181,7 @@ class PopulationSpec(Fingerprinted):
                 raise ValueError(f"population spec: with families, size must be at most {MAX_FILTERED_SIZE}, "
                                  f"got {self.size}")
         self._members = (range(self.size) if self.families is None else
-                         [i for i in range(self.size) if pop.draw(self.seed, i).kind in self.families])
+                         [i for i in range(self.size) if pop.draw(self.seed, i).kind in self.families])  # a prism keeps its family
         if not self._members:
             raise ValueError(f"population spec: none of the first {self.size} members is {' or '.join(self.families)}")
         if self.kind != KIND:
@@ -194,10 +205,19 @@ class PopulationSpec(Fingerprinted):
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        for key, default in (("budget", "fixed"), ("families", None), ("tolerance", None)):
+        for key, default in (("budget", "fixed"), ("families", None), ("tolerance", None), ("dim", 2)):
             if d[key] == default:  # populations written before these options keep their content id
                 del d[key]
         return d
+
+    def draw(self, index: int):
+        """Member `index` as drawn: a `population.Draw` (2D) or a `population_solids.SolidDraw` (3D)."""
+        return pop.draw(self.seed, index) if self.dim == 2 else population_solids.draw_solid(self.seed, index)
+
+    def shape(self, index: int):
+        """Member `index` as the Shape that is trained."""
+        return (pop.population_shape(self.seed, index) if self.dim == 2 else
+                population_solids.solid_shape(self.seed, index))
 
     def members(self):
         """Indices of the members trained: the first `size`, of `families` when given."""
@@ -238,7 +258,7 @@ class PopulationStore(SweepStore):
                 for m in models):
             raise BatchError(f"expected {fewest}..{batch.size} models with finite final losses")
         rows = payload["rows"]
-        names = {pop.draw(self.spec.seed, i).name for i in batch.members}
+        names = {self.spec.draw(i).name for i in batch.members}
         if not isinstance(rows, list) or not all(isinstance(r, dict) and _ROW_KEYS <= set(r) for r in rows):
             raise BatchError("readout rows are missing or malformed")
         per = {}
@@ -291,8 +311,8 @@ def open_store(root: str) -> SweepStore:
 def train_population_batch(batch: PopulationBatch, spec: PopulationSpec, device: str = "cpu",
                            backend: str = "auto") -> dict:
     """Train one batch, read it out and return its payload (rows with truth, per-model losses)."""
-    shapes = [pop.population_shape(spec.seed, i) for i in batch.members]
-    draws = {s.name: pop.draw(spec.seed, i) for s, i in zip(shapes, batch.members)}
+    shapes = [spec.shape(i) for i in batch.members]
+    draws = {s.name: spec.draw(i) for s, i in zip(shapes, batch.members)}
     pe = make_encoding(batch.encoding)
     cands = candidates(json.dumps(batch.encoding, sort_keys=True))
     fit = dict(hidden=spec.hidden, activation=spec.activation, lr=spec.lr, device=device, backend=backend)

@@ -8,7 +8,7 @@ From a population sweep's results (one row per member x encoding x exactly lifta
   perturbation breaks) observed: how small a perturbation the readout still calls a symmetry.
 
 Each rate is given overall, per shape family (dihedral, cyclic, near, asymmetric: how the member was
-drawn), per element kind (rotation, mirror), per order n of the member (its base order for
+drawn), per element kind (rotation, mirror; in 3D also inversion and rotoreflection), per order n of the member (its base order for
 near-symmetric members) and, for near_FPR, per perturbation size epsilon; per encoding and pooled over
 encodings ("all"). Where the results record the budget each member was read at (seeds_used,
 steps_used; the adaptive rule picks it per member), each row gives its trials' mean seeds and steps.
@@ -34,6 +34,8 @@ Z95 = 1.959963984540054
 KEYS = ["encoding", "metric", "family", "element_kind", "n", "epsilon"]
 FAMILIES = KINDS  # how a population member was drawn
 _ALL = "all"
+IDENTITIES = ("r0", "e")  # the identity's name in O(2) and in O(3)
+ELEMENT_KINDS = ("rotation", "reflection", "inversion", "rotoreflection")  # the last two occur in 3D only
 
 
 def wilson(errors: int, trials: int, z: float = Z95) -> tuple[float, float]:
@@ -51,7 +53,7 @@ def wilson(errors: int, trials: int, z: float = Z95) -> tuple[float, float]:
 
 def _metric_rows(t: pd.DataFrame):
     """(metric, rows the metric counts, whether an observed row is an error)."""
-    identity = t["element"] == "r0"
+    identity = t["element"].isin(IDENTITIES)
     return [("FNR", t[t["true_symmetry"] & ~identity], False),
             ("FPR", t[~t["true_symmetry"] & ~t["near"]], True),
             ("near_FPR", t[t["near"]], True)]
@@ -79,7 +81,7 @@ def calibration(results: pd.DataFrame) -> pd.DataFrame:
             splits = [(_ALL, _ALL, _ALL, _ALL, every)]
             if "kind" in rows.columns:  # population rows: the member's family
                 splits += [(f, _ALL, _ALL, _ALL, (rows["kind"] == f).to_numpy()) for f in FAMILIES]
-            splits += [(_ALL, k, _ALL, _ALL, (rows["element_kind"] == k).to_numpy()) for k in ("rotation", "reflection")]
+            splits += [(_ALL, k, _ALL, _ALL, (rows["element_kind"] == k).to_numpy()) for k in ELEMENT_KINDS]
             splits += [(_ALL, _ALL, str(n), _ALL, (rows["n"] == n).to_numpy()) for n in sorted(rows["n"].unique())]
             if metric == "near_FPR":
                 splits += [(_ALL, _ALL, _ALL, f"{e:g}", (rows["epsilon"] == e).to_numpy())

@@ -17,20 +17,26 @@ from dataclasses import asdict, dataclass, field
 
 from symfast import shapes as shp
 from symfast.ops.fourier_mlp.reference import ACTIVATIONS
-from symfast.nn.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE
+from symfast.nn.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE, encoding_by_name
 from symfast.readout.observables import OBSERVABLES
 from symfast.readout.training import MAX_SEED, check_backend
 
 __all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding", "check_observable", "digest", "Fingerprinted"]
 
 _ENCODINGS = {"dyadic": DyadicAxisPE, "triaxis": TriAxisPE, "multiaxis": MultiAxisPE, "rff": RandomFourierPE}
+_PRESETS_3D = ("dyadic3", "cube4", "ico6", "rff3")  # names of `encoding_by_name`'s 3D encodings
 
 
 def make_encoding(enc: dict) -> FourierPE:
-    """Build an encoding from {"name": "dyadic" | "triaxis" | "multiaxis" | "rff", **params}."""
+    """Build an encoding from {"name": "dyadic" | "triaxis" | "multiaxis" | "rff", **params}, or a 3D one
+    with its default settings by name ({"name": "dyadic3" | "cube4" | "ico6" | "rff3"}, `encoding_by_name`)."""
     params = {k: v for k, v in enc.items() if k != "name"}
+    if enc.get("name") in _PRESETS_3D:
+        if params:
+            raise ValueError(f"encoding {enc['name']!r} takes no parameters (it is a preset); got {sorted(params)}")
+        return encoding_by_name(enc["name"])
     if enc.get("name") not in _ENCODINGS:
-        raise ValueError(f"unknown encoding {enc.get('name')!r}; choose from {sorted(_ENCODINGS)}")
+        raise ValueError(f"unknown encoding {enc.get('name')!r}; choose from {sorted(_ENCODINGS) + list(_PRESETS_3D)}")
     try:
         return _ENCODINGS[enc["name"]](**params)
     except TypeError as e:
@@ -175,10 +181,14 @@ class SweepSpec(Fingerprinted):
             for v in getattr(self, key):
                 if not isinstance(v, str):
                     raise ValueError(f"sweep spec: {key} must be a list of strings, got {v!r}")
-        for s in self.shapes:
-            shp.by_name(s)
+        dims = {getattr(shp.by_name(s), "dim", 2) for s in self.shapes}
+        if len(dims) > 1:
+            raise ValueError(f"sweep spec: shapes mixes 2D and 3D shapes ({', '.join(self.shapes)}); one sweep "
+                             "trains one dimension")
         for e in self.encodings:
-            make_encoding(e)
+            if make_encoding(e).input_dim not in dims:
+                raise ValueError(f"sweep spec: encoding {e.get('name')!r} encodes {make_encoding(e).input_dim}D "
+                                 f"points but the shapes are {next(iter(dims))}D")
         for a in self.activation:
             if a not in ACTIVATIONS:
                 raise ValueError(f"sweep spec: unknown activation {a!r}; choose from {sorted(ACTIVATIONS)}")
