@@ -390,7 +390,39 @@ def test_dim_is_checked_against_the_encodings_and_kept_out_of_planar_content_ids
             PopulationSpec(**spec)
 
 
-def test_cli_dim_3_rejects_planar_encodings(tmp_path, capsys):
+def test_cli_dim_3_rejects_planar_encodings_and_planar_heldout(tmp_path, capsys, clean_dir):
     assert main(["population", "0:4", "--dim", "3", "--pe", "triaxis", "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "not a 3D encoding" in err and err.strip().count("\n") == 0
+    assert main(["population", "1:6", "--dim", "3", "--seeds", "3", "--hidden", "8", "--steps", "15", "--points", "64",
+                 "--max-batch", "3", "--out", str(tmp_path / "p"), "--heldout", str(clean_dir), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "trained with other settings" in err and "dim" in err, err
+
+
+@pytest.mark.parametrize("dim, names", [(2, ["dyadic", "triaxis", "rff"]), (3, ["dyadic3", "cube4", "ico6", "rff3"])])
+def test_no_member_group_implies_a_false_candidate(dim, names):
+    """The rates count every observed false element as a false positive; that is fair only if no Gram
+    observable is forced invariant under it by the member's true elements (`implied_by`), checked here
+    exactly for every distinct (group ∩ candidates) among the first 300 members, under every encoding."""
+    import json
+
+    import numpy as np
+
+    from symfast.readout.readout import implied_by
+    from symfast.readout.sweeps.spec import make_encoding
+
+    spec = PopulationSpec(**dict(SPEC.to_dict(), size=300, encodings=[names[0]], dim=dim))
+    for name in names:
+        pe, cands = make_encoding({"name": name}), candidates(json.dumps({"name": name}))
+        rho = torch.stack([torch.as_tensor(pe.lift(g)) for g in cands])
+        seen = set()
+        for i in range(300):
+            group = spec.draw(i).group
+            true = np.array([g in group for g in cands])
+            if true.tobytes() in seen:
+                continue
+            seen.add(true.tobytes())
+            implied = implied_by(rho, true) & ~true
+            assert not implied.any(), (name, group.name, [g.name for g, t in zip(cands, implied) if t])
+        assert len(seen) >= 2
