@@ -384,7 +384,7 @@ def test_dim_is_checked_against_the_encodings_and_kept_out_of_planar_content_ids
     assert len(candidates('{"name": "ico6"}')) == 120 and len(candidates('{"name": "dyadic3"}')) == 48
     for spec, words in ((dict(SPEC.to_dict(), dim=3), "'triaxis' is not a 3D encoding"),
                         (dict(SOLIDS.to_dict(), dim=2), "'dyadic3' is not a 2D encoding"),
-                        (dict(SPEC.to_dict(), dim=4), "dim must be 2"),
+                        (dict(SPEC.to_dict(), dim=4), "dim must be 2"), (dict(SPEC.to_dict(), dim=2.0), "dim must be 2"),
                         (dict(SOLIDS.to_dict(), encodings=[{"name": "dyadic3", "K": 4}]), "takes no parameters")):
         with pytest.raises(ValueError, match=words):
             PopulationSpec(**spec)

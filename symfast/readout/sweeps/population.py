@@ -150,7 +150,7 @@ class PopulationSpec(Fingerprinted):
         if not isinstance(self.encodings, list) or not self.encodings:
             raise ValueError(f"population spec: encodings must be a non-empty list, got {self.encodings!r}")
         self.encodings = [{"name": e} if isinstance(e, str) else dict(e) for e in self.encodings]
-        if self.dim not in (2, 3) or isinstance(self.dim, bool):
+        if isinstance(self.dim, bool) or not isinstance(self.dim, int) or self.dim not in (2, 3):
             raise ValueError(f"population spec: dim must be 2 (planar members) or 3 (prisms), got {self.dim!r}")
         for e in self.encodings:
             if make_encoding(e).input_dim != self.dim:
@@ -180,8 +180,9 @@ class PopulationSpec(Fingerprinted):
             if self.size > MAX_FILTERED_SIZE:  # each member is drawn to learn its family (about 0.1 ms)
                 raise ValueError(f"population spec: with families, size must be at most {MAX_FILTERED_SIZE}, "
                                  f"got {self.size}")
+        # a prism keeps its cross-section's family, so the planar draw decides in 2D and 3D
         self._members = (range(self.size) if self.families is None else
-                         [i for i in range(self.size) if pop.draw(self.seed, i).kind in self.families])  # a prism keeps its family
+                         [i for i in range(self.size) if pop.draw(self.seed, i).kind in self.families])
         if not self._members:
             raise ValueError(f"population spec: none of the first {self.size} members is {' or '.join(self.families)}")
         if self.kind != KIND:
