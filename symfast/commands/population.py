@@ -18,8 +18,8 @@ def add_arguments(p) -> None:
     p.add_argument("--seeds", type=int, default=16, help="models per shape (at least 3)")
     p.add_argument("--dim", type=int, default=2, choices=[2, 3],
                    help="2: the planar members (default); 3: each member extruded into a prism with its O(3) group")
-    p.add_argument("--pe", default=None, help="comma-separated encodings: 2D dyadic, triaxis, rff; 3D dyadic3, cube4, ico6, rff3 "
-                   "(default: triaxis for --dim 2, dyadic3 for --dim 3)")
+    p.add_argument("--pe", default=None, help="comma-separated encodings: 2D dyadic, triaxis, rff; 3D dyadic3, "
+                   "cube4, ico6, rff3 (default: triaxis for --dim 2, dyadic3 for --dim 3)")
     p.add_argument("--hidden", default="64,64", help="hidden widths, comma-separated")
     p.add_argument("--activation", default="relu", help="relu, tanh, silu or sine")
     p.add_argument("--steps", type=int, default=300, help="Adam steps per model")

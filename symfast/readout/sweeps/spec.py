@@ -17,14 +17,15 @@ from dataclasses import asdict, dataclass, field
 
 from symfast import shapes as shp
 from symfast.ops.fourier_mlp.reference import ACTIVATIONS
-from symfast.nn.encodings import DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE, encoding_by_name
+from symfast.nn.encodings import (ENCODINGS, DyadicAxisPE, FourierPE, MultiAxisPE, RandomFourierPE, TriAxisPE,
+                                  encoding_by_name)
 from symfast.readout.observables import OBSERVABLES
 from symfast.readout.training import MAX_SEED, check_backend
 
 __all__ = ["SweepSpec", "Batch", "load_spec", "make_encoding", "check_observable", "digest", "Fingerprinted"]
 
 _ENCODINGS = {"dyadic": DyadicAxisPE, "triaxis": TriAxisPE, "multiaxis": MultiAxisPE, "rff": RandomFourierPE}
-_PRESETS_3D = ("dyadic3", "cube4", "ico6", "rff3")  # names of `encoding_by_name`'s 3D encodings
+_PRESETS_3D = tuple(n for n in ENCODINGS if n not in _ENCODINGS)  # `encoding_by_name`'s 3D encodings
 
 
 def make_encoding(enc: dict) -> FourierPE:
@@ -186,9 +187,10 @@ class SweepSpec(Fingerprinted):
             raise ValueError(f"sweep spec: shapes mixes 2D and 3D shapes ({', '.join(self.shapes)}); one sweep "
                              "trains one dimension")
         for e in self.encodings:
-            if make_encoding(e).input_dim not in dims:
-                raise ValueError(f"sweep spec: encoding {e.get('name')!r} encodes {make_encoding(e).input_dim}D "
-                                 f"points but the shapes are {next(iter(dims))}D")
+            dim = make_encoding(e).input_dim
+            if dim not in dims:
+                raise ValueError(f"sweep spec: encoding {e.get('name')!r} encodes {dim}D points but the shapes are "
+                                 f"{next(iter(dims))}D")
         for a in self.activation:
             if a not in ACTIVATIONS:
                 raise ValueError(f"sweep spec: unknown activation {a!r}; choose from {sorted(ACTIVATIONS)}")
