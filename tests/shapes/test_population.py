@@ -97,6 +97,37 @@ def test_table_is_within_its_stated_error_of_the_exact_sdf(draws):
     assert torch.equal(pop.population_shape(SEED, 0).sdf(far), d.polygon().sdf(far))
 
 
+def _bilinear_reference(table: torch.Tensor, rot: float, x: torch.Tensor) -> torch.Tensor:
+    """The polar table's interpolant written plainly: float64, modulo for the angle, a 2D gather."""
+    radii, angles = table.shape
+    rho = torch.hypot(x[..., 0], x[..., 1])
+    u = torch.remainder((torch.atan2(x[..., 1], x[..., 0]) - rot) * (angles / (2 * math.pi)), angles)
+    j0 = u.floor().clamp(max=angles - 1)
+    a, j0 = u - j0, j0.long()
+    j1 = (j0 + 1) % angles
+    v = (rho * ((radii - 1) / pop.RHO_MAX)).clamp(max=radii - 1)
+    i0 = v.floor().clamp(max=radii - 2)
+    b, i0 = v - i0, i0.long()
+    return ((1 - b) * ((1 - a) * table[i0, j0] + a * table[i0, j1])
+            + b * ((1 - a) * table[i0 + 1, j0] + a * table[i0 + 1, j1]))
+
+
+def test_table_lookup_matches_the_plain_bilinear_reference(draws):
+    """float64 points: the reference to 1e-12, on random points and on the edges (grid nodes, the angle
+    seam at the table's rotation from both sides, the last radius); float32 points: the float64 values
+    to float32 rounding."""
+    for d in draws[:8]:
+        f = pop.polar_table(d)
+        theta = torch.tensor([0.0, 1e-12, -1e-12, math.pi, -math.pi, 2 * math.pi / f.angles, 1.0]) + d.rotation
+        rho = torch.tensor([0.0, 0.3, pop.RHO_MAX * (1 - 1e-12), pop.RHO_MAX, 1.0, 0.5, 0.77], dtype=torch.float64)
+        edges = torch.stack([rho * torch.cos(theta.double()), rho * torch.sin(theta.double())], -1)
+        x = torch.cat([_points(4000, d.index), edges])
+        fx = f(x)  # builds the table
+        assert (fx - _bilinear_reference(f.table, d.rotation, x)).abs().max().item() < 1e-12, d.index
+        x32 = x.float()
+        assert (f(x32).double() - _bilinear_reference(f.table, d.rotation, x32.double())).abs().max().item() < 1e-5
+
+
 def test_draws_are_fixed_by_the_seed_and_prefix_stable():
     a = pop.describe(7, 30)
     assert a.equals(pop.describe(7, 30))
