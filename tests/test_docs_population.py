@@ -9,9 +9,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "docs" / "results" / "render_population.py"
-PAGES = ["population", "population-adaptive-near", "population-adaptive-rest", "population-fixed-near",
-         "population-solids", "population-tolerance-near",
-         "population-tolerance-near-0.1", "population-tolerance-rest"]
+PAGES = ["population", "population-encodings", "population-adaptive-near", "population-adaptive-rest",
+         "population-fixed-near", "population-solids", "population-tolerance-near", "population-tolerance-near-0.1",
+         "population-tolerance-rest"]
 
 
 def _page_dir(name: str) -> Path:

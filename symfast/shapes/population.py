@@ -21,7 +21,8 @@ Training evaluates the SDF at every step, so `shape.sdf` is a bilinear interpola
 SDF tabulated on a polar grid aligned with the group (angles rotation + 2 pi j / T with n | T, radii
 0..RHO_MAX): a rotation of the group shifts the table by T / n columns and the mirror at `rotation`
 reverses them, so the interpolant has the shape's group to rounding. Its error against the exact
-polygon SDF is measured in the tests (`TABLE_ERROR`). Points beyond RHO_MAX get the exact SDF.
+polygon SDF is measured in the tests (`TABLE_ERROR`). Points beyond RHO_MAX get the exact SDF. The lookup
+runs in float32 for float32 points (training's) and in float64 for float64 points.
 
 The global rotation is a multiple of ROTATION_STEP_DEG (7.5 degrees) so that mirror lines often meet
 the lines the encodings lift (multiples of 45 and 30 degrees) and mirror misses are measurable.
