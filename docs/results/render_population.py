@@ -131,8 +131,11 @@ def _interval_line(calib: pd.DataFrame) -> str:
             "per-epsilon rows rest on fewer trials and are wider.")
 
 
-def _alpha_check(calib: pd.DataFrame, alpha: float, tolerance: float | None = None, adaptive: bool = True,
-                 per_encoding: bool = False) -> list[str]:
+def _several_encodings(calib: pd.DataFrame) -> bool:
+    return calib.encoding[calib.encoding != "all"].nunique() > 1
+
+
+def _alpha_check(calib: pd.DataFrame, alpha: float, tolerance: float | None = None, adaptive: bool = True) -> list[str]:
     """Expected, measured, held: every rate per shape family at or below alpha, in the main and the held-out
     population (the goal of the adaptive budget; alpha was fixed before the runs). At a fixed budget the
     near-symmetries are left out: how small a perturbation it still calls a symmetry is what the curve shows.
@@ -140,8 +143,11 @@ def _alpha_check(calib: pd.DataFrame, alpha: float, tolerance: float | None = No
     from symfast.readout.sweeps.rates import with_keys
 
     c = with_keys(calib)
-    rows = c[((c.encoding != "all") if per_encoding else (c.encoding == "all")) & (c.family != "all") & (c.element_kind == "all") & (c.n == "all")
+    per_encoding = _several_encodings(calib)
+    encoding_rows = (c.encoding != "all") if per_encoding else (c.encoding == "all")
+    rows = c[encoding_rows & (c.family != "all") & (c.element_kind == "all") & (c.n == "all")
              & (c.epsilon == "all") & (adaptive or c.metric != "near_FPR")]
+    first = (lambda r: f"| {r.encoding} ") if per_encoding else (lambda r: "")
     which = ("the rates at the adaptive budget", "every rate") if adaptive else (
         "false positives and negatives at the fixed budget", "the FNR and FPR")
     lines = [f"## Expected and measured: {which[0]}", "",
@@ -151,7 +157,8 @@ def _alpha_check(calib: pd.DataFrame, alpha: float, tolerance: float | None = No
              ("" if adaptive else " Near-symmetries are not expected below alpha at a fixed budget: the "
               "near_FPR rows and the curve below show how small a perturbation the readout still calls a symmetry."),
              "",
-             ("| encoding " if per_encoding else "") + "| family | metric | expected | main | held out | verdict | note |",
+             ("| encoding " if per_encoding else "")
+             + "| family | metric | expected | main | held out | verdict | note |",
              ("|---" if per_encoding else "") + "|---|---|---|---|---|---|---|"]
     for r in rows.itertuples(index=False):
         held_out = "" if pd.isna(r.heldout_rate) else f"{r.heldout_rate:.3f} (upper {r.heldout_ci_high:.3f})"
@@ -163,7 +170,7 @@ def _alpha_check(calib: pd.DataFrame, alpha: float, tolerance: float | None = No
         if tolerance and r.metric == "near_FPR":
             note = (note + "; " if note else "") + (f"the strict reading (every near-symmetry false); the table "
                                                     f"below says which lie under the tolerance {tolerance:g}")
-        lines.append(("| " + r.encoding + " " if per_encoding else "") + f"| {r.family} | {r.metric} | <= {alpha:g} | {r.rate:.3f} (upper {r.ci_high:.3f}) | "
+        lines.append(first(r) + f"| {r.family} | {r.metric} | <= {alpha:g} | {r.rate:.3f} (upper {r.ci_high:.3f}) | "
                      f"{held_out} | {verdict} | {note} |")
     return lines + [""]
 
@@ -253,8 +260,7 @@ def page(data: str) -> str:
         _interval_line(calib),
         "",
         *(_alpha_check(calib, m["alpha"], m.get("tolerance")) if m.get("budget") == "auto" else
-          _alpha_check(calib, m["alpha"], adaptive=False, per_encoding=len(m["encodings"]) > 1)
-          if solids or len(m["encodings"]) > 1 else []),
+          _alpha_check(calib, m["alpha"], adaptive=False) if solids or _several_encodings(calib) else []),
         *((_tolerance_check(calib, m["tolerance"]) if _has_near(calib) else _tolerance_note(m["tolerance"]))
           if m.get("tolerance") else []),
         "The commands:", "", "```bash", *run["commands"], "```", "",

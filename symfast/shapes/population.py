@@ -179,6 +179,7 @@ class _PolarTable:
     def __init__(self, vertices: np.ndarray, rot: float, n: int):
         self.vertices, self.rot = np.asarray(vertices, dtype=np.float64), float(rot)
         self.angles = n * math.ceil(TABLE_ANGLES / n)
+        self._rot_wrapped = math.remainder(self.rot, 2 * math.pi)  # in (-pi, pi]: theta - rot in (-2 pi, 2 pi)
         self.exact = polygon(self.vertices, "exact").sdf
         self.table = None
         self._flat = {}  # working dtype -> the table with its first angle column repeated last, flattened
@@ -201,9 +202,8 @@ class _PolarTable:
         t, width = self._flat_table(dtype), self.angles + 1
         px, py = (c.contiguous() for c in x.to(dtype).unbind(-1))  # contiguous: strided math is ~4x slower
         rho = torch.hypot(px, py)
-        # the column coordinate u in [0, angles]: theta - rot lies in (-2 pi, 2 pi) for rot taken into (-pi, pi]
-        rot = math.remainder(self.rot, 2 * math.pi)
-        u = torch.atan2(py, px).sub_(rot).mul_(self.angles / (2 * math.pi))
+        # the column coordinate u in [0, angles]: one wrap suffices as theta - rot lies in (-2 pi, 2 pi)
+        u = torch.atan2(py, px).sub_(self._rot_wrapped).mul_(self.angles / (2 * math.pi))
         u = torch.where(u < 0, u + self.angles, u)
         j0 = u.floor().clamp_(max=self.angles - 1)
         a = u - j0
