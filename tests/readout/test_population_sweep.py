@@ -15,7 +15,7 @@ import symfast
 from symfast.cli import main
 from symfast.readout.sweeps.population import (PopulationSpec, PopulationStore, candidates, load_population,
                                                open_store, run_population)
-from symfast.readout.sweeps.rates import calibration, compare, wilson
+from symfast.readout.sweeps.rates import calibration, clustered_wilson, compare, markdown, wilson
 from symfast.shapes import population as pop
 
 TINY = ["--seeds", "3", "--pe", "triaxis", "--hidden", "8", "--steps", "15", "--points", "64", "--max-batch", "3",
@@ -133,6 +133,61 @@ def test_wilson_interval_known_values():
     assert wilson(10, 10)[1] == 1.0
     with pytest.raises(ValueError):
         wilson(3, 0)
+
+
+def test_clustered_wilson_closed_forms():
+    from scipy.stats import t
+
+    t9 = t.ppf(0.975, 9)  # ten shapes: Student's quantile on 9 degrees of freedom
+    # independent single trials, and shapes whose trials are all decided alike: n_eff = shapes - 1 in both
+    lo, hi, n_eff = clustered_wilson([1] * 3 + [0] * 7, [1] * 10)
+    assert n_eff == pytest.approx(9) and (lo, hi) == pytest.approx(wilson(0.3 * 9, 9, t9))
+    for k in (4, 7):
+        lo, hi, n_eff = clustered_wilson([k] * 3 + [0] * 7, [k] * 10)
+        assert n_eff == pytest.approx(9) and (lo, hi) == pytest.approx(wilson(0.3 * 9, 9, t9))
+    # spread evenly over the shapes (every shape one error in four): no design effect beyond 1
+    assert clustered_wilson([1] * 10, [4] * 10)[2] == 40
+    lo, hi, n_eff = clustered_wilson([0] * 5, [3] * 5)  # no error: the variance is not estimable, shapes count
+    assert n_eff == 5 and lo == 0 and hi == pytest.approx(wilson(0, 5, t.ppf(0.975, 4))[1])
+    assert clustered_wilson([2], [2])[2] == 1
+    for bad in (([1], [0]), ([3], [2]), ([-1], [2]), ([], []), ([1, 2], [3])):
+        with pytest.raises(ValueError):
+            clustered_wilson(*bad)
+
+
+def test_clustered_intervals_cover_the_rate_where_element_intervals_do_not():
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    shapes, size, rate, reps = 40, 6, 0.2, 1000
+    cover = {"elements": 0, "shapes": 0}
+    for _ in range(reps):
+        # half the shapes decide all their elements at once, the rest each element alone: the rate stays 0.2
+        together = rng.random(shapes) < 0.5
+        errors = np.where(together, size * (rng.random(shapes) < rate), rng.binomial(size, rate, shapes))
+        lo, hi = wilson(int(errors.sum()), shapes * size)
+        cover["elements"] += lo <= rate <= hi
+        lo, hi, _ = clustered_wilson(errors, [size] * shapes)
+        cover["shapes"] += lo <= rate <= hi
+    assert cover["elements"] / reps < 0.85 and cover["shapes"] / reps >= 0.93, cover  # nominal 0.95 (0.935 measured)
+
+
+def test_calibration_intervals_count_shapes_and_held_out_agreement_uses_them():
+    def table(observed_by_shape):  # every shape: 4 mirrors that are not symmetries, decided as given
+        return pd.DataFrame([dict(encoding="dyadic", shape=f"s{i}", element=f"m{45 * j}", element_kind="reflection",
+                                  n=4, epsilon=0.0, true_symmetry=False, near=False, observed=bool(obs))
+                             for i, obs in enumerate(observed_by_shape) for j in range(4)])
+
+    main_rates, held_rates = calibration(table([1] * 3 + [0] * 17)), calibration(table([0] * 20))
+    row = main_rates[(main_rates.encoding == "dyadic") & (main_rates.element_kind == "all")].iloc[0]
+    assert (row.errors, row.trials, row.shapes) == (12, 80, 20)
+    assert (row.ci_low_shapes, row.ci_high_shapes) == pytest.approx(clustered_wilson([4] * 3 + [0] * 17, [4] * 20)[:2])
+    assert row.ci_low_shapes < row.ci_low  # wider than counting the 80 elements
+    both = compare(main_rates, held_rates)
+    mine = both[(both.encoding == "dyadic") & (both.element_kind == "all")].iloc[0]
+    assert mine.ci_low > mine.heldout_ci_high  # the element intervals do not overlap ...
+    assert mine.agree == "yes"  # ... the intervals counting shapes do
+    assert "95% CI counting shapes" in markdown(both, "t", "i")
 
 
 def test_calibration_counts_each_metric_on_its_own_elements():

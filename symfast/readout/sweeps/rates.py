@@ -14,10 +14,12 @@ encodings ("all"). Where the results record the budget each member was read at (
 steps_used; the adaptive rule picks it per member), each row gives its trials' mean seeds and steps.
 Where they record whether each observed element was resolved to a tolerance (`resolved`), an
 unresolved element is not a decision: it is no false positive, and each row counts them
-(`unresolved`). Intervals are Wilson score intervals at 95%. Elements
-of one member are decided together (they share its seed ensemble), so the intervals, which treat
-elements as independent trials, are narrower than the truth where decisions are correlated; the
-held-out comparison (`compare`: a population of another seed) is the check.
+(`unresolved`). Intervals are Wilson score intervals at 95% (`ci_low`, `ci_high`). Elements of one
+shape are decided together (they share its seed ensemble, and a shape's symmetries make some of its
+elements equivalent), so those intervals, which treat elements as independent trials, are narrower than
+the truth. Where the results name each element's shape (`shape`), each row also gives the interval
+counting shapes as the independent units (`shapes`, `ci_low_shapes`, `ci_high_shapes`; see
+`clustered_wilson`), and the held-out comparison (`compare`: a population of another seed) uses it.
 """
 from __future__ import annotations
 
@@ -28,9 +30,10 @@ import pandas as pd
 
 from symfast.shapes.population import KINDS
 
-__all__ = ["wilson", "calibration", "compare", "markdown", "from_readout", "plot_near", "with_keys", "KEYS", "FAMILIES", "Z95"]
+__all__ = ["wilson", "clustered_wilson", "calibration", "compare", "markdown", "from_readout", "plot_near", "with_keys", "KEYS", "FAMILIES", "Z95"]
 
-Z95 = 1.959963984540054
+CONFIDENCE = 0.95
+Z95 = 1.959963984540054  # the normal quantile at 0.5 + CONFIDENCE / 2
 KEYS = ["encoding", "metric", "family", "element_kind", "n", "epsilon"]
 FAMILIES = KINDS  # how a population member was drawn
 _ALL = "all"
@@ -51,6 +54,31 @@ def wilson(errors: int, trials: int, z: float = Z95) -> tuple[float, float]:
     return lo, hi
 
 
+def clustered_wilson(errors, trials) -> tuple[float, float, float]:
+    """The Wilson interval of sum(errors) / sum(trials) counting clusters (shapes), not trials, as independent.
+
+    `errors[i]` and `trials[i]` are cluster i's counts. The design effect d is the cluster-robust variance
+    of the ratio, m / (m - 1) * sum((errors_i - p trials_i)^2) / T^2 over m clusters and T trials, divided
+    by the binomial variance p (1 - p) / T, and at least 1; the interval is Wilson's at the rate p and
+    n_eff = T / d trials, with Student's t quantile on m - 1 degrees of freedom in place of the normal one
+    (the variance is estimated from m clusters). Clusters whose trials are all decided alike give n_eff =
+    m - 1; independent single trials give m - 1 too. Where the variance cannot be estimated (p is 0 or 1,
+    or one cluster), n_eff is m: every cluster's trials taken as one decision. Returns (lo, hi, n_eff)."""
+    from scipy.stats import t as student
+    e, t = np.asarray(errors, dtype=np.float64), np.asarray(trials, dtype=np.float64)
+    if e.shape != t.shape or e.ndim != 1 or len(t) == 0 or (t < 1).any() or (e < 0).any() or (e > t).any():
+        raise ValueError("need one (errors, trials) pair per cluster with 0 <= errors <= trials and trials >= 1")
+    m, total = len(t), float(t.sum())
+    p = float(e.sum()) / total
+    if m == 1 or p in (0.0, 1.0):
+        n_eff = float(m)
+    else:
+        robust = m / (m - 1) * float(np.square(e - p * t).sum()) / total ** 2
+        n_eff = min(total, max(1.0, total / max(1.0, robust / (p * (1 - p) / total))))
+    lo, hi = wilson(p * n_eff, n_eff, float(student.ppf(0.5 + CONFIDENCE / 2, max(m - 1, 1))))
+    return lo, hi, n_eff
+
+
 def _metric_rows(t: pd.DataFrame):
     """(metric, rows the metric counts, whether an observed row is an error)."""
     identity = t["element"].isin(IDENTITIES)
@@ -60,13 +88,14 @@ def _metric_rows(t: pd.DataFrame):
 
 
 def calibration(results: pd.DataFrame) -> pd.DataFrame:
-    """Rates with Wilson 95% intervals: columns KEYS + errors, trials, rate, ci_low, ci_high (+ mean_seeds,
-    mean_steps when the results have seeds_used and steps_used; + unresolved when they have resolved)."""
+    """Rates with Wilson 95% intervals: columns KEYS + errors, trials, rate, ci_low, ci_high (+ shapes,
+    ci_low_shapes, ci_high_shapes when the results have `shape`; + mean_seeds, mean_steps when the results have seeds_used and steps_used; + unresolved when they have resolved)."""
     t = results.copy()
     for col in ("true_symmetry", "near", "observed"):
         t[col] = t[col].astype(bool)
     budget = {"seeds_used", "steps_used"} <= set(t.columns)
     tolerance = "resolved" in t.columns
+    shapes = "shape" in t.columns
     if tolerance:  # batches written before the column: every decision counts as resolved
         t["resolved"] = t["resolved"].fillna(True).astype(bool)
     pooled = t.assign(encoding=_ALL)
@@ -78,6 +107,7 @@ def calibration(results: pd.DataFrame) -> pd.DataFrame:
             if tolerance and error_if_observed:
                 err = err & rows["resolved"]  # an unresolved element is no claim of a symmetry
             every = np.ones(len(rows), bool)
+            shape_codes = pd.factorize(rows["shape"])[0] if shapes else None
             splits = [(_ALL, _ALL, _ALL, _ALL, every)]
             if "kind" in rows.columns:  # population rows: the member's family
                 splits += [(f, _ALL, _ALL, _ALL, (rows["kind"] == f).to_numpy()) for f in FAMILIES]
@@ -94,14 +124,22 @@ def calibration(results: pd.DataFrame) -> pd.DataFrame:
                 row = dict(encoding=enc_table["encoding"].iloc[0], metric=metric, family=family,
                            element_kind="mirror" if kind == "reflection" else kind, n=n, epsilon=eps,
                            errors=errors, trials=trials, rate=errors / trials, ci_low=lo, ci_high=hi)
+                if shapes:
+                    errs, codes = err.to_numpy()[mask].astype(np.float64), shape_codes[mask]
+                    per_shape = np.bincount(codes, minlength=codes.max() + 1)
+                    seen = per_shape > 0
+                    slo, shi, _ = clustered_wilson(np.bincount(codes, weights=errs, minlength=len(per_shape))[seen],
+                                                   per_shape[seen])
+                    row.update(shapes=int(seen.sum()), ci_low_shapes=slo, ci_high_shapes=shi)
                 if budget:
                     row.update(mean_seeds=float(rows["seeds_used"].to_numpy()[mask].mean()),
                                mean_steps=float(rows["steps_used"].to_numpy()[mask].mean()))
                 if tolerance:
                     row.update(unresolved=int(unresolved[mask].sum()))
                 out.append(row)
-    columns = (KEYS + ["errors", "trials", "rate", "ci_low", "ci_high"] + (["mean_seeds", "mean_steps"] if budget
-                                                                           else []) + (["unresolved"] if tolerance else []))
+    columns = (KEYS + ["errors", "trials", "rate", "ci_low", "ci_high"]
+               + (["shapes", "ci_low_shapes", "ci_high_shapes"] if shapes else [])
+               + (["mean_seeds", "mean_steps"] if budget else []) + (["unresolved"] if tolerance else []))
     return pd.DataFrame(out, columns=columns)
 
 
@@ -116,7 +154,7 @@ def from_readout(table: pd.DataFrame, shapes) -> pd.DataFrame:
     its exactly liftable rows, `n` the number of rotations in the shape's group, no near-symmetries."""
     order = {s.name: sum(g.kind == "rotation" for g in s.group) for s in shapes}
     t = table[table["liftable"].astype(bool)]
-    return pd.DataFrame({"encoding": t["pe"], "element": t["element"], "element_kind": t["kind"],
+    return pd.DataFrame({"encoding": t["pe"], "shape": t["shape"], "element": t["element"], "element_kind": t["kind"],
                          "n": t["shape"].map(order), "epsilon": 0.0,
                          "true_symmetry": t["true_symmetry"].astype(bool), "near": False,
                          "observed": t["observed"].astype(bool)})
@@ -124,11 +162,14 @@ def from_readout(table: pd.DataFrame, shapes) -> pd.DataFrame:
 
 def compare(main: pd.DataFrame, heldout: pd.DataFrame) -> pd.DataFrame:
     """`calibration` of a population beside that of a held-out one (another seed): the held-out
-    columns get the prefix `heldout_`, and `agree` says whether the two 95% intervals overlap
-    (rows present in one population only have no verdict)."""
+    columns get the prefix `heldout_`, and `agree` says whether the two 95% intervals overlap: those
+    counting shapes where both tables have them, else the Wilson ones (rows present in one population only
+    have no verdict)."""
     h = with_keys(heldout).rename(columns={c: f"heldout_{c}" for c in heldout.columns if c not in KEYS})
     both = with_keys(main).merge(h, on=KEYS, how="left")
-    overlap = (both["ci_low"] <= both["heldout_ci_high"]) & (both["heldout_ci_low"] <= both["ci_high"])
+    by = "_shapes" if {"ci_low_shapes", "heldout_ci_low_shapes"} <= set(both.columns) else ""
+    overlap = ((both[f"ci_low{by}"] <= both[f"heldout_ci_high{by}"])
+               & (both[f"heldout_ci_low{by}"] <= both[f"ci_high{by}"]))
     both["agree"] = np.where(both["heldout_trials"].isna(), "", np.where(overlap, "yes", "no"))
     return both
 
@@ -139,13 +180,19 @@ def _fmt(rate, lo, hi, errors, trials) -> str:
     return f"{rate:.3f} [{lo:.3f}, {hi:.3f}] ({int(errors)}/{int(trials)})"
 
 
+def _shape_interval(lo, hi, shapes) -> str:
+    return "" if pd.isna(shapes) else f"[{lo:.3f}, {hi:.3f}] ({int(shapes)})"
+
+
 def _count(x) -> str:
     return "" if pd.isna(x) else str(int(x))
 
 
 def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
-    """A Markdown page of a calibration table (with held-out columns if `compare` made it)."""
+    """A Markdown page of a calibration table (with held-out columns if `compare` made it, and the intervals
+    counting shapes where the table has them)."""
     held = "heldout_rate" in calib.columns
+    by_shape = "ci_low_shapes" in calib.columns
     budget = "mean_seeds" in calib.columns
     tolerance = "unresolved" in calib.columns
     lines = [f"# {title}", "", intro, ""]
@@ -161,23 +208,31 @@ def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
         if part.empty:
             continue
         head = ["encoding", "metric", "family", "element kind", "n", "epsilon", "rate [95% CI] (errors/trials)"]
+        if by_shape:
+            head += ["95% CI counting shapes (shapes)"]
         if budget:
             head += ["mean seeds x steps"]
         if tolerance:
             head += ["unresolved"] + (["held-out unresolved"] if held else [])
         if held:
-            head += ["held-out rate [95% CI]", "intervals overlap"]
+            head += ["held-out rate [95% CI]"] + (["held-out 95% CI counting shapes"] if by_shape else []) + [
+                "intervals overlap" + (" (counting shapes)" if by_shape else "")]
         lines += [f"## {caption}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for r in part.itertuples(index=False):
             cells = [r.encoding, r.metric, r.family, r.element_kind, r.n, r.epsilon,
                      _fmt(r.rate, r.ci_low, r.ci_high, r.errors, r.trials)]
+            if by_shape:
+                cells += [_shape_interval(r.ci_low_shapes, r.ci_high_shapes, r.shapes)]
             if budget:
                 cells += [f"{r.mean_seeds:.1f} x {r.mean_steps:.0f}"]
             if tolerance:
                 cells += [int(r.unresolved)] + ([_count(r.heldout_unresolved)] if held else [])
             if held:
                 cells += [_fmt(r.heldout_rate, r.heldout_ci_low, r.heldout_ci_high, r.heldout_errors,
-                               r.heldout_trials), r.agree]
+                               r.heldout_trials)]
+                if by_shape:
+                    cells += [_shape_interval(r.heldout_ci_low_shapes, r.heldout_ci_high_shapes, r.heldout_shapes)]
+                cells += [r.agree]
             lines.append("| " + " | ".join(str(x) for x in cells) + " |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
@@ -185,7 +240,8 @@ def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
 
 def plot_near(calib: pd.DataFrame, path=None, ax=None):
     """The near-symmetry curve: near_FPR (near-symmetries reported observed) against epsilon, one line
-    per encoding with its 95% intervals (and the held-out population's, dashed, when present)."""
+    per encoding with its 95% intervals (those counting shapes where the table has them) and the held-out
+    population's, dashed, when present."""
     from symfast.plotting import FONT, SMALL, axes_or_new, finish, legend_outside
 
     fig, ax, created = axes_or_new(ax)
@@ -198,8 +254,9 @@ def plot_near(calib: pd.DataFrame, path=None, ax=None):
         cols = [("", "-", enc)] + ([("heldout_", "--", f"{enc} (held out)")] if "heldout_rate" in part else [])
         for prefix, style, label in cols:
             r = part[f"{prefix}rate"].to_numpy(dtype=float)[order]
-            lo, hi = (part[f"{prefix}ci_low"].to_numpy(dtype=float)[order],
-                      part[f"{prefix}ci_high"].to_numpy(dtype=float)[order])
+            by = "_shapes" if f"{prefix}ci_low_shapes" in part else ""  # the intervals counting shapes, if any
+            lo, hi = (part[f"{prefix}ci_low{by}"].to_numpy(dtype=float)[order],
+                      part[f"{prefix}ci_high{by}"].to_numpy(dtype=float)[order])
             ok = ~np.isnan(r)  # a size the held-out population did not draw
             ax.errorbar(eps[order][ok], r[ok], yerr=[(r - lo)[ok], (hi - r)[ok]], fmt="o" + style, capsize=3,
                         color=f"C{k}", alpha=1.0 if not prefix else 0.6, label=label)
