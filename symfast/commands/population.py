@@ -142,8 +142,9 @@ def write_calibration(out: str, heldout: str | None = None) -> str:
     intro = (f"Population {chosen}{spec.seed}:{spec.size}{solids} (N = {len(spec.members())} shapes x {spec.seeds} seeds x "
              f"{len(spec.encodings)} encoding(s) = {cells}{spec.num_cells} fields), "
              f"{spec.steps} steps x {spec.points} points, hidden {spec.hidden}, {spec.observable}, alpha "
-             f"{spec.alpha}.{budget_line}{held_line} Rates with Wilson 95% intervals; see the population section of the "
-             "readout-decisions guide for what each rate counts.")
+             f"{spec.alpha}.{budget_line}{held_line} Rates with Wilson 95% intervals counting elements, and beside "
+             "them the 95% intervals counting shapes (one seed ensemble decides all of a shape's elements: read "
+             "those); see the population section of the readout-decisions guide for what each rate counts.")
     page = os.path.join(out, "calibration.md")
     written = pd.read_csv(os.path.join(out, "calibration.csv"), dtype={"n": str, "epsilon": str})
     atomic_write_bytes(page, markdown(written, "Readout error rates on a shape population", intro).encode())
