@@ -150,7 +150,7 @@ def test_clustered_wilson_closed_forms():
     lo, hi, n_eff = clustered_wilson([0] * 5, [3] * 5)  # no error: the variance is not estimable, shapes count
     assert n_eff == 5 and lo == 0 and hi == pytest.approx(wilson(0, 5, t.ppf(0.975, 4))[1])
     assert clustered_wilson([2], [2])[2] == 1
-    for bad in (([1], [0]), ([3], [2]), ([-1], [2]), ([], []), ([1, 2], [3])):
+    for bad in (([1], [0]), ([3], [2]), ([-1], [2]), ([], []), ([1, 2], [3]), ([float("nan")], [2])):
         with pytest.raises(ValueError):
             clustered_wilson(*bad)
 

@@ -41,8 +41,9 @@ IDENTITIES = ("r0", "e")  # the identity's name in O(2) and in O(3)
 ELEMENT_KINDS = ("rotation", "reflection", "inversion", "rotoreflection")  # the last two occur in 3D only
 
 
-def wilson(errors: int, trials: int, z: float = Z95) -> tuple[float, float]:
-    """The Wilson score interval for a binomial proportion errors / trials (trials >= 1)."""
+def wilson(errors: float, trials: float, z: float = Z95) -> tuple[float, float]:
+    """The Wilson score interval for a binomial proportion errors / trials (trials >= 1; `clustered_wilson`
+    passes an effective, fractional number of trials)."""
     if trials < 1 or not 0 <= errors <= trials:
         raise ValueError(f"need 0 <= errors <= trials and trials >= 1, got {errors} / {trials}")
     p = errors / trials
@@ -65,8 +66,10 @@ def clustered_wilson(errors, trials) -> tuple[float, float, float]:
     m - 1; independent single trials give m - 1 too. Where the variance cannot be estimated (p is 0 or 1,
     or one cluster), n_eff is m: every cluster's trials taken as one decision. Returns (lo, hi, n_eff)."""
     from scipy.stats import t as student
+
     e, t = np.asarray(errors, dtype=np.float64), np.asarray(trials, dtype=np.float64)
-    if e.shape != t.shape or e.ndim != 1 or len(t) == 0 or (t < 1).any() or (e < 0).any() or (e > t).any():
+    if (e.shape != t.shape or e.ndim != 1 or len(t) == 0 or not (np.isfinite(e).all() and np.isfinite(t).all())
+            or (t < 1).any() or (e < 0).any() or (e > t).any()):
         raise ValueError("need one (errors, trials) pair per cluster with 0 <= errors <= trials and trials >= 1")
     m, total = len(t), float(t.sum())
     p = float(e.sum()) / total
