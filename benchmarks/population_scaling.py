@@ -1,6 +1,7 @@
 """Time and peak memory of `symfast population` against the population size N.
 
     python benchmarks/population_scaling.py --sizes 16,64,256,625 --seeds 16 --out scaling [--executor ray]
+    python benchmarks/population_scaling.py --dim 3 --sizes 16,64,256 --out scaling3d   # the solids (dyadic3)
 
 Each size runs in a fresh process (so its peak resident memory is its own) into OUT/N<size>/ and is
 timed end to end; training and readout seconds are summed from the run's timing.csv. Prints and
@@ -24,7 +25,7 @@ import torch
 torch.set_num_threads({threads})
 from symfast.readout.sweeps.population import PopulationSpec, run_population
 spec = PopulationSpec(seed={seed}, size={size}, seeds={seeds}, encodings={encodings!r}, steps={steps},
-                      points={points}, max_batch={max_batch})
+                      points={points}, max_batch={max_batch}, dim={dim})
 t = time.perf_counter()
 run_population(spec, {out!r}, executor={executor!r}, address={address!r})
 print(json.dumps(dict(wall_s=time.perf_counter() - t,
@@ -37,7 +38,8 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", default="16,64,256")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seeds", type=int, default=16)
-    p.add_argument("--pe", default="triaxis")
+    p.add_argument("--dim", type=int, default=2, choices=[2, 3])
+    p.add_argument("--pe", default=None, help="encodings (default: the population command's for --dim)")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--points", type=int, default=1024)
     p.add_argument("--max-batch", type=int, default=256)
@@ -46,6 +48,10 @@ def main(argv=None) -> int:
     p.add_argument("--address", default=None)
     p.add_argument("--out", required=True)
     args = p.parse_args(argv)
+    if args.pe is None:
+        from symfast.commands.population import DEFAULT_PE
+
+        args.pe = DEFAULT_PE[args.dim]
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
         out = os.path.join(args.out, f"N{size}")
@@ -56,7 +62,8 @@ def main(argv=None) -> int:
             continue
         code = CHILD.format(threads=args.threads, seed=args.seed, size=size, seeds=args.seeds,
                             encodings=args.pe.split(","), steps=args.steps, points=args.points,
-                            max_batch=args.max_batch, out=out, executor=args.executor, address=args.address)
+                            max_batch=args.max_batch, dim=args.dim, out=out, executor=args.executor,
+                            address=args.address)
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         measured = json.loads(res.stdout.strip().splitlines()[-1])
         timing = pd.read_csv(os.path.join(out, "timing.csv"))
