@@ -132,12 +132,28 @@ def _interval_line(calib: pd.DataFrame) -> str:
     verdict = (f"all under ±{GOAL_HALF_WIDTH}" if not wide else
                f"over ±{GOAL_HALF_WIDTH}: {', '.join(wide)} (too few trials of that kind in the population)")
     if not by_shape:
-        return (f"Overall 95% interval half-widths: {', '.join(rows)}; {verdict}. The per-kind, per-n and "
-                "per-epsilon rows rest on fewer trials and are wider.")
+        return (f"Overall 95% interval half-widths: {', '.join(rows)}; {verdict}.{_by_design_line(calib)} The "
+                "per-kind, per-n and per-epsilon rows rest on fewer trials and are wider.")
     return ("Overall 95% interval half-widths, counting elements as the trials / counting shapes (one seed "
             f"ensemble decides all of a shape's elements, so the second is the honest one): {', '.join(rows)}; read "
-            f"on the intervals counting shapes, {verdict}. The per-kind, per-n and per-epsilon rows rest on fewer "
-            "trials and are wider.")
+            f"on the intervals counting shapes, {verdict}.{_by_design_line(calib)} The per-kind, per-n and "
+            "per-epsilon rows rest on fewer trials and are wider.")
+
+
+def _by_design_line(calib: pd.DataFrame) -> str:
+    """near_FPR's half-width weighted by the design's mix of sizes, in both populations, against the goal."""
+    from symfast.readout.sweeps.rates import near_by_design
+
+    d = near_by_design(calib)
+    d = d[d.encoding == "all"]
+    if d.empty:
+        return ""
+    r = d.iloc[0]
+    halves = [(r.ci_high - r.ci_low) / 2] + ([(r.heldout_ci_high - r.heldout_ci_low) / 2] if "heldout_rate" in d else [])
+    held = f" (held out ±{halves[1]:.3f})" if len(halves) > 1 else ""
+    under = "under" if max(halves) <= GOAL_HALF_WIDTH else "over"
+    return (f" Weighted by the design's mix of perturbation sizes (the last section), near_FPR's half-width is "
+            f"±{halves[0]:.3f}{held}: {under} ±{GOAL_HALF_WIDTH}.")
 
 
 def _several_encodings(calib: pd.DataFrame) -> bool:

@@ -15,7 +15,8 @@ import symfast
 from symfast.cli import main
 from symfast.readout.sweeps.population import (PopulationSpec, PopulationStore, candidates, load_population,
                                                open_store, run_population)
-from symfast.readout.sweeps.rates import calibration, clustered_wilson, compare, markdown, wilson
+from symfast.readout.sweeps.rates import (calibration, clustered_wilson, compare, markdown, mover, near_by_design,
+                                          wilson)
 from symfast.shapes import population as pop
 
 TINY = ["--seeds", "3", "--pe", "triaxis", "--hidden", "8", "--steps", "15", "--points", "64", "--max-batch", "3",
@@ -170,6 +171,79 @@ def test_clustered_intervals_cover_the_rate_where_element_intervals_do_not():
         lo, hi, _ = clustered_wilson(errors, [size] * shapes)
         cover["shapes"] += lo <= rate <= hi
     assert cover["elements"] / reps < 0.85 and cover["shapes"] / reps >= 0.93, cover  # nominal 0.95 (0.935 measured)
+
+
+def test_mover_closed_forms():
+    # one proportion: its own interval; two, weighted: the estimate and each side's root sum of squares
+    assert mover([0.3], [0.1], [0.6], [1.0]) == pytest.approx((0.3, 0.1, 0.6))
+    est, lo, hi = mover([1.0, 0.5], [0.9, 0.2], [1.0, 0.9], [0.5, 0.5])
+    assert est == pytest.approx(0.75)
+    assert lo == pytest.approx(0.75 - 0.5 * (0.1 ** 2 + 0.3 ** 2) ** 0.5)
+    assert hi == pytest.approx(0.75 + 0.5 * 0.4)
+    assert mover([0.0, 0.0], [0.0, 0.0], [0.9, 0.9], [0.5, 0.5])[1:] == (0.0, pytest.approx(0.5 * 0.9 * 2 ** 0.5))
+    for bad in (([0.5], [0.1], [0.9], [0.9]), ([0.5], [0.6], [0.9], [1.0]), ([0.5, 0.5], [0.1], [0.9], [1.0]),
+                ([0.5], [0.1], [1.1], [1.0]), ([float("nan")], [0.1], [0.9], [1.0]), ([], [], [], []),
+                ([0.5, 0.5], [0.1, 0.1], [0.9, 0.9], [1.5, -0.5])):
+        with pytest.raises(ValueError):
+            mover(*bad)
+
+
+def test_design_weighted_near_rate_covers_it_with_a_narrower_interval():
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    # a step in epsilon as measured; each shape draws its size uniformly and carries 1-5 near-symmetries,
+    # half the shapes deciding all of theirs at once
+    rates, shapes, reps = np.array([0.995, 0.99, 0.98, 0.9, 0.05]), 300, 1000
+    truth = rates.mean()  # the design-weighted rate: what near_by_design estimates
+    cover, half = {"pooled": 0, "by_design": 0}, {"pooled": 0.0, "by_design": 0.0}
+    for _ in range(reps):
+        size, k = rng.integers(0, 5, shapes), rng.integers(1, 6, shapes)
+        together = rng.random(shapes) < 0.5
+        errors = np.where(together, k * (rng.random(shapes) < rates[size]), rng.binomial(k, rates[size]))
+        lo, hi, _ = clustered_wilson(errors, k)
+        cover["pooled"] += lo <= truth <= hi
+        half["pooled"] += (hi - lo) / 2 / reps
+        per = [(errors[size == h].sum() / k[size == h].sum(), *clustered_wilson(errors[size == h], k[size == h])[:2])
+               for h in range(5)]
+        est, lo, hi = mover(*zip(*per), [0.2] * 5)
+        cover["by_design"] += lo <= truth <= hi
+        half["by_design"] += (hi - lo) / 2 / reps
+    assert cover["by_design"] / reps >= 0.93, cover  # nominal 0.95 (0.959 measured)
+    assert half["by_design"] < 0.6 * half["pooled"], half  # the sampled mix of sizes no longer counted
+
+
+def test_near_rate_by_design_from_the_per_size_rows():
+    def table(observed_by_size):  # per size epsilon: shapes of one near-symmetry each, decided as given
+        return pd.DataFrame([dict(encoding="triaxis", shape=f"{eps}-{i}", element="r90", element_kind="rotation",
+                                  n=4, epsilon=eps, true_symmetry=False, near=True, observed=bool(obs))
+                             for eps, obs_list in observed_by_size.items() for i, obs in enumerate(obs_list)])
+
+    sizes = pop.EPSILONS
+    main_rows = table({e: [1] * 10 if e < 0.05 else [0] * 9 + [1] for e in sizes})
+    held_rows = table({e: [1] * 12 if e < 0.05 else [0] * 12 for e in sizes})
+    both = compare(calibration(main_rows), calibration(held_rows))
+    d = near_by_design(both)
+    assert list(d.encoding) == ["all", "triaxis"]
+    row = d[d.encoding == "triaxis"].iloc[0]
+    per = both[(both.encoding == "triaxis") & (both.metric == "near_FPR") & (both.epsilon != "all")]
+    assert (row.rate, row.ci_low, row.ci_high) == pytest.approx(
+        mover(per.rate, per.ci_low_shapes, per.ci_high_shapes, [1 / len(sizes)] * len(sizes)))
+    assert row.rate == pytest.approx((4 + 0.1) / 5) and row.trials == 50 and row.heldout_trials == 60
+    assert row.agree == "yes"
+    assert "weighted by the design's mix of sizes" in markdown(both, "t", "i")
+    # a size missing from either population: not the design's mix, no row, no section
+    partial = compare(calibration(main_rows), calibration(held_rows[held_rows.epsilon != 0.05]))
+    assert near_by_design(partial).empty and "design's mix" not in markdown(partial, "t", "i")
+
+
+def test_population_draws_each_near_symmetry_size_with_equal_probability():
+    from scipy.stats import chisquare
+
+    eps = [d.epsilon for d in (pop.draw(5, i) for i in range(4000)) if d.kind == "near"]
+    counts = [eps.count(e) for e in pop.EPSILONS]
+    assert len(eps) > 500 and sum(counts) == len(eps)
+    assert chisquare(counts).pvalue > 1e-3, counts  # the weights near_by_design gives each size
 
 
 def test_calibration_intervals_count_shapes_and_held_out_agreement_uses_them():

@@ -20,6 +20,11 @@ elements equivalent), so those intervals, which treat elements as independent tr
 the truth. Where the results name each element's shape (`shape`), each row also gives the interval
 counting shapes as the independent units (`shapes`, `ci_low_shapes`, `ci_high_shapes`; see
 `clustered_wilson`), and the held-out comparison (`compare`: a population of another seed) uses it.
+
+The overall near_FPR pools near-symmetries of every size, and the rate is a step in epsilon, so its
+interval mostly counts which sizes a sample happened to draw. The population's design fixes that mix
+(each near-symmetric member draws epsilon uniformly from `EPSILONS`): `near_by_design` weights each
+size's rate by its design share (post-stratification) and combines the sizes' intervals (`mover`).
 """
 from __future__ import annotations
 
@@ -28,9 +33,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from symfast.shapes.population import KINDS
+from symfast.shapes.population import EPSILONS, KINDS
 
-__all__ = ["wilson", "clustered_wilson", "calibration", "compare", "markdown", "from_readout", "plot_near", "with_keys", "KEYS", "FAMILIES", "Z95"]
+__all__ = ["wilson", "clustered_wilson", "mover", "calibration", "near_by_design", "compare", "markdown", "from_readout", "plot_near", "with_keys", "KEYS", "FAMILIES", "Z95"]
 
 CONFIDENCE = 0.95
 Z95 = 1.959963984540054  # the normal quantile at 0.5 + CONFIDENCE / 2
@@ -80,6 +85,26 @@ def clustered_wilson(errors, trials) -> tuple[float, float, float]:
         n_eff = min(total, max(1.0, total / max(1.0, robust / (p * (1 - p) / total))))
     lo, hi = wilson(p * n_eff, n_eff, float(student.ppf(0.5 + CONFIDENCE / 2, max(m - 1, 1))))
     return lo, hi, n_eff
+
+
+def mover(rates, lows, highs, weights) -> tuple[float, float, float]:
+    """The weighted sum sum(w_i p_i) of independent proportions, with the 95% interval combined from each
+    one's (MOVER, "method of variance estimates recovery": Zou and Donner, Statistics in Medicine 27, 2008):
+    the estimate minus sqrt(sum((w_i (p_i - lo_i))^2)), plus sqrt(sum((w_i (hi_i - p_i))^2)), clipped to
+    [0, 1]. Each (lo_i, hi_i) must be a valid interval of p_i (e.g. Wilson's, which stays honest at 0 and 1,
+    where a plain variance would be 0); the weights are fixed (not estimated), >= 0 and sum to 1.
+    Returns (estimate, lo, hi)."""
+    r, lo, hi, w = (np.asarray(x, dtype=np.float64) for x in (rates, lows, highs, weights))
+    if (r.ndim != 1 or len(r) == 0 or not (r.shape == lo.shape == hi.shape == w.shape)
+            or not all(np.isfinite(x).all() for x in (r, lo, hi, w))):
+        raise ValueError("mover: need one finite (rate, low, high, weight) per proportion")
+    if (w < 0).any() or not math.isclose(float(w.sum()), 1.0, abs_tol=1e-9):
+        raise ValueError(f"mover: the weights must be >= 0 and sum to 1, got {w.tolist()}")
+    if (lo < 0).any() or (hi > 1).any() or (lo > r).any() or (r > hi).any():
+        raise ValueError("mover: need 0 <= low <= rate <= high <= 1 for every proportion")
+    est = float((w * r).sum())
+    return (est, max(0.0, est - math.sqrt(float(np.square(w * (r - lo)).sum()))),
+            min(1.0, est + math.sqrt(float(np.square(w * (hi - r)).sum()))))
 
 
 def _metric_rows(t: pd.DataFrame):
@@ -150,6 +175,39 @@ def with_keys(calib: pd.DataFrame) -> pd.DataFrame:
     """`calib` with every key as text (a table written before the family split gets family "all")."""
     c = calib if "family" in calib.columns else calib.assign(family=_ALL)
     return c.astype({k: str for k in KEYS})
+
+
+def near_by_design(calib: pd.DataFrame) -> pd.DataFrame:
+    """near_FPR per encoding with each perturbation size's rate weighted by its design share (1 / len(EPSILONS):
+    `symfast.shapes.population.draw` picks each size with equal probability), its 95% interval by `mover`
+    from the per-size intervals (those counting shapes where the table has them: each shape has one size, so
+    the sizes are independent). Columns: encoding, sizes, trials, rate, ci_low, ci_high, and, for a table
+    from `compare`, the held-out population's (`heldout_` prefix) and `agree` (the two intervals overlap).
+    Only encodings whose table has every size, in each population it holds, get a row (a mix with a size
+    missing is not the design's)."""
+    c = with_keys(calib)
+    sizes = {f"{e:g}" for e in EPSILONS}
+    near = c[(c.metric == "near_FPR") & c.epsilon.isin(sizes) & (c.family == _ALL) & (c.element_kind == _ALL)
+             & (c.n == _ALL)]
+    held = "heldout_rate" in c.columns
+    by = "_shapes" if "ci_low_shapes" in c.columns else ""
+    out = []
+    for enc, part in near.groupby("encoding", sort=True):
+        if len(part) != len(sizes) or (held and part["heldout_trials"].isna().any()):
+            continue
+        row = dict(encoding=enc, sizes=len(part), trials=int(part["trials"].sum()))
+        w = np.full(len(part), 1 / len(sizes))
+        for prefix in ("", "heldout_") if held else ("",):
+            row[f"{prefix}rate"], row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = mover(
+                part[f"{prefix}rate"], part[f"{prefix}ci_low{by}"], part[f"{prefix}ci_high{by}"], w)
+        if held:
+            row["heldout_trials"] = int(part["heldout_trials"].sum())
+            row["agree"] = "yes" if (row["ci_low"] <= row["heldout_ci_high"]
+                                     and row["heldout_ci_low"] <= row["ci_high"]) else "no"
+        out.append(row)
+    columns = ["encoding", "sizes", "trials", "rate", "ci_low", "ci_high"] + (
+        ["heldout_trials", "heldout_rate", "heldout_ci_low", "heldout_ci_high", "agree"] if held else [])
+    return pd.DataFrame(out, columns=columns)
 
 
 def from_readout(table: pd.DataFrame, shapes) -> pd.DataFrame:
@@ -238,7 +296,29 @@ def markdown(calib: pd.DataFrame, title: str, intro: str) -> str:
                 cells += [r.agree]
             lines.append("| " + " | ".join(str(x) for x in cells) + " |")
         lines.append("")
-    return "\n".join(lines).rstrip() + "\n"
+    return "\n".join(lines + _by_design_section(calib, by_shape)).rstrip() + "\n"
+
+
+def _by_design_section(calib: pd.DataFrame, by_shape: bool) -> list[str]:
+    """The near_FPR of `near_by_design`, where the table has every perturbation size."""
+    d = near_by_design(calib)
+    if d.empty:
+        return []
+    held = "heldout_rate" in d.columns
+    interval = lambda p, r: f"{getattr(r, p + 'rate'):.3f} [{getattr(r, p + 'ci_low'):.3f}, {getattr(r, p + 'ci_high'):.3f}]"  # noqa: E731
+    head = ["encoding", "near_FPR [95% CI]", "trials"] + (["held-out near_FPR [95% CI]", "held-out trials",
+                                                           "intervals overlap"] if held else [])
+    lines = ["## Near-symmetries weighted by the design's mix of sizes", "",
+             f"near_FPR with each size epsilon's rate weighted by its share in the population's design (1/{len(EPSILONS)}: "
+             "each near-symmetric member draws its size uniformly), so the interval no longer counts which sizes the "
+             "sample happened to draw; it combines the per-size intervals"
+             + (" counting shapes" if by_shape else "") + " by the MOVER rule.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in d.itertuples(index=False):
+        cells = [r.encoding, interval("", r), r.trials] + (
+            [interval("heldout_", r), r.heldout_trials, r.agree] if held else [])
+        lines.append("| " + " | ".join(str(x) for x in cells) + " |")
+    return lines + [""]
 
 
 def plot_near(calib: pd.DataFrame, path=None, ax=None):
