@@ -6,7 +6,8 @@
 Each size runs in a fresh process (so its peak resident memory is its own) into OUT/N<size>/ and is
 timed end to end; training and readout seconds are summed from the run's timing.csv. Prints and
 writes OUT/scaling.csv: size, fields, wall_s, train_s, readout_s, peak_rss_mb. A size already
-finished under OUT is not rerun (delete its folder to measure it again). Measure on a quiet machine:
+finished under OUT is not rerun (delete its folder to measure it again). It times the installed symfast
+(never the source tree) and refuses a build without the compiled kernels. Measure on a quiet machine:
 other jobs on the same cores change the times, not the memory.
 """
 from __future__ import annotations
@@ -23,6 +24,9 @@ CHILD = """
 import json, resource, sys, time
 import torch
 torch.set_num_threads({threads})
+import symfast
+if not symfast.cpp_available():
+    sys.exit(f"symfast at {{symfast.__file__}} has no compiled kernels: measure an installed build (pip install .)")
 from symfast.readout.sweeps.population import PopulationSpec, run_population
 spec = PopulationSpec(seed={seed}, size={size}, seeds={seeds}, encodings={encodings!r}, steps={steps},
                       points={points}, max_batch={max_batch}, dim={dim})
@@ -64,7 +68,11 @@ def main(argv=None) -> int:
                             encodings=args.pe.split(","), steps=args.steps, points=args.points,
                             max_batch=args.max_batch, dim=args.dim, out=out, executor=args.executor,
                             address=args.address)
-        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        # -P: the installed symfast, not the source tree of the working directory (which has no compiled
+        # kernels, so it would time the PyTorch reference path)
+        res = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True)
+        if res.returncode:
+            raise SystemExit(res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"size {size} failed")
         measured = json.loads(res.stdout.strip().splitlines()[-1])
         timing = pd.read_csv(os.path.join(out, "timing.csv"))
         row = dict(size=size, fields=size * args.seeds * len(args.pe.split(",")), **measured,
