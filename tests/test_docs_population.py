@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "docs" / "results" / "render_population.py"
 PAGES = ["population", "population-encodings", "population-adaptive-near", "population-adaptive-rest",
          "population-fixed-near", "population-solids", "population-tolerance-near", "population-tolerance-near-0.1",
-         "population-tolerance-rest", "population-near-10k", "population-solids-encodings"]
+         "population-tolerance-rest", "population-near-10k", "population-solids-encodings",
+         "population-near-10k-replicate"]
 
 
 def _page_dir(name: str) -> Path:
