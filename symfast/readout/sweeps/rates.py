@@ -181,7 +181,7 @@ def near_by_design(calib: pd.DataFrame) -> pd.DataFrame:
     """near_FPR per encoding with each perturbation size's rate weighted by its design share (1 / len(EPSILONS):
     `symfast.shapes.population.draw` picks each size with equal probability), its 95% interval by `mover`
     from the per-size intervals (those counting shapes where the table has them: each shape has one size, so
-    the sizes are independent). Columns: encoding, sizes, trials, rate, ci_low, ci_high, and, for a table
+    the sizes are independent). Columns: encoding, trials, rate, ci_low, ci_high, and, for a table
     from `compare`, the held-out population's (`heldout_` prefix) and `agree` (the two intervals overlap).
     Only encodings whose table has every size, in each population it holds, get a row (a mix with a size
     missing is not the design's)."""
@@ -195,17 +195,17 @@ def near_by_design(calib: pd.DataFrame) -> pd.DataFrame:
     for enc, part in near.groupby("encoding", sort=True):
         if len(part) != len(sizes) or (held and part["heldout_trials"].isna().any()):
             continue
-        row = dict(encoding=enc, sizes=len(part), trials=int(part["trials"].sum()))
+        row = dict(encoding=enc, trials=int(part["trials"].sum()))
         w = np.full(len(part), 1 / len(sizes))
         for prefix in ("", "heldout_") if held else ("",):
             row[f"{prefix}rate"], row[f"{prefix}ci_low"], row[f"{prefix}ci_high"] = mover(
                 part[f"{prefix}rate"], part[f"{prefix}ci_low{by}"], part[f"{prefix}ci_high{by}"], w)
         if held:
             row["heldout_trials"] = int(part["heldout_trials"].sum())
-            row["agree"] = "yes" if (row["ci_low"] <= row["heldout_ci_high"]
-                                     and row["heldout_ci_low"] <= row["ci_high"]) else "no"
+            row["agree"] = "yes" if _overlap(row["ci_low"], row["ci_high"], row["heldout_ci_low"],
+                                             row["heldout_ci_high"]) else "no"
         out.append(row)
-    columns = ["encoding", "sizes", "trials", "rate", "ci_low", "ci_high"] + (
+    columns = ["encoding", "trials", "rate", "ci_low", "ci_high"] + (
         ["heldout_trials", "heldout_rate", "heldout_ci_low", "heldout_ci_high", "agree"] if held else [])
     return pd.DataFrame(out, columns=columns)
 
@@ -221,6 +221,11 @@ def from_readout(table: pd.DataFrame, shapes) -> pd.DataFrame:
                          "observed": t["observed"].astype(bool)})
 
 
+def _overlap(lo, hi, other_lo, other_hi):
+    """Whether two intervals overlap: the held-out agreement rule (scalars or columns)."""
+    return (lo <= other_hi) & (other_lo <= hi)
+
+
 def compare(main: pd.DataFrame, heldout: pd.DataFrame) -> pd.DataFrame:
     """`calibration` of a population beside that of a held-out one (another seed): the held-out
     columns get the prefix `heldout_`, and `agree` says whether the two 95% intervals overlap: those
@@ -229,16 +234,20 @@ def compare(main: pd.DataFrame, heldout: pd.DataFrame) -> pd.DataFrame:
     h = with_keys(heldout).rename(columns={c: f"heldout_{c}" for c in heldout.columns if c not in KEYS})
     both = with_keys(main).merge(h, on=KEYS, how="left")
     by = "_shapes" if {"ci_low_shapes", "heldout_ci_low_shapes"} <= set(both.columns) else ""
-    overlap = ((both[f"ci_low{by}"] <= both[f"heldout_ci_high{by}"])
-               & (both[f"heldout_ci_low{by}"] <= both[f"ci_high{by}"]))
+    overlap = _overlap(both[f"ci_low{by}"], both[f"ci_high{by}"], both[f"heldout_ci_low{by}"],
+                       both[f"heldout_ci_high{by}"])
     both["agree"] = np.where(both["heldout_trials"].isna(), "", np.where(overlap, "yes", "no"))
     return both
+
+
+def _interval(rate, lo, hi) -> str:
+    return f"{rate:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def _fmt(rate, lo, hi, errors, trials) -> str:
     if pd.isna(rate):
         return ""
-    return f"{rate:.3f} [{lo:.3f}, {hi:.3f}] ({int(errors)}/{int(trials)})"
+    return f"{_interval(rate, lo, hi)} ({int(errors)}/{int(trials)})"
 
 
 def _shape_interval(lo, hi, shapes) -> str:
@@ -305,7 +314,6 @@ def _by_design_section(calib: pd.DataFrame, by_shape: bool) -> list[str]:
     if d.empty:
         return []
     held = "heldout_rate" in d.columns
-    interval = lambda p, r: f"{getattr(r, p + 'rate'):.3f} [{getattr(r, p + 'ci_low'):.3f}, {getattr(r, p + 'ci_high'):.3f}]"  # noqa: E731
     head = ["encoding", "near_FPR [95% CI]", "trials"] + (["held-out near_FPR [95% CI]", "held-out trials",
                                                            "intervals overlap"] if held else [])
     lines = ["## Near-symmetries weighted by the design's mix of sizes", "",
@@ -315,8 +323,8 @@ def _by_design_section(calib: pd.DataFrame, by_shape: bool) -> list[str]:
              + (" counting shapes" if by_shape else "") + " by the MOVER rule.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in d.itertuples(index=False):
-        cells = [r.encoding, interval("", r), r.trials] + (
-            [interval("heldout_", r), r.heldout_trials, r.agree] if held else [])
+        cells = [r.encoding, _interval(r.rate, r.ci_low, r.ci_high), r.trials] + (
+            [_interval(r.heldout_rate, r.heldout_ci_low, r.heldout_ci_high), r.heldout_trials, r.agree] if held else [])
         lines.append("| " + " | ".join(str(x) for x in cells) + " |")
     return lines + [""]
 
